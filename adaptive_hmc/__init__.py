@@ -1,0 +1,1 @@
+"""adaptive_hmc"""

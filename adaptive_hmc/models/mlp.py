@@ -1,0 +1,366 @@
+"""Multilayer perceptron: spec, flat parameter vector with named groups, compiled
+energy, gradient and predictions.
+
+Flow position: data -> **model** -> integrator. Kernels take arrays only
+(principle 1 of DESIGN.md); :class:`MLPSpec` is the thin Python side.
+
+Layout of the flat parameter vector ``q`` (all float64)::
+
+    [W_1, b_1, W_2, b_2, ..., W_m, b_m, W_out, b_out, W_io]
+
+``W_1`` is input->hidden (n_in x H_1), ``W_l`` hidden->hidden (H_{l-1} x H_l),
+``W_out`` last hidden->output (H_m x n_out), ``W_io`` the optional direct
+input->output connections (n_in x n_out) of Rasmussen (1996) section 2.1. Every
+matrix is row-major (fan_in x fan_out). Hidden units are tanh, outputs identity.
+
+Compiled kernels receive the architecture as an int64 array ``arch``::
+
+    arch = [n_in, n_out, likelihood, has_io, n_layers, H_1, ..., H_m]
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..jit import fast_tanh, njit
+
+GAUSSIAN, LOGISTIC, SOFTMAX = 0, 1, 2
+LIKELIHOODS = {"gaussian": GAUSSIAN, "logistic": LOGISTIC, "softmax": SOFTMAX}
+
+
+class Group(NamedTuple):
+    """A named block of the flat parameter vector.
+
+    ``kind`` is one of input_hidden, hidden_hidden, hidden_bias, hidden_output,
+    output_bias, input_output; ``shape`` is (fan_in, fan_out) for weights and
+    (n_units,) for biases; ``layer`` numbers hidden layers from 1.
+    """
+
+    name: str
+    kind: str
+    start: int
+    stop: int
+    shape: tuple
+    layer: int
+
+    @property
+    def slice(self):
+        return slice(self.start, self.stop)
+
+
+@dataclass(frozen=True)
+class MLPSpec:
+    """Architecture of a tanh MLP.
+
+    Parameters
+    ----------
+    n_inputs, n_outputs : int
+        For ``likelihood="softmax"``, ``n_outputs`` is the number of classes; for
+        ``"logistic"`` it must be 1 (the logit).
+    hidden : tuple of int
+        Sizes of the tanh hidden layers, e.g. ``(16,)`` or ``(20, 8)``.
+    likelihood : {"gaussian", "logistic", "softmax"}
+    direct : bool
+        Direct input-to-output connections (Rasmussen 1996, section 2.1).
+    """
+
+    n_inputs: int
+    hidden: tuple
+    n_outputs: int
+    likelihood: str = "gaussian"
+    direct: bool = False
+
+    def __post_init__(self):
+        object.__setattr__(self, "hidden", tuple(int(h) for h in self.hidden))
+        if self.likelihood not in LIKELIHOODS:
+            raise ValueError(f"likelihood={self.likelihood!r}: allowed are {sorted(LIKELIHOODS)}")
+        if self.n_inputs < 1 or self.n_outputs < 1:
+            raise ValueError(f"n_inputs={self.n_inputs}, n_outputs={self.n_outputs}: both must be >= 1")
+        if not self.hidden or min(self.hidden) < 1:
+            raise ValueError(f"hidden={self.hidden}: need at least one hidden layer, each of >= 1 unit")
+        if self.likelihood == "logistic" and self.n_outputs != 1:
+            raise ValueError(f"logistic likelihood needs n_outputs=1, got {self.n_outputs}")
+        if self.likelihood == "softmax" and self.n_outputs < 2:
+            raise ValueError(f"softmax likelihood needs n_outputs >= 2 classes, got {self.n_outputs}")
+
+    @property
+    def arch(self) -> np.ndarray:
+        return np.array([self.n_inputs, self.n_outputs, LIKELIHOODS[self.likelihood],
+                         int(self.direct), len(self.hidden), *self.hidden], dtype=np.int64)
+
+    @property
+    def groups(self) -> list:
+        out, off, fan_in = [], 0, self.n_inputs
+        for l, h in enumerate(self.hidden, start=1):
+            kind = "input_hidden" if l == 1 else "hidden_hidden"
+            name = "input_hidden" if l == 1 else f"hidden_hidden_{l - 1}_{l}"
+            out.append(Group(name, kind, off, off + fan_in * h, (fan_in, h), l))
+            off += fan_in * h
+            out.append(Group(f"hidden_bias_{l}" if len(self.hidden) > 1 else "hidden_bias",
+                             "hidden_bias", off, off + h, (h,), l))
+            off += h
+            fan_in = h
+        out.append(Group("hidden_output", "hidden_output", off, off + fan_in * self.n_outputs,
+                         (fan_in, self.n_outputs), len(self.hidden)))
+        off += fan_in * self.n_outputs
+        out.append(Group("output_bias", "output_bias", off, off + self.n_outputs, (self.n_outputs,), 0))
+        off += self.n_outputs
+        if self.direct:
+            out.append(Group("input_output", "input_output", off, off + self.n_inputs * self.n_outputs,
+                             (self.n_inputs, self.n_outputs), 0))
+            off += self.n_inputs * self.n_outputs
+        return out
+
+    @property
+    def n_params(self) -> int:
+        return self.groups[-1].stop
+
+    def unpack(self, q) -> dict:
+        """Views of ``q`` by group name, reshaped to the group's shape."""
+        q = np.asarray(q)
+        return {g.name: q[g.slice].reshape(g.shape) for g in self.groups}
+
+    def workspace(self, n_cases: int) -> np.ndarray:
+        """Scratch array the kernels need for ``n_cases`` cases."""
+        return np.empty((2 * sum(self.hidden) + 2 * self.n_outputs, max(n_cases, 1)))
+
+
+@njit(inline="always")
+def _layer_offset(arch, layer):
+    """Offset of W_layer in q (layer counts from 0); layer == n_layers gives W_out."""
+    off = 0
+    fan_in = arch[0]
+    for l in range(layer):
+        h = arch[5 + l]
+        off += fan_in * h + h
+        fan_in = h
+    return off
+
+
+@njit
+def forward(q, arch, XT, work):
+    """Network outputs for the cases in ``XT`` (n_in, N).
+
+    Fills ``work[:sum(H)]`` with hidden activations (row per unit, column per
+    case) and returns the view ``work[2*sum(H) : 2*sum(H)+n_out]`` holding the
+    outputs (n_out, N). The case loop is innermost so that it vectorises.
+    """
+    n_in, n_out, has_io, n_layers = arch[0], arch[1], arch[3], arch[4]
+    N = XT.shape[1]
+    off = 0
+    row = 0
+    fan_in = n_in
+    for l in range(n_layers):
+        h = arch[5 + l]
+        for j in range(h):
+            # z = tanh(b_j + sum_i W_ij src_i): bias folded into the first pass,
+            # tanh into the last, so each unit costs fan_in passes over the cases.
+            z = work[row + j]
+            b = q[off + fan_in * h + j]
+            w = q[off + j]
+            src = XT[0] if l == 0 else work[row - fan_in]
+            if fan_in == 1:
+                for n in range(N):
+                    z[n] = fast_tanh(b + w * src[n])
+                continue
+            for n in range(N):
+                z[n] = b + w * src[n]
+            for i in range(1, fan_in - 1):
+                w = q[off + i * h + j]
+                src = XT[i] if l == 0 else work[row - fan_in + i]
+                for n in range(N):
+                    z[n] += w * src[n]
+            w = q[off + (fan_in - 1) * h + j]
+            src = XT[fan_in - 1] if l == 0 else work[row - 1]
+            for n in range(N):
+                z[n] = fast_tanh(z[n] + w * src[n])
+        off += fan_in * h + h
+        row += h
+        fan_in = h
+    out_row = 2 * row
+    top = row - fan_in
+    for o in range(n_out):
+        y = work[out_row + o]
+        b = q[off + fan_in * n_out + o]
+        for n in range(N):
+            y[n] = b
+        for j in range(0, fan_in - 1, 2):
+            w0 = q[off + j * n_out + o]
+            w1 = q[off + (j + 1) * n_out + o]
+            a0 = work[top + j]
+            a1 = work[top + j + 1]
+            for n in range(N):
+                y[n] += w0 * a0[n] + w1 * a1[n]
+        if fan_in % 2 == 1:
+            w = q[off + (fan_in - 1) * n_out + o]
+            a0 = work[top + fan_in - 1]
+            for n in range(N):
+                y[n] += w * a0[n]
+        if has_io:
+            io = off + fan_in * n_out + n_out
+            for i in range(n_in):
+                w = q[io + i * n_out + o]
+                src = XT[i]
+                for n in range(N):
+                    y[n] += w * src[n]
+    return work[out_row:out_row + n_out]
+
+
+@njit
+def _likelihood_and_deriv(out, YT, noise, lik, dout):
+    """Minus log likelihood (up to a constant in the weights) and its derivative
+    with respect to each output, written into ``dout`` (n_out, N)."""
+    n_out, N = out.shape
+    e = 0.0
+    if lik == GAUSSIAN:
+        for o in range(n_out):
+            t = noise[o]
+            s = 0.0
+            for n in range(N):
+                r = out[o, n] - YT[o, n]
+                s += r * r
+                dout[o, n] = t * r
+            e += 0.5 * t * s
+    elif lik == LOGISTIC:
+        for n in range(N):
+            f = out[0, n]
+            e += max(f, 0.0) + math.log1p(math.exp(-abs(f))) - YT[0, n] * f
+            dout[0, n] = 1.0 / (1.0 + math.exp(-f)) - YT[0, n]
+    else:
+        for n in range(N):
+            m = out[0, n]
+            for o in range(1, n_out):
+                m = max(m, out[o, n])
+            s = 0.0
+            for o in range(n_out):
+                s += math.exp(out[o, n] - m)
+            c = int(YT[0, n])
+            e += m + math.log(s) - out[c, n]
+            for o in range(n_out):
+                dout[o, n] = math.exp(out[o, n] - m) / s - (1.0 if o == c else 0.0)
+    return e
+
+
+@njit
+def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work):
+    """Potential energy U(q) = -log p(q | hyperparameters, data) + const and its
+    gradient (written into ``grad``), by one forward and one backward pass.
+
+    U(q) = sum_k prec_k q_k^2 / 2 + minus log likelihood, with ``prec`` (D,) the
+    prior precision of each weight and ``noise`` (n_out,) the noise precisions
+    (Gaussian likelihood only).
+    """
+    n_in, n_out, lik, has_io, n_layers = arch[0], arch[1], arch[2], arch[3], arch[4]
+    N = XT.shape[1]
+    out = forward(q, arch, XT, work)
+    sum_h = 0
+    for l in range(n_layers):
+        sum_h += arch[5 + l]
+    dout = work[2 * sum_h + n_out:2 * sum_h + 2 * n_out]
+    energy = _likelihood_and_deriv(out, YT, noise, lik, dout)
+    for k in range(q.size):
+        energy += 0.5 * prec[k] * q[k] * q[k]
+        grad[k] = prec[k] * q[k]
+
+    # Output layer: hidden-output weights, output biases, direct connections.
+    off = _layer_offset(arch, n_layers)
+    h = arch[4 + n_layers]
+    top = sum_h - h
+    for o in range(n_out):
+        d = dout[o]
+        s = 0.0
+        for n in range(N):
+            s += d[n]
+        grad[off + h * n_out + o] += s
+        for j in range(h):
+            a = work[top + j]
+            s = 0.0
+            for n in range(N):
+                s += d[n] * a[n]
+            grad[off + j * n_out + o] += s
+        if has_io:
+            io = off + h * n_out + n_out
+            for i in range(n_in):
+                x = XT[i]
+                s = 0.0
+                for n in range(N):
+                    s += d[n] * x[n]
+                grad[io + i * n_out + o] += s
+    # Delta of the top hidden layer: dU/d(summed input) = (W_out dout) * (1 - a^2).
+    for j in range(h):
+        dj = work[sum_h + top + j]
+        a = work[top + j]
+        w = q[off + j * n_out]
+        d = dout[0]
+        for n in range(N):
+            dj[n] = w * d[n]
+        for o in range(1, n_out):
+            w = q[off + j * n_out + o]
+            d = dout[o]
+            for n in range(N):
+                dj[n] += w * d[n]
+        for n in range(N):
+            dj[n] *= 1.0 - a[n] * a[n]
+    # Backpropagate through the hidden layers.
+    row = top
+    for l in range(n_layers - 1, -1, -1):
+        h = arch[5 + l]
+        fan_in = n_in if l == 0 else arch[4 + l]
+        off = _layer_offset(arch, l)
+        for j in range(h):
+            d = work[sum_h + row + j]
+            src = XT[0] if l == 0 else work[row - fan_in]
+            sb = 0.0
+            s = 0.0
+            for n in range(N):
+                sb += d[n]
+                s += d[n] * src[n]
+            grad[off + fan_in * h + j] += sb
+            grad[off + j] += s
+            for i in range(1, fan_in):
+                src = XT[i] if l == 0 else work[row - fan_in + i]
+                s = 0.0
+                for n in range(N):
+                    s += d[n] * src[n]
+                grad[off + i * h + j] += s
+        if l > 0:
+            below = row - fan_in
+            for i in range(fan_in):
+                di = work[sum_h + below + i]
+                a = work[below + i]
+                for n in range(N):
+                    di[n] = 0.0
+                for j in range(h):
+                    w = q[off + i * h + j]
+                    d = work[sum_h + row + j]
+                    for n in range(N):
+                        di[n] += w * d[n]
+                for n in range(N):
+                    di[n] *= 1.0 - a[n] * a[n]
+            row = below
+    return energy
+
+
+@njit
+def mlp_predict(Q, arch, XT, work):
+    """Outputs (S, n_out, N) of the S networks in the rows of ``Q`` (S, D)."""
+    S = Q.shape[0]
+    res = np.empty((S, arch[1], XT.shape[1]))
+    for s in range(S):
+        res[s] = forward(Q[s], arch, XT, work)
+    return res
+
+
+def predict(spec: MLPSpec, Q, X) -> np.ndarray:
+    """Network outputs for inputs ``X`` (N, n_in) and weight vectors ``Q``
+    ((D,) or (S, D)); returns (N, n_out) or (S, N, n_out). For classification
+    the outputs are logits."""
+    Q = np.asarray(Q, dtype=np.float64)
+    single = Q.ndim == 1
+    Q2 = np.ascontiguousarray(np.atleast_2d(Q))
+    XT = np.ascontiguousarray(np.asarray(X, dtype=np.float64).T)
+    res = mlp_predict(Q2, spec.arch, XT, spec.workspace(XT.shape[1])).transpose(0, 2, 1)
+    return res[0] if single else res
