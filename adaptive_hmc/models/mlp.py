@@ -364,3 +364,87 @@ def predict(spec: MLPSpec, Q, X) -> np.ndarray:
     XT = np.ascontiguousarray(np.asarray(X, dtype=np.float64).T)
     res = mlp_predict(Q2, spec.arch, XT, spec.workspace(XT.shape[1])).transpose(0, 2, 1)
     return res[0] if single else res
+
+
+@njit
+def mlp_step_scales(arch, prec, noise, sumsq, n_cases, out):
+    """Per-weight step scales s_k (FBM's heuristic, Neal 1995): the actual
+    leapfrog step of weight k is ``step_factor * s_k``.
+
+    s_k = (an estimate of d^2 U / dq_k^2)^(-1/2), computed from the
+    hyperparameters and the training inputs only, never from the current
+    weights, so that HMC for the weights given the hyperparameters stays exact
+    (the step sizes are fixed during a trajectory and its reverse).
+
+    Reasoning. Write c_o for the largest second derivative of one case's minus
+    log likelihood with respect to output o: the noise precision for Gaussian
+    outputs, 1/4 for logistic and softmax outputs (p (1 - p) <= 1/4). A unit's
+    value enters the outputs through weights whose typical square is their prior
+    variance 1/prec, so the second derivative with respect to the value of
+    hidden unit j is estimated top-down as
+
+        c_j = sum over units u fed by j of c_u / prec(w_ju),
+
+    and since tanh' <= 1 the same bound holds for its summed input. A weight
+    from source unit i into unit u then has
+
+        d^2 U / dw^2 ~ prec(w) + (sum over cases of x_i^2) c_u,
+
+    where x_i is the training input for input units and is bounded by 1 (so the
+    sum is the number of cases) for tanh units and biases.
+
+    ``sumsq`` (n_in,) holds the sum over training cases of each squared input.
+    """
+    n_in, n_out, lik, has_io, n_layers = arch[0], arch[1], arch[2], arch[3], arch[4]
+    c_out = np.empty(n_out)
+    for o in range(n_out):
+        c_out[o] = noise[o] if lik == GAUSSIAN else 0.25
+    sum_h = 0
+    for l in range(n_layers):
+        sum_h += arch[5 + l]
+    c = np.zeros(sum_h)
+    off = _layer_offset(arch, n_layers)
+    h = arch[4 + n_layers]
+    row = sum_h - h
+    for j in range(h):
+        s = 0.0
+        for o in range(n_out):
+            s += c_out[o] / prec[off + j * n_out + o]
+        c[row + j] = s
+    for l in range(n_layers - 1, 0, -1):
+        h = arch[5 + l]
+        fan_in = arch[4 + l]
+        off_l = _layer_offset(arch, l)
+        below = row - fan_in
+        for i in range(fan_in):
+            s = 0.0
+            for j in range(h):
+                s += c[row + j] / prec[off_l + i * h + j]
+            c[below + i] = s
+        row = below
+    for k in range(out.size):
+        out[k] = prec[k]
+    row = 0
+    fan_in = n_in
+    for l in range(n_layers):
+        h = arch[5 + l]
+        off_l = _layer_offset(arch, l)
+        for i in range(fan_in):
+            x2 = sumsq[i] if l == 0 else n_cases
+            for j in range(h):
+                out[off_l + i * h + j] += x2 * c[row + j]
+        for j in range(h):
+            out[off_l + fan_in * h + j] += n_cases * c[row + j]
+        row += h
+        fan_in = h
+    off = _layer_offset(arch, n_layers)
+    for o in range(n_out):
+        for j in range(fan_in):
+            out[off + j * n_out + o] += n_cases * c_out[o]
+        out[off + fan_in * n_out + o] += n_cases * c_out[o]
+        if has_io:
+            for i in range(n_in):
+                out[off + fan_in * n_out + n_out + i * n_out + o] += sumsq[i] * c_out[o]
+    for k in range(out.size):
+        out[k] = 1.0 / math.sqrt(out[k])
+    return out

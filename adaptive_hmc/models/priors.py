@@ -1,0 +1,239 @@
+"""Hierarchical Gaussian priors on the weight groups, ARD, and Gibbs updates of
+the hyperparameters (Rasmussen 1996, sections 2.1 and 2.2.2; Neal 1995).
+
+Flow position: model -> **priors** -> transition. :class:`PriorSpec` is the
+user-facing description; :func:`build_prior` turns it into the arrays
+(:class:`Prior`) that the compiled :func:`gibbs_hyper` works on.
+
+Gamma parameterisation (Rasmussen 1996): a precision tau ~ Gamma(mean mu, shape
+alpha) has density proportional to tau^(alpha/2 - 1) exp(-tau alpha / (2 mu)),
+i.e. shape alpha/2 and rate alpha/(2 mu). mu = 400 corresponds to sd 0.05.
+``shape = inf`` fixes the precision at ``mean_precision``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ..jit import njit
+from .mlp import GAUSSIAN, MLPSpec, forward
+
+
+@dataclass(frozen=True)
+class GammaPrior:
+    """Gamma(mean ``mean_precision``, shape ``shape``) prior on a precision;
+    ``shape=inf`` fixes the precision at its mean."""
+
+    mean_precision: float = 400.0
+    shape: float = 0.5
+
+    def __post_init__(self):
+        if not (self.mean_precision > 0 and math.isfinite(self.mean_precision)):
+            raise ValueError(f"mean_precision={self.mean_precision}: must be a finite number > 0")
+        if not self.shape > 0:
+            raise ValueError(f"shape={self.shape}: must be > 0 (inf fixes the precision)")
+
+    @classmethod
+    def fixed_sd(cls, sd: float) -> "GammaPrior":
+        return cls(1.0 / sd ** 2, math.inf)
+
+
+@dataclass(frozen=True)
+class PriorSpec:
+    """Priors of every weight group and of the noise (defaults: Neal's robot-arm
+    specification, ``0.05:0.5`` for every group and the noise, output bias sd 100).
+
+    ``scale_hidden_output`` multiplies the hidden-output precision by the number
+    of units of the last hidden layer, so that the prior output magnitude does
+    not depend on it. ``ard`` gives the weights out of each input (input-hidden
+    and, separately, input-output) a precision tau_i ~ Gamma(mu, ``ard_shape``),
+    with one group-level mean mu ~ ``ard_top`` per group (Rasmussen's 3-level prior).
+    """
+
+    input_hidden: GammaPrior = field(default_factory=GammaPrior)
+    hidden_hidden: GammaPrior = field(default_factory=GammaPrior)
+    hidden_bias: GammaPrior = field(default_factory=GammaPrior)
+    hidden_output: GammaPrior = field(default_factory=GammaPrior)
+    output_bias: GammaPrior = field(default_factory=lambda: GammaPrior.fixed_sd(100.0))
+    input_output: GammaPrior = field(default_factory=GammaPrior)
+    noise: GammaPrior = field(default_factory=GammaPrior)
+    ard: bool = False
+    ard_top: GammaPrior = field(default_factory=lambda: GammaPrior(400.0, 1.0))
+    ard_shape: float = 0.5
+    scale_hidden_output: bool = True
+
+
+class Prior(NamedTuple):
+    """Prior as arrays. S precision slots, T ARD top-level means, D weights."""
+
+    param_slot: np.ndarray   # (D,) int64: slot of each weight
+    param_scale: np.ndarray  # (D,) precision of weight k = tau[param_slot[k]] * param_scale[k]
+    slot_shape: np.ndarray   # (S,) alpha; inf = fixed
+    slot_mean: np.ndarray    # (S,) mu, used when slot_top < 0
+    slot_top: np.ndarray     # (S,) int64 index of the ARD mean governing the slot, or -1
+    top_shape: np.ndarray    # (T,) alpha_0
+    top_mean: np.ndarray     # (T,) mean of the ARD mean's prior
+    noise_shape: np.ndarray  # (n_out,) alpha; inf = fixed
+    noise_mean: np.ndarray   # (n_out,)
+
+
+class Hyper(NamedTuple):
+    """Hyperparameter values: slot precisions, ARD means, noise precisions."""
+
+    tau: np.ndarray
+    top: np.ndarray
+    noise: np.ndarray
+
+    def copy(self) -> "Hyper":
+        return Hyper(self.tau.copy(), self.top.copy(), self.noise.copy())
+
+
+def build_prior(spec: MLPSpec, priors: PriorSpec):
+    """Arrays for ``spec`` under ``priors``; returns (Prior, slot_names)."""
+    D = spec.n_params
+    slot = np.empty(D, np.int64)
+    scale = np.ones(D)
+    shapes, means, tops, names = [], [], [], []
+    top_shape, top_mean = [], []
+    h_last = spec.hidden[-1]
+    for g in spec.groups:
+        gp = getattr(priors, g.kind)
+        idx = np.arange(g.start, g.stop)
+        if priors.ard and g.kind in ("input_hidden", "input_output"):
+            t = len(top_shape)
+            top_shape.append(priors.ard_top.shape)
+            top_mean.append(priors.ard_top.mean_precision)
+            fan_out = g.shape[1]
+            for i in range(spec.n_inputs):
+                slot[idx[i * fan_out:(i + 1) * fan_out]] = len(shapes)
+                shapes.append(priors.ard_shape)
+                means.append(priors.ard_top.mean_precision)
+                tops.append(t)
+                names.append(f"{g.name}[input {i}]")
+            continue
+        slot[idx] = len(shapes)
+        shapes.append(gp.shape)
+        means.append(gp.mean_precision)
+        tops.append(-1)
+        names.append(g.name)
+        if g.kind == "hidden_output" and priors.scale_hidden_output:
+            scale[idx] = h_last
+    n_out = spec.n_outputs
+    noise_shape = np.full(n_out, priors.noise.shape if spec.likelihood == "gaussian" else math.inf)
+    prior = Prior(slot, scale, np.array(shapes, float), np.array(means, float),
+                  np.array(tops, np.int64), np.array(top_shape, float), np.array(top_mean, float),
+                  noise_shape, np.full(n_out, priors.noise.mean_precision))
+    return prior, names
+
+
+def initial_hyper(prior: Prior, value: float | None = None) -> Hyper:
+    """Hyperparameters at their prior means, or (``value`` given) every free
+    precision set to ``value`` (Rasmussen's initial phase uses 1). Fixed slots
+    keep their fixed value."""
+    tau = prior.slot_mean.copy()
+    top = prior.top_mean.copy()
+    noise = prior.noise_mean.copy()
+    if value is not None:
+        tau[np.isfinite(prior.slot_shape)] = value
+        top[:] = value
+        noise[np.isfinite(prior.noise_shape)] = value
+    return Hyper(tau, top, noise)
+
+
+@njit
+def precisions(prior, tau, out):
+    """Prior precision of every weight: out[k] = tau[slot[k]] * scale[k]."""
+    for k in range(out.size):
+        out[k] = tau[prior.param_slot[k]] * prior.param_scale[k]
+    return out
+
+
+@njit
+def _log_density_log_mu(u, c_lin, c_neg, c_pos):
+    return c_lin * u - c_neg * math.exp(-u) - c_pos * math.exp(u)
+
+
+@njit
+def slice_log_mu(u0, c_lin, c_neg, c_pos, rng):
+    """One univariate slice-sampling update (Neal 2003: stepping out, width 1,
+    then shrinkage) of u = log mu for the density
+    exp(c_lin u - c_neg e^-u - c_pos e^u), which is log-concave in u."""
+    y = _log_density_log_mu(u0, c_lin, c_neg, c_pos) + math.log1p(-rng.random())
+    left = u0 - rng.random()
+    right = left + 1.0
+    for _ in range(100):
+        if _log_density_log_mu(left, c_lin, c_neg, c_pos) <= y:
+            break
+        left -= 1.0
+    for _ in range(100):
+        if _log_density_log_mu(right, c_lin, c_neg, c_pos) <= y:
+            break
+        right += 1.0
+    while True:
+        u1 = left + rng.random() * (right - left)
+        if _log_density_log_mu(u1, c_lin, c_neg, c_pos) > y:
+            return u1
+        if u1 < u0:
+            left = u1
+        else:
+            right = u1
+
+
+@njit
+def gibbs_hyper(q, tau, top, noise, prior, arch, XT, YT, work, rng):
+    """Gibbs updates of all free hyperparameters given the weights ``q``, in place.
+
+    Slot precision (n weights, sum of scaled squares SS) - conjugate:
+        tau | q ~ Gamma(shape alpha/2 + n/2, rate alpha/(2 mu) + SS/2).
+    ARD mean mu over tau_1..tau_I (shape alpha_1), prior Gamma(mean mu_0, shape alpha_0):
+        p(mu | tau) ~ mu^(alpha_0/2 - I alpha_1/2 - 1)
+                      exp(-(alpha_1 sum tau_i / 2) / mu - mu alpha_0 / (2 mu_0)),
+    a generalised inverse Gaussian, not conjugate. Rasmussen's rejection sampler
+    needs I alpha_1 > alpha_0 (false for 2 inputs with alpha_1 = 0.5, alpha_0 = 1),
+    so it is updated here by slice sampling log mu (:func:`slice_log_mu`), which
+    works for any I.
+    Noise precision (Gaussian likelihood), N cases, residual sum of squares RSS:
+        tau_noise | q ~ Gamma(shape alpha/2 + N/2, rate alpha/(2 mu) + RSS/2).
+    """
+    S = tau.size
+    ss = np.zeros(S)
+    cnt = np.zeros(S)
+    for k in range(q.size):
+        s = prior.param_slot[k]
+        ss[s] += prior.param_scale[k] * q[k] * q[k]
+        cnt[s] += 1.0
+    for t in range(top.size):
+        a1 = 0.0
+        n = 0.0
+        sum_tau = 0.0
+        for s in range(S):
+            if prior.slot_top[s] == t:
+                a1 = prior.slot_shape[s]
+                n += 1.0
+                sum_tau += tau[s]
+        a0 = prior.top_shape[t]
+        c_lin = 0.5 * a0 - 0.5 * n * a1
+        c_neg = 0.5 * a1 * sum_tau
+        c_pos = 0.5 * a0 / prior.top_mean[t]
+        top[t] = math.exp(slice_log_mu(math.log(top[t]), c_lin, c_neg, c_pos, rng))
+    for s in range(S):
+        a = prior.slot_shape[s]
+        if not math.isfinite(a):
+            continue
+        mu = top[prior.slot_top[s]] if prior.slot_top[s] >= 0 else prior.slot_mean[s]
+        tau[s] = rng.gamma(0.5 * a + 0.5 * cnt[s], 1.0 / (0.5 * a / mu + 0.5 * ss[s]))
+    if arch[2] == GAUSSIAN:
+        out = forward(q, arch, XT, work)
+        N = XT.shape[1]
+        for o in range(noise.size):
+            a = prior.noise_shape[o]
+            if not math.isfinite(a):
+                continue
+            rss = 0.0
+            for n in range(N):
+                r = out[o, n] - YT[o, n]
+                rss += r * r
+            noise[o] = rng.gamma(0.5 * a + 0.5 * N, 1.0 / (0.5 * a / prior.noise_mean[o] + 0.5 * rss))
