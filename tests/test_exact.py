@@ -1,0 +1,236 @@
+"""Exact tier: kernels against NumPy references and finite differences, leapfrog
+reversibility and its O(eps^2) energy error, divergence handling."""
+import math
+
+import numpy as np
+import pytest
+
+from adaptive_hmc.jit import fast_tanh, njit
+from adaptive_hmc.models import reference
+from adaptive_hmc.models.bnn import BayesianMLP
+from adaptive_hmc.models.mlp import MLPSpec, mlp_energy_grad
+from adaptive_hmc.models.priors import GammaPrior, PriorSpec
+from adaptive_hmc.samplers import HMCParams, init_state, make_hmc, make_metropolis, MetropolisParams
+from adaptive_hmc.samplers.leapfrog import kinetic, leapfrog
+from adaptive_hmc.targets import energy_grad
+
+SPECS = [
+    MLPSpec(2, (16,), 2),
+    MLPSpec(3, (5, 4), 1, "logistic", direct=True),
+    MLPSpec(4, (6, 3, 2), 3, "softmax", direct=True),
+    MLPSpec(1, (1,), 1),
+]
+
+
+def _data(spec, n, rng):
+    X = rng.normal(size=(n, spec.n_inputs))
+    if spec.likelihood == "gaussian":
+        Y = rng.normal(size=(n, spec.n_outputs))
+    elif spec.likelihood == "logistic":
+        Y = rng.integers(0, 2, size=(n, 1)).astype(float)
+    else:
+        Y = rng.integers(0, spec.n_outputs, size=(n, 1)).astype(float)
+    return X, Y
+
+
+@njit(cache=False)
+def _tanh_all(x, out):
+    for i in range(x.size):
+        out[i] = fast_tanh(x[i])
+
+
+def test_fast_tanh_matches_numpy():
+    x = np.concatenate([np.linspace(-30, 30, 100001), np.logspace(-300, 2, 5000),
+                        -np.logspace(-300, 2, 5000), [0.0, np.inf, -np.inf]])
+    out = np.empty_like(x)
+    _tanh_all(x, out)
+    assert np.max(np.abs(out - np.tanh(x))) < 1e-15
+    nan = np.array([np.nan])
+    _tanh_all(nan, nan)
+    assert np.isnan(nan[0])
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}-io{s.direct}")
+def test_kernel_matches_numpy_reference(spec):
+    rng = np.random.default_rng(0)
+    X, Y = _data(spec, 37, rng)
+    q = rng.normal(size=spec.n_params)
+    prec = rng.uniform(0.5, 2, size=spec.n_params)
+    noise = rng.uniform(1, 3, size=spec.n_outputs)
+    g = np.empty_like(q)
+    e = mlp_energy_grad(q, g, spec.arch, np.ascontiguousarray(X.T), np.ascontiguousarray(Y.T),
+                        prec, noise, spec.workspace(len(X)))
+    e_ref, g_ref = reference.energy_grad(spec, q, X, Y, prec, noise)
+    assert abs(e - e_ref) < 1e-10 * max(1.0, abs(e_ref))
+    np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}-io{s.direct}")
+@pytest.mark.parametrize("ard", [False, True])
+def test_gradient_matches_finite_differences(spec, ard):
+    rng = np.random.default_rng(1)
+    X, Y = _data(spec, 23, rng)
+    model = BayesianMLP(spec, X, Y, PriorSpec(ard=ard))
+    hyper = model.initial_hyper()
+    hyper.tau[:] = rng.uniform(0.5, 3.0, size=hyper.tau.size)
+    q = rng.normal(size=spec.n_params)
+    _, g = model.energy_grad(q, hyper)
+    h = 1e-5
+    fd = np.empty_like(q)
+    for k in range(q.size):
+        e = np.zeros_like(q)
+        e[k] = h
+        fd[k] = (model.energy_grad(q + e, hyper)[0] - model.energy_grad(q - e, hyper)[0]) / (2 * h)
+    for grp in spec.groups:
+        np.testing.assert_allclose(g[grp.slice], fd[grp.slice], rtol=1e-6, atol=1e-6, err_msg=grp.name)
+
+
+def test_groups_cover_the_vector_once():
+    for spec in SPECS:
+        covered = np.zeros(spec.n_params, int)
+        for grp in spec.groups:
+            covered[grp.slice] += 1
+            assert grp.stop - grp.start == int(np.prod(grp.shape))
+        assert (covered == 1).all()
+    assert MLPSpec(2, (16,), 2).n_params == 82  # the thesis's robot-arm state space
+
+
+def _robot_model(rng):
+    spec = MLPSpec(2, (16,), 2)
+    X, Y = _data(spec, 30, rng)
+    return BayesianMLP(spec, X, Y)
+
+
+@pytest.mark.parametrize("which", ["mlp", "gaussian"])
+def test_leapfrog_is_reversible(which, bivariate):
+    rng = np.random.default_rng(2)
+    if which == "mlp":
+        model = _robot_model(rng)
+        hyper = model.initial_hyper(1.0)
+        q = 0.3 * rng.normal(size=model.dim)
+    else:
+        model, hyper, q = bivariate, None, np.array([0.5, -0.2])
+    st = init_state(model, q, hyper)
+    step = 0.1 * model.scales(hyper)
+    p = rng.normal(size=model.dim)
+    q1, g1, p1 = st.position.copy(), st.grad.copy(), p.copy()
+    _, _, ok = leapfrog(q1, p1, g1, step, 50, model.target)
+    assert ok
+    p1 = -p1
+    _, _, ok = leapfrog(q1, p1, g1, step, 50, model.target)
+    assert ok
+    np.testing.assert_allclose(q1, st.position, atol=1e-10)
+    np.testing.assert_allclose(-p1, p, atol=1e-10)
+
+
+def test_energy_error_shrinks_like_eps_squared(wide10):
+    """Fixed trajectory time T = eps * L: |dH| is O(eps^2) for the leapfrog."""
+    rng = np.random.default_rng(3)
+    st = init_state(wide10, wide10.mean + wide10.scales(), None)
+    p = rng.normal(size=wide10.dim)
+    errs = []
+    for eps in (0.2, 0.1, 0.05, 0.025):
+        q, g, pp = st.position.copy(), st.grad.copy(), p.copy()
+        u, _, _ = leapfrog(q, pp, g, eps * wide10.scales(), int(round(1.6 / eps)), wide10.target)
+        errs.append(abs(u + kinetic(pp) - st.energy - kinetic(p)))
+    ratios = np.array(errs[:-1]) / np.array(errs[1:])
+    assert np.all((ratios > 3.0) & (ratios < 5.0)), ratios
+
+
+def test_step_scales_match_hand_computation():
+    """FBM heuristic for a 1-3-1 regression net, written out by hand."""
+    spec = MLPSpec(1, (3,), 1)
+    X = np.array([[0.5], [-2.0], [1.0]])
+    model = BayesianMLP(spec, X, np.zeros((3, 1)),
+                        PriorSpec(input_hidden=GammaPrior(4.0), hidden_bias=GammaPrior(9.0),
+                                  hidden_output=GammaPrior(2.0), noise=GammaPrior(25.0)))
+    hyper = model.initial_hyper()
+    s = model.scales(hyper)
+    N, sumsq, noise = 3.0, 0.25 + 4.0 + 1.0, 25.0
+    prec_ho = 2.0 * 3          # scaled by the 3 hidden units
+    c_hidden = noise / prec_ho  # second derivative w.r.t. a hidden unit's value
+    expect = np.concatenate([
+        np.full(3, 1 / math.sqrt(4.0 + sumsq * c_hidden)),   # input-hidden
+        np.full(3, 1 / math.sqrt(9.0 + N * c_hidden)),       # hidden biases
+        np.full(3, 1 / math.sqrt(prec_ho + N * noise)),      # hidden-output
+        [1 / math.sqrt(1e-4 + N * noise)],                   # output bias, sd 100
+    ])
+    np.testing.assert_allclose(s, expect, rtol=1e-12)
+
+
+def test_step_scales_ignore_the_weights():
+    rng = np.random.default_rng(4)
+    model = _robot_model(rng)
+    h = model.initial_hyper()
+    model.load(h)
+    a = model.scales(h)
+    model.energy_grad(rng.normal(size=model.dim), h)
+    np.testing.assert_array_equal(a, model.scales(h))
+
+
+def test_divergent_trajectory_is_rejected_without_nan():
+    rng = np.random.default_rng(5)
+    model = _robot_model(rng)
+    hyper = model.initial_hyper(1.0)
+    st = init_state(model, 0.5 * rng.normal(size=model.dim), hyper)
+    hmc = make_hmc(model)
+    for params in (HMCParams(20, step_size=1e6), HMCParams(20, step_size=1e6, window=5),
+                   HMCParams(20, step_size=1e160)):
+        new, info = hmc(st, params, rng)
+        assert info.divergent and not info.accepted
+        np.testing.assert_array_equal(new.position, st.position)
+        assert np.isfinite(new.energy) and np.all(np.isfinite(new.grad)) and np.all(np.isfinite(new.momentum))
+    new, info = make_metropolis(model)(st, MetropolisParams(step_size=1e160), rng)
+    assert info.divergent and not info.accepted and np.all(np.isfinite(new.position))
+
+
+def test_state_energy_is_cached_correctly_after_transitions(bivariate):
+    rng = np.random.default_rng(6)
+    model = _robot_model(rng)
+    st = init_state(model, model.initial_position(), model.initial_hyper(1.0))
+    hmc = make_hmc(model)
+    for params in (HMCParams(10, step_factor=0.2), HMCParams(10, step_factor=0.2, window=3, persistence=0.9)):
+        for _ in range(5):
+            st, _ = model.gibbs(st, None, rng)
+            st, _ = hmc(st, params, rng)
+            u, g = model.energy_grad(st.position, st.hyper)
+            assert abs(u - st.energy) < 1e-9 * max(1, abs(u))
+            np.testing.assert_allclose(g, st.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_hmc_params_are_validated():
+    with pytest.raises(ValueError, match="exactly one"):
+        HMCParams(10)
+    with pytest.raises(ValueError, match="window"):
+        HMCParams(10, step_factor=0.1, window=11)
+    with pytest.raises(ValueError, match="persistence"):
+        HMCParams(10, step_factor=0.1, persistence=1.0)
+    with pytest.raises(ValueError, match="num_steps"):
+        HMCParams(0, step_factor=0.1)
+
+
+def test_bad_data_gets_a_clear_error():
+    spec = MLPSpec(2, (4,), 1)
+    X = np.zeros((5, 2))
+    X[3, 1] = np.nan
+    with pytest.raises(ValueError, match=r"non-finite.*row 3, column 1"):
+        BayesianMLP(spec, X, np.zeros(5))
+    with pytest.raises(ValueError, match=r"expects \(N, 2\)"):
+        BayesianMLP(spec, np.zeros((5, 3)), np.zeros(5))
+
+
+@pytest.mark.parametrize("window", [1, 4])
+def test_rejection_negates_the_refreshed_momentum(window):
+    """Persistent momentum (Neal 1993): after p <- a p + sqrt(1 - a^2) n, a
+    rejected trajectory returns -p; an accepted one keeps the final momentum."""
+    rng = np.random.default_rng(13)
+    model = _robot_model(rng)
+    st = init_state(model, 0.5 * rng.normal(size=model.dim), model.initial_hyper(1.0))
+    st = st._replace(momentum=rng.normal(size=model.dim))
+    a = 0.9
+    n = np.random.default_rng(99).standard_normal(model.dim)
+    refreshed = a * st.momentum + math.sqrt(1 - a * a) * n
+    new, info = make_hmc(model)(st, HMCParams(8, step_size=1e6, window=window, persistence=a),
+                                np.random.default_rng(99))
+    assert not info.accepted
+    np.testing.assert_allclose(new.momentum, -refreshed, rtol=1e-14)
