@@ -1,0 +1,225 @@
+"""GP-bandit tuner with annealed adaptation (Wang thesis chapter 3, Algorithm 3).
+
+Flow position: reward -> **tuner** -> next action. Knows nothing about HMC:
+``ask()`` proposes an action (a dict), ``tell(action, reward)`` learns from it
+(higher is better). After the i-th tell, with probability p_i the tuner moves
+to the maximiser of u(a) = mu(a) + p_i sqrt(beta_{i+1}) sigma(a), found by
+DIRECT; otherwise it keeps the action just told.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.stats import qmc
+
+from .acquisition import maximize, ucb, ucb_beta
+from .gp import GPRewardModel
+from .schedules import Exponential, schedule_from_dict, schedule_to_dict
+
+
+def check_bounds(bounds) -> dict:
+    """{name: (lower, upper)} with finite lower < upper; ValueError otherwise."""
+    if not isinstance(bounds, dict) or not bounds:
+        raise ValueError(f"bounds={bounds!r}: need a non-empty dict of name -> (lower, upper)")
+    out = {}
+    for name, b in bounds.items():
+        try:
+            lo, hi = b
+        except (TypeError, ValueError):
+            raise ValueError(f"bounds[{name!r}]={b!r}: need a pair (lower, upper)") from None
+        if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float))
+                and math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ValueError(f"bounds[{name!r}]=({lo!r}, {hi!r}): need finite numbers with lower < upper")
+        out[str(name)] = (lo, hi)
+    return out
+
+
+class BanditTuner:
+    """GP-UCB bandit over a box of actions with an annealed move probability.
+
+    Parameters
+    ----------
+    bounds : dict name -> (lower, upper). A dimension whose bounds are both
+        ints is integer (rounded) unless ``integer`` says otherwise.
+    seed : seed of the tuner's own random numbers (move decisions, space filling).
+    alpha : kernel length scale as a fraction of each box side (thesis: 0.2).
+    delta : UCB confidence parameter (thesis: 0.1).
+    noise : observation noise sd sigma_eta, in units of the reward's sd.
+    schedule : p_i, e.g. ``Exponential(0.01)`` (default), ``Polynomial(gamma)``,
+        ``Wang2013(burn_in)``.
+    first_action : "centre", a dict, or an int n (n space-filling Latin
+        hypercube points tried before the bandit starts).
+    fit_kernel : fit length scales and signal variance by marginal likelihood.
+    maxfun : DIRECT's evaluation budget; polish : L-BFGS-B after DIRECT.
+    model : stand-in reward model (``fit(X, y, noise_var)``,
+        ``predict(X, return_std=True)``); default :class:`GPRewardModel`.
+    """
+
+    def __init__(self, bounds, seed: int = 0, *, integer=None, alpha: float = 0.2, delta: float = 0.1,
+                 noise: float = 0.1, schedule=None, first_action="centre", fit_kernel: bool = False,
+                 maxfun: int = 1000, polish: bool = True, model=None):
+        self.bounds = check_bounds(bounds)
+        self.names = list(self.bounds)
+        if integer is None:
+            integer = [n for n, (lo, hi) in self.bounds.items() if isinstance(lo, int) and isinstance(hi, int)]
+        unknown = set(integer) - set(self.names)
+        if unknown:
+            raise ValueError(f"integer={sorted(unknown)}: not among the bounds {self.names}")
+        for name, value in (("alpha", alpha), ("noise", noise), ("maxfun", maxfun)):
+            if not value > 0:
+                raise ValueError(f"{name}={value}: must be > 0")
+        if not 0 < delta < 1:
+            raise ValueError(f"delta={delta}: must be in (0, 1)")
+        self.integer = [n for n in self.names if n in set(integer)]
+        self.lower = np.array([self.bounds[n][0] for n in self.names], float)
+        self.upper = np.array([self.bounds[n][1] for n in self.names], float)
+        self.alpha, self.delta, self.noise = float(alpha), float(delta), float(noise)
+        self.schedule = schedule if schedule is not None else Exponential(0.01)
+        self.fit_kernel, self.maxfun, self.polish = bool(fit_kernel), int(maxfun), bool(polish)
+        self.seed = int(seed)
+        self.first_action = first_action
+        self.model = model if model is not None else GPRewardModel(len(self.names), self.alpha, self.fit_kernel)
+        self._rng = np.random.default_rng(self.seed)
+        self._history = []
+        self._sums = {}
+        if isinstance(first_action, dict):
+            self._initial = [self._action(self._unit(first_action))]
+        elif first_action == "centre":
+            self._initial = [self._action(np.full(len(self.names), 0.5))]
+        elif isinstance(first_action, int) and not isinstance(first_action, bool) and first_action >= 1:
+            pts = qmc.LatinHypercube(d=len(self.names), seed=self._rng).random(first_action)
+            self._initial = [self._action(p) for p in pts]
+        else:
+            raise ValueError(f"first_action={first_action!r}: allowed are 'centre', a dict of the bound "
+                             f"names, or a positive int (number of space-filling points)")
+        self._pending = self._initial.pop(0)
+
+    # -- conversions between actions (dicts) and points of the unit box --------
+    def _unit(self, action) -> np.ndarray:
+        if not isinstance(action, dict) or set(action) != set(self.names):
+            raise ValueError(f"action {action!r}: need a dict with exactly the keys {self.names}")
+        a = np.array([float(action[n]) for n in self.names])
+        if not np.all(np.isfinite(a)) or np.any(a < self.lower) or np.any(a > self.upper):
+            raise ValueError(f"action {action!r}: outside the bounds {self.bounds}")
+        return (a - self.lower) / (self.upper - self.lower)
+
+    def _action(self, x) -> dict:
+        a = self.lower + np.clip(x, 0.0, 1.0) * (self.upper - self.lower)
+        return {n: (int(round(v)) if n in self.integer else float(v)) for n, v in zip(self.names, a)}
+
+    # -- ask / tell --------------------------------------------------------------
+    def ask(self) -> dict:
+        """The action to try next (the same until the next tell)."""
+        return dict(self._pending)
+
+    def tell(self, action: dict, reward: float) -> None:
+        """Record ``reward`` (higher is better) for ``action`` and choose the next action."""
+        x = self._unit(action)
+        if not math.isfinite(reward):
+            raise ValueError(f"reward={reward!r} for {action}: must be finite (score failures with a low reward)")
+        key = tuple(action[n] for n in self.names)
+        s = self._sums.setdefault(key, [x, 0.0, 0])
+        s[1] += float(reward)
+        s[2] += 1
+        i = len(self._history) + 1
+        if self._initial:
+            p, moved, nxt = 1.0, True, self._initial.pop(0)
+        else:
+            p = float(self.schedule(i))
+            moved = bool(self._rng.random() < p)
+            nxt = self._argmax(i, p) if moved else {n: action[n] for n in self.names}
+        self._history.append({"action": {n: action[n] for n in self.names}, "reward": float(reward),
+                              "p": p, "moved": moved})
+        self._pending = nxt
+
+    def _fit(self):
+        X = np.array([v[0] for v in self._sums.values()])
+        means = np.array([v[1] / v[2] for v in self._sums.values()])
+        counts = np.array([v[2] for v in self._sums.values()], float)
+        rewards = np.array([h["reward"] for h in self._history])
+        centre = rewards.mean() if rewards.size else 0.0
+        sd = rewards.std() if rewards.size > 1 and rewards.std() > 0 else 1.0
+        self._centre, self._sd = centre, sd
+        self.model.fit(X, (means - centre) / sd, self.noise ** 2 / counts)
+
+    def _argmax(self, i, p) -> dict:
+        self._fit()
+        beta = ucb_beta(i + 1, len(self.names), self.delta)
+
+        def acq(x):
+            m, s = self.model.predict(np.atleast_2d(x), return_std=True)
+            return float(ucb(m[0], s[0], beta, p))
+
+        x, _ = maximize(acq, len(self.names), self.maxfun, self.polish)
+        return self._action(x)
+
+    # -- introspection -------------------------------------------------------------
+    @property
+    def history(self) -> list:
+        """One dict per tell: action, reward, p (move probability used after it), moved."""
+        return [dict(h, action=dict(h["action"])) for h in self._history]
+
+    def predict(self, actions) -> tuple:
+        """GP mean and sd of the reward (in reward units) at ``actions`` (n, d) in original units."""
+        if not self._history:
+            raise ValueError("no rewards told yet")
+        self._fit()
+        X = (np.atleast_2d(np.asarray(actions, float)) - self.lower) / (self.upper - self.lower)
+        m, s = self.model.predict(X, return_std=True)
+        return self._centre + self._sd * m, self._sd * s
+
+    def acquisition(self, actions) -> np.ndarray:
+        """The acquisition u-bar (standardised units) that the next move would maximise."""
+        i = len(self._history)
+        m, s = self.predict(actions)
+        beta = ucb_beta(i + 1, len(self.names), self.delta)
+        return (ucb(m, s, beta, float(self.schedule(max(i, 1)))) - self._centre) / self._sd
+
+    def grid(self, n: int = 50) -> dict:
+        """GP mean, sd and acquisition on an n-per-dimension grid (for plots)."""
+        axes = [np.linspace(lo, hi, n) for lo, hi in zip(self.lower, self.upper)]
+        pts = np.stack([g.ravel() for g in np.meshgrid(*axes, indexing="ij")], axis=1)
+        m, s = self.predict(pts)
+        shape = (n,) * len(self.names)
+        return {"names": self.names, "axes": axes, "mean": m.reshape(shape), "sd": s.reshape(shape),
+                "acquisition": self.acquisition(pts).reshape(shape)}
+
+    def best_action(self, tried_only: bool = False) -> dict:
+        """The action with the highest posterior mean reward: the maximiser of
+        the GP mean over the box (by DIRECT), or among the tried actions."""
+        if tried_only:
+            keys = list(self._sums)
+            m, _ = self.predict(np.array([[float(v) for v in k] for k in keys]))
+            return dict(zip(self.names, keys[int(np.argmax(m))]))
+        self._fit()
+        x, _ = maximize(lambda z: float(self.model.predict(np.atleast_2d(z))[0]), len(self.names),
+                        self.maxfun, self.polish)
+        return self._action(x)
+
+    # -- state ------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """JSON-serialisable state; :meth:`from_state` resumes exactly."""
+        return {"kind": "bandit", "bounds": {n: list(b) for n, b in self.bounds.items()},
+                "integer": self.integer, "alpha": self.alpha, "delta": self.delta, "noise": self.noise,
+                "schedule": schedule_to_dict(self.schedule), "fit_kernel": self.fit_kernel,
+                "maxfun": self.maxfun, "polish": self.polish, "seed": self.seed,
+                "first_action": self.first_action, "rng": self._rng.bit_generator.state,
+                "history": self.history, "pending": self.ask(), "initial": [dict(a) for a in self._initial]}
+
+    @classmethod
+    def from_state(cls, state: dict, model=None) -> "BanditTuner":
+        t = cls({n: tuple(b) for n, b in state["bounds"].items()}, state["seed"], integer=state["integer"],
+                alpha=state["alpha"], delta=state["delta"], noise=state["noise"],
+                schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
+                fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"], model=model)
+        t._rng.bit_generator.state = state["rng"]
+        for h in state["history"]:
+            key = tuple(h["action"][n] for n in t.names)
+            s = t._sums.setdefault(key, [t._unit(h["action"]), 0.0, 0])
+            s[1] += h["reward"]
+            s[2] += 1
+            t._history.append(dict(h, action=dict(h["action"])))
+        t._pending = dict(state["pending"])
+        t._initial = [dict(a) for a in state["initial"]]
+        return t

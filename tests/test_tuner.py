@@ -1,0 +1,181 @@
+"""GP-bandit tuner: formulas, DIRECT, optimisation on noisy synthetic rewards,
+schedules and diminishing adaptation, state round-trip."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+from adaptive_hmc import BanditTuner, FixedTuner
+from adaptive_hmc.tuners import Exponential, GPRewardModel, Polynomial, Wang2013, maximize, ucb, ucb_beta
+
+BOUNDS = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
+
+
+class StandIn:
+    """Stand-in reward model: fixed mean and sd surfaces."""
+
+    def fit(self, X, y, noise_var):
+        self.n = len(X)
+
+    def predict(self, X, return_std=False):
+        X = np.atleast_2d(X)
+        m = -np.sum((X - 0.25) ** 2, axis=1)
+        s = 0.1 + 0.0 * X[:, 0]
+        return (m, s) if return_std else m
+
+
+def test_beta_and_ucb_against_hand_values():
+    # beta_{t} = 2 log(t^(d/2+2) pi^2 / (3 delta)); t = 5, d = 2, delta = 0.1
+    assert ucb_beta(5, 2, 0.1) == pytest.approx(2 * math.log(5 ** 3 * math.pi ** 2 / 0.3), rel=1e-14)
+    assert ucb_beta(1, 2, 0.1) == pytest.approx(2 * math.log(math.pi ** 2 / 0.3), rel=1e-14)
+    assert ucb(1.0, 0.5, 9.0, 0.2) == pytest.approx(1.0 + 0.2 * 3.0 * 0.5)
+    m, s = StandIn().predict(np.array([[0.5, 0.5]]), return_std=True)
+    assert ucb(m, s, 4.0, 1.0)[0] == pytest.approx(-0.125 + 2 * 0.1)
+
+
+def test_direct_matches_dense_grid_search():
+    def f(x):
+        return math.sin(3 * x[0]) * math.cos(2 * x[1]) - 0.5 * (x[0] - 0.7) ** 2 + 0.3 * x[1]
+
+    g = np.linspace(0, 1, 801)
+    G = np.array([[f((a, b)) for b in g] for a in g])
+    i, j = np.unravel_index(np.argmax(G), G.shape)
+    x, val = maximize(f, 2, maxfun=2000)
+    assert val >= G.max() - 1e-6
+    assert np.hypot(x[0] - g[i], x[1] - g[j]) < 0.01
+
+
+def test_lean_gp_prediction_equals_scikit_learn():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(size=(15, 2))
+    y = np.sin(4 * X[:, 0]) + X[:, 1]
+    for fit_kernel in (False, True):
+        model = GPRewardModel(2, 0.2, fit_kernel).fit(X, y, np.full(15, 0.01))
+        Xs = rng.uniform(size=(40, 2))
+        m, s = model.predict(Xs, return_std=True)
+        m_ref, s_ref = model.gp.predict(Xs, return_std=True)
+        np.testing.assert_allclose(m, m_ref, atol=1e-10)
+        np.testing.assert_allclose(s, s_ref, atol=1e-8)
+
+
+def test_ask_gives_ints_inside_bounds_and_any_dimension_works():
+    t = BanditTuner({"a": (0.0, 1.0), "b": (-5.0, 5.0), "n": (3, 9)}, seed=1, first_action=4)
+    for k in range(12):
+        a = t.ask()
+        assert isinstance(a["n"], int) and 3 <= a["n"] <= 9
+        assert 0 <= a["a"] <= 1 and -5 <= a["b"] <= 5
+        t.tell(a, -(a["a"] - 0.2) ** 2 - (a["n"] - 5) ** 2)
+    assert t.ask() == t.ask()
+
+
+def _synthetic(seed):
+    """A smooth 2-D reward with one optimum, random per seed, plus noise."""
+    r = np.random.default_rng(seed)
+    opt = r.uniform(0.15, 0.85, size=2)
+
+    def f(x):
+        return math.exp(-8 * np.sum((x - opt) ** 2)) + 0.3 * math.exp(-30 * np.sum((x - (1 - opt)) ** 2))
+
+    return opt, f
+
+
+def test_bandit_finds_the_optimum_of_noisy_rewards():
+    """Rule: after 60 tells the best action (the maximiser of the GP posterior
+    mean over the box) is within 5% of the box width of the true optimum, in each
+    dimension, for at least 8 of 10 seeds. Noise sd is 5% of the peak height."""
+    hits = 0
+    for seed in range(10):
+        opt, f = _synthetic(seed)
+        t = BanditTuner({"x": (0.0, 1.0), "y": (0.0, 1.0)}, seed=seed, maxfun=500)
+        noise = np.random.default_rng(100 + seed)
+        for _ in range(60):
+            a = t.ask()
+            x = np.array([a["x"], a["y"]])
+            t.tell(a, f(x) + 0.05 * noise.normal())
+        best = t.best_action()
+        hits += bool(np.all(np.abs(np.array([best["x"], best["y"]]) - opt) < 0.05))
+    assert hits >= 8, hits
+
+
+def test_schedules():
+    e = Exponential(0.01)
+    assert e(1) == 1.0 and e(101) == pytest.approx(math.exp(-1))
+    assert Polynomial(0.5)(4) == pytest.approx(0.5)
+    w = Wang2013(burn_in=10)
+    assert w(3) == 1.0 and w(10) == 1.0 and w(13) == pytest.approx(4 ** -0.5)
+
+
+def test_exponential_schedule_adapts_finitely():
+    """Diminishing adaptation: with p_i = exp(-lambda (i - 1)) the number of
+    moves over n tells is Bernoulli(p_i) summed, with mean sum p_i (-> 1/(1 - e^-lambda))."""
+    lam, n = 0.05, 1500
+    t = BanditTuner(BOUNDS, seed=3, schedule=Exponential(lam), model=StandIn(), maxfun=30, polish=False)
+    rng = np.random.default_rng(4)
+    for _ in range(n):
+        t.tell(t.ask(), rng.normal())
+    moved = np.array([h["moved"] for h in t.history])
+    p = np.exp(-lam * np.arange(n))
+    mean, sd = p.sum(), math.sqrt(np.sum(p * (1 - p)))
+    assert abs(moved.sum() - mean) < 4 * sd
+    assert moved[600:].sum() == 0  # expected moves after 600: sum p_i < 1e-11
+    assert len({tuple(h["action"].values()) for h in t.history}) <= moved.sum() + 1
+
+
+def test_state_round_trip_asks_the_same():
+    def reward(a):
+        return -((a["step_factor"] - 0.3) ** 2) - ((a["num_steps"] - 1500) / 5000) ** 2
+
+    ref = BanditTuner(BOUNDS, seed=5, schedule=Polynomial(0.3), maxfun=300)
+    noise = np.random.default_rng(6).normal(size=40) * 0.01
+    for k in range(15):
+        a = ref.ask()
+        ref.tell(a, reward(a) + noise[k])
+    restored = BanditTuner.from_state(json.loads(json.dumps(ref.state_dict())))
+    for k in range(15, 40):
+        a, b = ref.ask(), restored.ask()
+        assert a == b
+        ref.tell(a, reward(a) + noise[k])
+        restored.tell(b, reward(b) + noise[k])
+    assert ref.history == restored.history
+
+
+def test_fixed_tuner_has_the_same_interface():
+    t = FixedTuner(step_factor=0.3, num_steps=2000)
+    for r in (1.0, 2.0):
+        a = t.ask()
+        assert a == {"step_factor": 0.3, "num_steps": 2000}
+        t.tell(a, r)
+    t2 = FixedTuner.from_state(json.loads(json.dumps(t.state_dict())))
+    assert t2.ask() == t.ask() and t2.history == t.history and not any(h["moved"] for h in t.history)
+
+
+def test_introspection_grid():
+    t = BanditTuner(BOUNDS, seed=0, maxfun=200)
+    for _ in range(6):
+        a = t.ask()
+        t.tell(a, -abs(a["step_factor"] - 0.4))
+    g = t.grid(20)
+    assert g["mean"].shape == g["sd"].shape == g["acquisition"].shape == (20, 20)
+    assert np.all(g["sd"] >= 0) and np.all(np.isfinite(g["mean"]))
+
+
+@pytest.mark.parametrize("bounds, match", [
+    ({"a": (1.0, 0.5)}, "lower < upper"),
+    ({"a": (0.0, float("nan"))}, "finite"),
+    ({"a": 3}, "pair"),
+    ({}, "non-empty"),
+])
+def test_bad_bounds_are_refused(bounds, match):
+    with pytest.raises(ValueError, match=match):
+        BanditTuner(bounds)
+
+
+def test_bad_tell_is_refused():
+    t = BanditTuner(BOUNDS)
+    with pytest.raises(ValueError, match="outside the bounds"):
+        t.tell({"step_factor": 2.0, "num_steps": 100}, 1.0)
+    with pytest.raises(ValueError, match="finite"):
+        t.tell(t.ask(), float("nan"))
+    with pytest.raises(ValueError, match="exactly the keys"):
+        t.tell({"step_factor": 0.5}, 1.0)
