@@ -14,6 +14,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 from ..jit import njit
+from ..targets import energy_grad
 from .leapfrog import kinetic, leapfrog
 
 
@@ -121,6 +122,17 @@ def _offer(idx, lo, hi, q, g, p, u, h, logsum, cq, cg, cp, cu, rng):
 
 
 @njit
+def _offer_both(idx, W, L, q, g, p, u, h, sel, rng):
+    """Offer the state at trajectory index ``idx`` to the reject window [0, W-1]
+    and the accept window [L-W+1, L]. ``sel`` holds, per window, the running
+    log sum of exp(-H) and the chosen state: (log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au)."""
+    log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au = sel
+    log_r, ru = _offer(idx, 0, W - 1, q, g, p, u, h, log_r, rq, rg, rp, ru, rng)
+    log_a, au = _offer(idx, L - W + 1, L, q, g, p, u, h, log_a, aq, ag, ap, au, rng)
+    return (log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au)
+
+
+@njit
 def hmc_kernel(q, u, g, p, step_size, n_steps, window, persistence, jitter, step_nu,
                max_energy_error, target, rng):
     """One HMC transition in place on (q, g, p); returns
@@ -153,42 +165,33 @@ def hmc_kernel(q, u, g, p, step_size, n_steps, window, persistence, jitter, step
     # Windowed HMC: states 0..L, reject window [0, W-1], accept window [L-W+1, L];
     # the current state sits at a uniformly chosen s in [0, W-1].
     s = int(rng.random() * W)
-    rq, rg, rp = q0.copy(), g0.copy(), p0.copy()
-    aq, ag, ap = q0.copy(), g0.copy(), p0.copy()
-    ru = u
-    au = u
-    log_r, ru = _offer(s, 0, W - 1, q0, g0, p0, u, h0, -math.inf, rq, rg, rp, ru, rng)
-    log_a, au = _offer(s, L - W + 1, L, q0, g0, p0, u, h0, -math.inf, aq, ag, ap, au, rng)
+    sel = (-math.inf, q0.copy(), g0.copy(), p0.copy(), u, -math.inf, q0.copy(), g0.copy(), p0.copy(), u)
+    sel = _offer_both(s, W, L, q0, g0, p0, u, h0, sel, rng)
     used = 0
     ok = True
     worst = 0.0
-    # backward from the current state: run with negated momentum, offer (q, -p)
+    # Backward from the current state (run with negated momentum, offer (q, -p)),
+    # then forward: states s-1..0, then s+1..L.
     qb, gb, pb = q0.copy(), g0.copy(), -p0
-    for i in range(s):
-        ub, n, ok = leapfrog(qb, pb, gb, step, 1, target)
+    for i in range(L):
+        backward = i < s
+        qx, gx, px = (qb, gb, pb) if backward else (q, g, p)
+        ux, n, ok = leapfrog(qx, px, gx, step, 1, target)
         used += n
         if not ok:
             break
-        h = ub + kinetic(pb)
+        h = ux + kinetic(px)
         worst = max(worst, h - h0)
-        pf = -pb
-        log_r, ru = _offer(s - 1 - i, 0, W - 1, qb, gb, pf, ub, h, log_r, rq, rg, rp, ru, rng)
-        log_a, au = _offer(s - 1 - i, L - W + 1, L, qb, gb, pf, ub, h, log_a, aq, ag, ap, au, rng)
-    if ok:
-        for i in range(L - s):
-            uf, n, ok = leapfrog(q, p, g, step, 1, target)
-            used += n
-            if not ok:
-                break
-            h = uf + kinetic(p)
-            worst = max(worst, h - h0)
-            log_r, ru = _offer(s + 1 + i, 0, W - 1, q, g, p, uf, h, log_r, rq, rg, rp, ru, rng)
-            log_a, au = _offer(s + 1 + i, L - W + 1, L, q, g, p, uf, h, log_a, aq, ag, ap, au, rng)
+        if backward:
+            sel = _offer_both(s - 1 - i, W, L, qx, gx, -px, ux, h, sel, rng)
+        else:
+            sel = _offer_both(i + 1, W, L, qx, gx, px, ux, h, sel, rng)
     if not ok:
         q[:] = q0
         g[:] = g0
         p[:] = -p0
         return False, 0.0, math.inf, True, used, u
+    log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au = sel
     dh = log_r - log_a
     prob = min(1.0, math.exp(-dh))
     divergent = not worst <= max_energy_error
@@ -228,7 +231,6 @@ def make_hmc(model):
 
 def init_state(model, position, hyper=None) -> ChainState:
     """A chain state at ``position`` with energy and gradient evaluated and zero momentum."""
-    from ..targets import energy_grad
     q = np.array(position, dtype=np.float64)
     if q.shape != (model.dim,):
         raise ValueError(f"position has shape {q.shape}; expected ({model.dim},)")
