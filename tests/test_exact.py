@@ -12,7 +12,6 @@ from adaptive_hmc.models.mlp import MLPSpec, mlp_energy_grad
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec
 from adaptive_hmc.samplers import HMCParams, init_state, make_hmc, make_metropolis, MetropolisParams
 from adaptive_hmc.samplers.leapfrog import kinetic, leapfrog
-from adaptive_hmc.targets import energy_grad
 
 SPECS = [
     MLPSpec(2, (16,), 2),
@@ -234,3 +233,32 @@ def test_rejection_negates_the_refreshed_momentum(window):
                                 np.random.default_rng(99))
     assert not info.accepted
     np.testing.assert_allclose(new.momentum, -refreshed, rtol=1e-14)
+
+
+def test_jittered_length_is_uniform_on_1_to_L(bivariate):
+    rng = np.random.default_rng(14)
+    st = init_state(bivariate, np.zeros(2))
+    used = [make_hmc(bivariate)(st, HMCParams(6, step_factor=0.1, jitter=True), rng)[1].num_steps
+            for _ in range(600)]
+    assert set(used) == set(range(1, 7))
+
+
+def test_randomised_step_is_eps_times_exp_nu_cauchy():
+    """Neal (1992) eq 23: the transition's steps are eps * exp(nu C), C the
+    standard Cauchy draw tan(pi (u - 1/2)) from the same generator; nu = 0 keeps eps."""
+    from adaptive_hmc.samplers.hmc import draw_steps
+    eps, nu = np.array([0.1, 0.2]), 0.5
+    c = math.tan(math.pi * (np.random.default_rng(3).random() - 0.5))
+    np.testing.assert_allclose(draw_steps(eps, nu, np.random.default_rng(3)), eps * math.exp(nu * c), rtol=1e-14)
+    np.testing.assert_array_equal(draw_steps(eps, 0.0, np.random.default_rng(3)), eps)
+
+
+def test_stochastic_dynamics_divergence_restores_the_state():
+    from adaptive_hmc.samplers import make_stochastic_dynamics
+    rng = np.random.default_rng(15)
+    model = _robot_model(rng)
+    st = init_state(model, 0.5 * rng.normal(size=model.dim), model.initial_hyper(1.0))
+    new, info = make_stochastic_dynamics(model)(st, HMCParams(5, step_size=1e160), rng)
+    assert info.divergent
+    np.testing.assert_array_equal(new.position, st.position)
+    assert np.all(np.isfinite(new.momentum)) and new.energy == st.energy

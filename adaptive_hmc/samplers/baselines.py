@@ -10,11 +10,11 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
-import numpy as np
 
 from ..jit import njit
 from ..targets import energy_grad
-from .hmc import ChainState, HMCParams, TransitionInfo, _copy_state, draw_steps, refresh_momentum
+from .hmc import (ChainState, HMCParams, TransitionInfo, _copy_state, check_step, draw_steps,
+                  refresh_momentum, resolve_steps)
 from .leapfrog import kinetic, leapfrog
 
 
@@ -72,10 +72,10 @@ class MetropolisParams:
     step_nu: float = 0.0
 
     def __post_init__(self):
-        HMCParams(1, self.step_factor, self.step_size, step_nu=self.step_nu)  # same checks
+        check_step(self.step_factor, self.step_size, self.step_nu)
 
     def steps(self, model, hyper):
-        return HMCParams(1, self.step_factor, self.step_size).steps(model, hyper)
+        return resolve_steps(self.step_factor, self.step_size, model, hyper)
 
 
 def make_metropolis(model):

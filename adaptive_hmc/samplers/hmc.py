@@ -65,26 +65,37 @@ class HMCParams:
     max_energy_error: float = 1000.0
 
     def __post_init__(self):
-        if (self.step_factor is None) == (self.step_size is None):
-            raise ValueError("give exactly one of step_factor and step_size")
-        if self.step_factor is not None and not self.step_factor > 0:
-            raise ValueError(f"step_factor={self.step_factor}: must be > 0")
-        if self.step_size is not None and not np.all(np.asarray(self.step_size) > 0):
-            raise ValueError("step_size: every entry must be > 0")
+        check_step(self.step_factor, self.step_size, self.step_nu)
         if int(self.num_steps) != self.num_steps or self.num_steps < 1:
             raise ValueError(f"num_steps={self.num_steps}: must be an integer >= 1")
         if not 1 <= self.window <= self.num_steps:
             raise ValueError(f"window={self.window}: must be in 1..num_steps ({self.num_steps})")
         if not 0.0 <= self.persistence < 1.0:
             raise ValueError(f"persistence={self.persistence}: must be in [0, 1)")
-        if not self.step_nu >= 0:
-            raise ValueError(f"step_nu={self.step_nu}: must be >= 0")
 
     def steps(self, model, hyper) -> np.ndarray:
         """Per-parameter absolute step sizes for ``model`` at ``hyper``."""
-        if self.step_size is not None:
-            return np.broadcast_to(np.asarray(self.step_size, float), (model.dim,)).copy()
-        return self.step_factor * model.scales(hyper)
+        return resolve_steps(self.step_factor, self.step_size, model, hyper)
+
+
+def check_step(step_factor, step_size, step_nu=0.0):
+    """Exactly one of a positive step factor and positive absolute step sizes; nu >= 0."""
+    if (step_factor is None) == (step_size is None):
+        raise ValueError("give exactly one of step_factor and step_size")
+    if step_factor is not None and not step_factor > 0:
+        raise ValueError(f"step_factor={step_factor}: must be > 0")
+    if step_size is not None and not np.all(np.asarray(step_size) > 0):
+        raise ValueError("step_size: every entry must be > 0")
+    if not step_nu >= 0:
+        raise ValueError(f"step_nu={step_nu}: must be >= 0")
+
+
+def resolve_steps(step_factor, step_size, model, hyper) -> np.ndarray:
+    """Absolute per-parameter steps: ``step_size`` broadcast, or ``step_factor``
+    times the model's heuristic scales at ``hyper``."""
+    if step_size is not None:
+        return np.broadcast_to(np.asarray(step_size, float), (model.dim,)).copy()
+    return step_factor * model.scales(hyper)
 
 
 @njit
