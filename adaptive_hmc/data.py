@@ -77,3 +77,20 @@ class Standardizer(NamedTuple):
 
     def inverse(self, A):
         return np.asarray(A, float) * self.sd + self.mean
+
+
+def kfold(n_cases: int, k: int, rng, labels=None) -> list:
+    """Held-out index sets of a seeded k-fold split of cases 0..n_cases-1:
+    ``k`` disjoint sorted arrays covering every case, sizes differing by at
+    most one. With ``labels`` the split is stratified: each class is shuffled
+    and dealt round-robin, so every fold holds its share of each class.
+    ``rng`` is a ``numpy.random.Generator`` (or a seed)."""
+    if not (isinstance(k, (int, np.integer)) and 2 <= k <= n_cases):
+        raise ValueError(f"k={k!r}: the number of folds must be an integer in 2..{n_cases} (the number of cases)")
+    rng = np.random.default_rng(rng)
+    if labels is None:
+        order = rng.permutation(n_cases)
+    else:
+        labels = np.asarray(labels).reshape(n_cases, -1)[:, 0]
+        order = np.concatenate([rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)])
+    return [np.sort(order[j::k]) for j in range(k)]

@@ -62,7 +62,7 @@ def measure(hidden, n_cases, seed=0):
     t0 = time.perf_counter()
     acc = 0
     for _ in range(iters):
-        a, _, _, _, _, u = hmc_kernel(qq, u, gg, pp, step, 100, 1, 0.0, False, 0.0, 1000.0, t, rng)
+        a, _, _, _, _, u, _ = hmc_kernel(qq, u, gg, pp, step, 100, 1, 0.0, False, 0.0, 1000.0, t, rng)
         acc += a
     lf_rate = iters * 100 / (time.perf_counter() - t0)
     return dict(hidden=hidden, cases=n_cases, grad_evals_per_s=grad_rate, numpy_grad_evals_per_s=np_rate,

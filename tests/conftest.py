@@ -1,6 +1,11 @@
+import math
+
 import numpy as np
 import pytest
 
+from adaptive_hmc.models.bnn import BayesianMLP
+from adaptive_hmc.models.mlp import MLPSpec
+from adaptive_hmc.models.priors import GammaPrior, PriorSpec
 from adaptive_hmc.targets import GaussianTarget
 
 
@@ -15,3 +20,29 @@ def wide10():
     """10-d Gaussian, independent coordinates with sds spanning 100x, nonzero mean."""
     sds = np.logspace(-1, 1, 10)
     return GaussianTarget(np.linspace(-1, 1, 10), np.diag(sds ** 2))
+
+
+@pytest.fixture(scope="session")
+def tiny_bnn():
+    """1-1-1 regression net with fixed hyperparameters on 8 cases, three test
+    inputs, and an independent estimate of the posterior predictive mean there
+    (self-normalised importance sampling from the prior, 400k draws) with its
+    standard error: (model, x_star, is_mean, is_se)."""
+    rng = np.random.default_rng(9)
+    X = np.linspace(-2, 2, 8)[:, None]
+    Y = np.tanh(1.5 * X - 0.5) + 0.3 + 0.2 * rng.normal(size=(8, 1))
+    fixed = GammaPrior(1.0, math.inf)
+    priors = PriorSpec(input_hidden=fixed, hidden_bias=fixed, hidden_output=fixed,
+                       output_bias=fixed, noise=GammaPrior(25.0, math.inf))
+    model = BayesianMLP(MLPSpec(1, (1,), 1), X, Y, priors)
+    x_star = np.array([[-1.0], [0.0], [1.5]])
+    rng = np.random.default_rng(10)
+    W = rng.normal(size=(400_000, 4))
+    f = np.tanh(X[None, :, 0] * W[:, :1] + W[:, 1:2]) * W[:, 2:3] + W[:, 3:4]
+    logw = -0.5 * 25.0 * np.sum((f - Y[None, :, 0]) ** 2, axis=1)
+    w = np.exp(logw - logw.max())
+    w /= w.sum()
+    f_star = np.tanh(x_star[None, :, 0] * W[:, :1] + W[:, 1:2]) * W[:, 2:3] + W[:, 3:4]
+    is_mean = w @ f_star
+    is_se = np.sqrt(w ** 2 @ (f_star - is_mean) ** 2)
+    return model, x_star, is_mean, is_se

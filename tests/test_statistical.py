@@ -11,8 +11,14 @@ from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec, gibbs_hyper, slice_log_mu
-from adaptive_hmc.samplers import (HMCParams, MetropolisParams, init_state, make_hmc,
-                                   make_metropolis, make_stochastic_dynamics)
+from adaptive_hmc.samplers import (
+    HMCParams,
+    MetropolisParams,
+    init_state,
+    make_hmc,
+    make_metropolis,
+    make_stochastic_dynamics,
+)
 from adaptive_hmc.targets import GaussianTarget
 
 Z = 4.0
@@ -129,31 +135,8 @@ def test_ard_mean_slice_sampler_matches_generalised_inverse_gaussian():
         assert abs(np.median(draws) / gig.median() - 1) < 0.05
 
 
-def _tiny_bnn():
-    """1-1-1 regression net, fixed hyperparameters, 8 cases."""
-    rng = np.random.default_rng(9)
-    X = np.linspace(-2, 2, 8)[:, None]
-    Y = np.tanh(1.5 * X - 0.5) + 0.3 + 0.2 * rng.normal(size=(8, 1))
-    fixed = GammaPrior(1.0, math.inf)
-    priors = PriorSpec(input_hidden=fixed, hidden_bias=fixed, hidden_output=fixed,
-                       output_bias=fixed, noise=GammaPrior(25.0, math.inf))
-    return BayesianMLP(MLPSpec(1, (1,), 1), X, Y, priors)
-
-
-def test_bnn_predictive_mean_agrees_with_importance_sampling():
-    model = _tiny_bnn()
-    x_star = np.array([[-1.0], [0.0], [1.5]])
-    # Independent estimate: self-normalised importance sampling from the prior.
-    rng = np.random.default_rng(10)
-    W = rng.normal(size=(400_000, 4))
-    X, Y = model.target.XT.T, model.target.YT.T
-    f = np.tanh(X[None, :, 0] * W[:, :1] + W[:, 1:2]) * W[:, 2:3] + W[:, 3:4]
-    logw = -0.5 * 25.0 * np.sum((f - Y[None, :, 0]) ** 2, axis=1)
-    w = np.exp(logw - logw.max())
-    w /= w.sum()
-    f_star = np.tanh(x_star[None, :, 0] * W[:, :1] + W[:, 1:2]) * W[:, 2:3] + W[:, 3:4]
-    is_mean = w @ f_star
-    is_se = np.sqrt(w ** 2 @ (f_star - is_mean) ** 2)
+def test_bnn_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
+    model, x_star, is_mean, is_se = tiny_bnn
     # HMC with the hyperparameters fixed.
     hyper = model.initial_hyper()
     hmc = make_hmc(model)

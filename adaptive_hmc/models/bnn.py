@@ -11,8 +11,15 @@ from typing import NamedTuple
 import numpy as np
 
 from ..targets import MLP, Target, energy_grad
-from .mlp import MLPSpec, mlp_step_scales, predict
-from .priors import Hyper, PriorSpec, build_prior, gibbs_hyper, initial_hyper, precisions
+from .mlp import MLPSpec, mlp_step_scales, pad_cases, predict
+from .priors import (
+    Hyper,
+    PriorSpec,
+    build_prior,
+    gibbs_hyper,
+    initial_hyper,
+    precisions,
+)
 
 
 class GibbsInfo(NamedTuple):
@@ -59,10 +66,11 @@ class BayesianMLP:
     def __init__(self, spec: MLPSpec, X, Y, priors: PriorSpec = PriorSpec()):
         X, Y = check_data(spec, X, Y, "training data")
         self.spec, self.priors = spec, priors
+        self.X, self.Y = X, Y
         self.prior, self.slot_names = build_prior(spec, priors)
-        XT = np.ascontiguousarray(X.T)
+        XT = pad_cases(X.T)
         self.target = Target(MLP, spec.arch, XT, np.ascontiguousarray(Y.T), np.empty(spec.n_params),
-                             np.ones(spec.n_outputs), spec.workspace(X.shape[0]),
+                             np.ones(spec.n_outputs), spec.workspace(XT.shape[1]),
                              np.empty((0, 0)), np.empty(0))
         self.sumsq = np.ascontiguousarray((XT ** 2).sum(axis=1))
         self.n_cases = X.shape[0]

@@ -37,7 +37,7 @@ class GammaPrior:
             raise ValueError(f"shape={self.shape}: must be > 0 (inf fixes the precision)")
 
     @classmethod
-    def fixed_sd(cls, sd: float) -> "GammaPrior":
+    def fixed_sd(cls, sd: float) -> GammaPrior:
         return cls(1.0 / sd ** 2, math.inf)
 
 
@@ -87,7 +87,7 @@ class Hyper(NamedTuple):
     top: np.ndarray
     noise: np.ndarray
 
-    def copy(self) -> "Hyper":
+    def copy(self) -> Hyper:
         return Hyper(self.tau.copy(), self.top.copy(), self.noise.copy())
 
 
@@ -227,7 +227,7 @@ def gibbs_hyper(q, tau, top, noise, prior, arch, XT, YT, work, rng):
         tau[s] = rng.gamma(0.5 * a + 0.5 * cnt[s], 1.0 / (0.5 * a / mu + 0.5 * ss[s]))
     if arch[2] == GAUSSIAN:
         out = forward(q, arch, XT, work)
-        N = XT.shape[1]
+        N = YT.shape[1]  # XT may carry zero padding columns
         for o in range(noise.size):
             a = prior.noise_shape[o]
             if not math.isfinite(a):

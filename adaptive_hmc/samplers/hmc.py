@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,7 +26,7 @@ class ChainState(NamedTuple):
     energy: float
     grad: np.ndarray
     momentum: np.ndarray
-    hyper: Optional[object] = None
+    hyper: object | None = None
 
 
 class TransitionInfo(NamedTuple):
@@ -56,7 +56,7 @@ class HMCParams:
     """
 
     num_steps: int
-    step_factor: Optional[float] = None
+    step_factor: float | None = None
     step_size: object = None
     window: int = 1
     persistence: float = 0.0
@@ -144,10 +144,20 @@ def _offer_both(idx, W, L, q, g, p, u, h, sel, rng):
 
 
 @njit
+def _squared_distance(a, b):
+    s = 0.0
+    for k in range(a.size):
+        s += (a[k] - b[k]) ** 2
+    return s
+
+
+@njit
 def hmc_kernel(q, u, g, p, step_size, n_steps, window, persistence, jitter, step_nu,
                max_energy_error, target, rng):
     """One HMC transition in place on (q, g, p); returns
-    (accepted, accept_prob, energy_error, divergent, steps_used, new_energy).
+    (accepted, accept_prob, energy_error, divergent, steps_used, new_energy,
+    squared_jump), where squared_jump is ||q_proposal - q_current||^2 (the
+    proposal being the state chosen from the accept window), 0 for a divergence.
 
     Rejection (and divergence) restores q and g and negates the momentum, as
     persistence requires (Neal 1993); with persistence 0 the sign is irrelevant.
@@ -167,12 +177,13 @@ def hmc_kernel(q, u, g, p, step_size, n_steps, window, persistence, jitter, step
         dh = u1 + kinetic(p) - h0 if ok else math.inf
         divergent = (not ok) or (not dh <= max_energy_error)
         prob = 0.0 if divergent else min(1.0, math.exp(-dh))
+        jump = 0.0 if divergent else _squared_distance(q, q0)
         if not divergent and rng.random() < prob:
-            return True, prob, dh, False, used, u1
+            return True, prob, dh, False, used, u1, jump
         q[:] = q0
         g[:] = g0
         p[:] = -p0
-        return False, prob, dh, divergent, used, u
+        return False, prob, dh, divergent, used, u, jump
     # Windowed HMC: states 0..L, reject window [0, W-1], accept window [L-W+1, L];
     # the current state sits at a uniformly chosen s in [0, W-1].
     s = int(rng.random() * W)
@@ -201,20 +212,21 @@ def hmc_kernel(q, u, g, p, step_size, n_steps, window, persistence, jitter, step
         q[:] = q0
         g[:] = g0
         p[:] = -p0
-        return False, 0.0, math.inf, True, used, u
+        return False, 0.0, math.inf, True, used, u, 0.0
     log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au = sel
     dh = log_r - log_a
     prob = min(1.0, math.exp(-dh))
     divergent = not worst <= max_energy_error
+    jump = _squared_distance(aq, q0)
     if rng.random() < prob:
         q[:] = aq
         g[:] = ag
         p[:] = ap
-        return True, prob, dh, divergent, used, au
+        return True, prob, dh, divergent, used, au, jump
     q[:] = rq
     g[:] = rg
     p[:] = -rp
-    return False, prob, dh, divergent, used, ru
+    return False, prob, dh, divergent, used, ru, jump
 
 
 def _copy_state(state: ChainState):
@@ -230,7 +242,7 @@ def make_hmc(model):
     def transition(state: ChainState, params: HMCParams, rng):
         model.load(state.hyper)
         q, g, p = _copy_state(state)
-        acc, prob, dh, div, used, u = hmc_kernel(
+        acc, prob, dh, div, used, u, _ = hmc_kernel(
             q, state.energy, g, p, params.steps(model, state.hyper), int(params.num_steps),
             int(params.window), float(params.persistence), bool(params.jitter),
             float(params.step_nu), float(params.max_energy_error), model.target, rng)

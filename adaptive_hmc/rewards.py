@@ -1,0 +1,66 @@
+"""Rewards of a super-transition (higher is better).
+
+Flow position: super-transition -> **reward** -> tuner. A reward is a function
+of a :class:`~adaptive_hmc.replicas.SuperTransitionResult` only, so it sees
+nothing but the samples of that super-transition.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+CV_METRICS = ("mse", "error_rate", "log_loss")
+
+
+def held_out_error(acc, likelihood: str, metric: str) -> float:
+    """Error on one held-out fold of the model average of the samples in ``acc``
+    (an :class:`~adaptive_hmc.replicas.Accumulator`): mean squared error summed
+    over outputs and averaged over cases; error rate of the averaged class
+    probabilities; or log loss, minus the mean log of the averaged predictive
+    probability of each case's label."""
+    n = acc.count[0]
+    if n == 0:
+        return math.inf
+    if metric == "log_loss":
+        return float(-(acc.lse - math.log(n)).mean())
+    mean = acc.pred / n
+    if metric == "mse":
+        if likelihood != "gaussian":
+            raise ValueError("metric 'mse' is for regression; use 'error_rate' or 'log_loss'")
+        return float(np.sum((mean - acc.YT) ** 2, axis=0).mean())
+    if metric == "error_rate":
+        if likelihood == "gaussian":
+            raise ValueError("metric 'error_rate' is for classification; use 'mse' or 'log_loss'")
+        label = (mean[0] > 0.5).astype(float) if likelihood == "logistic" else mean.argmax(axis=0)
+        return float(np.mean(label != acc.YT[0]))
+    raise ValueError(f"metric={metric!r}: allowed are {CV_METRICS}")
+
+
+def cv_error(result, metric: str = None) -> float:
+    """Mean over the CV replicas of their held-out errors (Wang thesis section
+    3.2), this super-transition's samples only. Default metric: mse for
+    regression, error_rate for classification."""
+    metric = metric or default_metric(result.likelihood)
+    return float(np.mean([held_out_error(a, result.likelihood, metric) for a in result.held_out]))
+
+
+def default_metric(likelihood: str) -> str:
+    return "mse" if likelihood == "gaussian" else "error_rate"
+
+
+def cv_reward(result, metric: str = None) -> float:
+    """Minus :func:`cv_error`."""
+    return -cv_error(result, metric)
+
+
+def esjd_reward(result) -> float:
+    """Expected squared jumping distance per unit of trajectory cost (Wang,
+    Mohamed & de Freitas 2013): the sum over iterations of acceptance
+    probability x ||q_proposal - q_current||^2, divided by sqrt(L), averaged over
+    replicas."""
+    r = result.record
+    return float(np.mean(np.sum(r.accept_prob * r.squared_jump, axis=1)) / math.sqrt(result.num_steps))
+
+
+REWARDS = {"cv": cv_reward, "esjd": esjd_reward}

@@ -1,0 +1,315 @@
+"""Cross-validation replicas, super-transitions, rewards and predictions:
+exact checks against NumPy computations from kept samples, and statistical
+checks (seeded, tolerances in Monte Carlo standard errors)."""
+import math
+
+import numpy as np
+import pytest
+
+from adaptive_hmc.data import kfold, load_robot_arm
+from adaptive_hmc.diagnostics import batch_means_mcse
+from adaptive_hmc.estimator import BNNClassifier, BNNRegressor
+from adaptive_hmc.models.mlp import MLPSpec, predict
+from adaptive_hmc.replicas import ReplicaSet, TransitionOptions, super_transition
+from adaptive_hmc.rewards import cv_error, cv_reward, esjd_reward, held_out_error
+from adaptive_hmc.runner import fallback_reward, run
+from adaptive_hmc.tuners import BanditTuner, FixedTuner
+
+Z = 4.0
+
+
+def _toy(n=40, seed=0, likelihood="gaussian"):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, size=(n, 2))
+    f = np.sin(X[:, 0]) + 0.5 * X[:, 1]
+    if likelihood == "gaussian":
+        return MLPSpec(2, (5,), 2), X, np.column_stack([f, np.cos(X[:, 1])]) + 0.1 * rng.normal(size=(n, 2))
+    if likelihood == "logistic":
+        return MLPSpec(2, (5,), 1, "logistic"), X, (f > 0).astype(float)
+    return MLPSpec(2, (5,), 3, "softmax"), X, np.digitize(f, [-0.5, 0.5]).astype(float)
+
+
+def _replicas(likelihood="gaussian", **kw):
+    spec, X, Y = _toy(likelihood=likelihood)
+    spec_t, Xt, Yt = _toy(17, seed=5, likelihood=likelihood)
+    args = dict(k=4, test_sets={"test": (Xt, Yt)}, seed=7, thin=1, threads=2)
+    args.update(kw)
+    return ReplicaSet(spec, X, Y, **args)
+
+
+# -- folds ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("n,k", [(200, 8), (37, 5), (10, 10)])
+def test_kfold_disjoint_covering_balanced_and_seeded(n, k):
+    folds = kfold(n, k, 3)
+    allidx = np.concatenate(folds)
+    assert np.array_equal(np.sort(allidx), np.arange(n))
+    sizes = [len(f) for f in folds]
+    assert max(sizes) - min(sizes) <= 1
+    assert all(np.array_equal(a, b) for a, b in zip(folds, kfold(n, k, 3)))
+    assert not all(np.array_equal(a, b) for a, b in zip(folds, kfold(n, k, 4)))
+
+
+def test_kfold_stratified_keeps_class_shares():
+    labels = np.repeat([0, 1, 2], [50, 30, 20])
+    for f in kfold(100, 5, 0, labels):
+        assert [int((labels[f] == c).sum()) for c in range(3)] == [10, 6, 4]
+    with pytest.raises(ValueError, match="number of folds"):
+        kfold(5, 6, 0)
+
+
+def test_replica_training_sets_exclude_their_fold():
+    rs = _replicas()
+    spec, X, Y = _toy()
+    for r, fold in zip(rs.replicas, rs.folds):
+        assert r.model.n_cases == len(X) - len(fold)
+        np.testing.assert_array_equal(r.held.XT[:, :len(fold)], X[fold].T)
+        assert not (set(map(tuple, r.model.X)) & set(map(tuple, X[fold])))
+
+
+# -- budget, initial phase, determinism ------------------------------------------------
+
+@pytest.mark.parametrize("jitter,window", [(False, 1), (True, 1), (False, 4), (True, 3)])
+def test_budget_respected_exactly(jitter, window):
+    rs = _replicas(options=TransitionOptions(jitter=jitter, window=window), full_data_chain=True)
+    res = super_transition(rs, 0.3, 7, 100)
+    assert res.n_iter == 100 // 7
+    used = res.record.num_steps.sum(axis=1)
+    assert np.all(used <= 100)
+    if not jitter:
+        assert np.all(used == 14 * 7)
+    assert np.all(rs.replicas[0].chain.counters == [used[0], 14])
+    with pytest.raises(ValueError, match="num_steps"):
+        super_transition(rs, 0.3, 101, 100)
+    with pytest.raises(ValueError, match="step_factor"):
+        super_transition(rs, float("nan"), 10, 100)
+
+
+def test_initial_phase_keeps_hyperparameters_fixed():
+    rs = _replicas(options=TransitionOptions(initial_phase_steps=50), initial_hyper=1.0)
+    res = super_transition(rs, 0.2, 10, 100)
+    h = res.record.hyper
+    # Gibbs starts at the first iteration with >= 50 leapfrog steps done: iteration 5.
+    assert np.all(h[:, :5] == h[:, :1])
+    moved = np.all(h[:, 5:] != h[:, 4:5], axis=(0, 1))
+    names = rs.hyper_names
+    assert [n for n, m in zip(names, moved) if not m] == ["output_bias"]   # fixed sd 100
+    assert np.all(h[:, 0, moved] == 1.0)
+
+
+def test_serial_and_parallel_runs_are_bitwise_identical():
+    def go(threads):
+        rs = _replicas(threads=threads, full_data_chain=True,
+                       options=TransitionOptions(window=3, jitter=True, initial_phase_steps=30))
+        out = [super_transition(rs, eps, L, 120) for eps, L in ((0.3, 10), (0.5, 6))]
+        return rs, out
+    a, ra = go(1)
+    b, rb = go(3)
+    for x, y in zip(a.replicas, b.replicas):
+        for u, v in zip(x.chain, y.chain):
+            assert np.array_equal(u, v)
+    for u, v in zip(ra, rb):
+        for p, q in zip(u.record, v.record):
+            assert np.array_equal(p, q)
+    for name in ("test_pred", "test_sq", "test_var", "test_lse", "test_count"):
+        assert np.array_equal(getattr(a, name), getattr(b, name))
+    assert np.array_equal(a.samples()[0], b.samples()[0])
+
+
+# -- predictions and rewards, exactly from kept samples ---------------------------------
+
+def _split_kept(rs, before):
+    return [np.array(k[b:]) for k, b in zip(rs.kept, before)]
+
+
+@pytest.mark.parametrize("likelihood", ["gaussian", "logistic", "softmax"])
+def test_reward_uses_this_super_transitions_samples_only(likelihood):
+    rs = _replicas(likelihood)
+    spec = rs.spec
+    D = spec.n_params
+    metric = "mse" if likelihood == "gaussian" else "log_loss"
+    super_transition(rs, 0.05, 5, 200)   # a first super-transition at another setting
+    before = [len(k) for k in rs.kept]
+    res = super_transition(rs, 0.4, 10, 200)
+    rows = _split_kept(rs, before)
+    errs = []
+    for r, fold, kept in zip(rs.replicas, rs.folds, rows):
+        assert len(kept) == res.n_iter
+        F = predict(spec, kept[:, :D], r.held.XT[:, :len(fold)].T)          # (S, N, out)
+        y = r.held.YT.T
+        if likelihood == "gaussian":
+            errs.append(np.mean(np.sum((F.mean(0) - y) ** 2, axis=1)))
+        else:
+            if likelihood == "logistic":
+                p1 = 1 / (1 + np.exp(-F[:, :, 0]))
+                P = np.stack([1 - p1, p1], axis=2)
+            else:
+                P = np.exp(F - F.max(2, keepdims=True))
+                P /= P.sum(2, keepdims=True)
+            errs.append(-np.mean(np.log(P.mean(0)[np.arange(len(y)), y[:, 0].astype(int)])))
+    assert cv_error(res, metric) == pytest.approx(np.mean(errs), rel=1e-10)
+    assert cv_reward(res, metric) == -cv_error(res, metric)
+    # The accumulated error over both super-transitions is a different number.
+    both = [np.array(k) for k in rs.kept]
+    if likelihood == "gaussian":
+        F0 = predict(spec, both[0][:, :D], rs.replicas[0].held.XT[:, :len(rs.folds[0])].T)
+        assert not np.isclose(np.mean(np.sum((F0.mean(0) - rs.replicas[0].held.YT.T) ** 2, 1)), errs[0])
+
+
+@pytest.mark.parametrize("likelihood", ["gaussian", "logistic", "softmax"])
+def test_test_predictions_match_numpy_from_kept_samples(likelihood):
+    rs = _replicas(likelihood, full_data_chain=True, burn_in_super_transitions=1)
+    spec = rs.spec
+    D = spec.n_params
+    super_transition(rs, 0.3, 5, 100)
+    assert rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
+    for _ in range(2):
+        super_transition(rs, 0.3, 5, 100)
+    Q, noise = rs.samples()
+    assert len(Q) == rs.test_count.sum() == 2 * 20 * rs.n_replicas
+    Xt, Yt = rs.X_test, rs.Y_test
+    F = predict(spec, Q, Xt)
+    pr = rs.prediction("test")
+    if likelihood == "gaussian":
+        var = F.var(0) + (1 / noise).mean(0)
+        np.testing.assert_allclose(pr.mean, F.mean(0), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(pr.var, var, rtol=1e-8)
+        ll = -0.5 * np.log(2 * np.pi / noise[:, None, :]) - 0.5 * noise[:, None, :] * (F - Yt) ** 2
+        lpd = np.log(np.mean(np.exp(ll.sum(2)), axis=0))
+        m = rs.metrics()["test"]
+        assert m["mse"] == pytest.approx(np.mean(np.sum((F.mean(0) - Yt) ** 2, 1)), rel=1e-10)
+        assert np.all(pr.lower < pr.mean) and np.all(pr.upper > pr.mean)
+        np.testing.assert_allclose(pr.upper - pr.mean, 1.959963984540054 * np.sqrt(var), rtol=1e-8)
+    else:
+        if likelihood == "logistic":
+            p1 = 1 / (1 + np.exp(-F[:, :, 0]))
+            P = np.stack([1 - p1, p1], axis=2)
+        else:
+            P = np.exp(F - F.max(2, keepdims=True))
+            P /= P.sum(2, keepdims=True)
+        np.testing.assert_allclose(pr.probs, P.mean(0), rtol=1e-10, atol=1e-14)
+        y = Yt[:, 0].astype(int)
+        lpd = np.log(P.mean(0)[np.arange(len(y)), y])
+        assert rs.metrics()["test"]["error_rate"] == np.mean(P.mean(0).argmax(1) != y)
+        # Majority vote of the replicas' own averages.
+        per = P.reshape(rs.n_replicas, -1, *P.shape[1:]).mean(1).argmax(2)     # (R, N)
+        counts = np.stack([(per == c).sum(0) for c in range(P.shape[2])], 1)
+        clear = (counts == counts.max(1, keepdims=True)).sum(1) == 1
+        np.testing.assert_array_equal(pr.vote[clear], counts.argmax(1)[clear])
+    np.testing.assert_allclose(pr.lpd, lpd, rtol=1e-9)
+
+
+def test_esjd_reward_from_the_record():
+    rs = _replicas()
+    res = super_transition(rs, 0.3, 9, 90)
+    r = res.record
+    manual = np.mean([(r.accept_prob[j] * r.squared_jump[j]).sum() for j in range(rs.n_replicas)]) / 3.0
+    assert esjd_reward(res) == pytest.approx(manual, rel=1e-12)
+    assert np.all(r.squared_jump > 0)
+
+
+def test_held_out_error_rejects_wrong_metric():
+    rs = _replicas("logistic")
+    res = super_transition(rs, 0.3, 5, 20)
+    with pytest.raises(ValueError, match="regression"):
+        held_out_error(res.held_out[0], "logistic", "mse")
+    assert math.isfinite(cv_error(res))
+
+
+def test_runner_scores_failures_below_every_success():
+    t = FixedTuner(step_factor=0.3, num_steps=5)
+    assert fallback_reward(t) == -1.0
+    for r in (-0.5, -0.2):
+        t.tell(t.ask(), r)
+    assert fallback_reward(t) == pytest.approx(-0.8)
+    rs = _replicas()
+    log = run(rs, t, 2, 20, reward=lambda res: float("nan"))
+    assert [e["reward"] for e in log] == [None, None]
+    assert all(math.isfinite(e["told"]) and e["told"] < -0.5 for e in log)
+
+
+def test_no_cv_replicas_needs_the_full_data_chain():
+    spec, X, Y = _toy()
+    with pytest.raises(ValueError, match="full_data_chain"):
+        ReplicaSet(spec, X, Y, k=0)
+    rs = ReplicaSet(spec, X, Y, k=0, full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
+    res = super_transition(rs, 0.3, 5, 20)
+    assert res.held_out == [] and rs.test_count[0] == 4
+
+
+# -- statistical ---------------------------------------------------------------------------
+
+def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
+    """The compiled replica loop (HMC, accumulation of test predictions) against
+    an independent importance-sampling estimate; batch means over super-transitions."""
+    model, x_star, is_mean, is_se = tiny_bnn
+    rs = ReplicaSet(model.spec, model.X, model.Y, k=0, full_data_chain=True, priors=model.priors,
+                    initial_hyper=None, options=TransitionOptions(gibbs=False, jitter=True),
+                    test_sets={"x": (x_star, np.zeros((3, 1)))}, burn_in_super_transitions=2, seed=11)
+    for _ in range(82):
+        super_transition(rs, 0.4, 20, 5000)
+    batches = np.array([p[0, 0] / c[0] for p, c in zip(rs.history_pred[2:], rs.history_count[2:])])
+    mean = rs.prediction("x").mean[:, 0]
+    se = np.sqrt(batches.std(axis=0, ddof=1) ** 2 / len(batches) + is_se ** 2)
+    assert np.allclose(mean, batches.mean(0))
+    assert np.all(se < 0.02), se
+    assert np.all(np.abs(mean - is_mean) < Z * se), (mean, is_mean, se)
+
+
+def test_robot_arm_short_run_beats_mean_and_widens_outside_training_region():
+    arm = load_robot_arm()
+    X, Y = arm.rows(1, 200)
+    Xt, Yt = arm.rows(201, 400)
+    # Inputs beyond the training region (x1 in [-1.93, -0.45], x2 in [0.53, 3.14]).
+    far = np.column_stack([np.linspace(0.5, 1.5, 20), np.linspace(-1.5, -0.5, 20)])
+    rs = ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=4, full_data_chain=True, seed=2,
+                    test_sets={"test": (Xt, Yt), "far": (far, np.zeros((20, 2)))},
+                    options=TransitionOptions(window=5, initial_phase_steps=1000),
+                    burn_in_super_transitions=4)
+    for _ in range(12):
+        res = super_transition(rs, 0.3, 50, 1000)
+    mse = rs.metrics()["test"]["mse"]
+    mean_mse = np.mean(np.sum((Y.mean(0) - Yt) ** 2, 1))
+    assert mse < 0.02 * mean_mse, (mse, mean_mse)
+    assert cv_error(res) < 0.05 * mean_mse
+    sd_in = rs.prediction("test").sd.mean()
+    sd_far = rs.prediction("far").sd.mean()
+    assert sd_far > 3 * sd_in, (sd_in, sd_far)
+
+
+# -- scikit-learn style entry point --------------------------------------------------------
+
+def test_regressor_fit_predict():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(60, 1))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
+    m = BNNRegressor(hidden=(8,), k=3, super_transitions=8, budget=400, num_steps_bounds=(5, 50),
+                     initial_phase_steps=200, seed=1).fit(X, y)
+    Xs = np.linspace(-2.5, 2.5, 30)[:, None]
+    mean, sd = m.predict(Xs, return_std=True)
+    assert mean.shape == sd.shape == (30,)
+    assert np.mean((mean - np.sin(Xs[:, 0])) ** 2) < 0.02
+    assert np.all(sd > 0.05)                               # the noise is part of the predictive sd
+    far = m.predict(np.array([[8.0]]), return_std=True)[1]
+    assert far[0] > 2 * sd.mean()
+    assert len(m.log_) == 8 and m.score(X, y) > 0.8
+
+
+def test_classifier_fit_predict():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(80, 2))
+    y = np.where(X[:, 0] + X[:, 1] > 0, "a", "b")
+    m = BNNClassifier(hidden=(4,), k=3, super_transitions=6, budget=300, num_steps_bounds=(5, 50),
+                      initial_phase_steps=200, seed=2).fit(X, y)
+    P = m.predict_proba(X)
+    assert P.shape == (80, 2) and np.allclose(P.sum(1), 1)
+    assert set(m.predict(X)) <= {"a", "b"} and m.score(X, y) > 0.9
+
+
+def test_bandit_drives_replicas():
+    rs = _replicas()
+    tuner = BanditTuner({"step_factor": (0.05, 0.8), "num_steps": (2, 20)}, seed=0, maxfun=200)
+    log = run(rs, tuner, 4, 60)
+    assert [e["i"] for e in log] == [0, 1, 2, 3]
+    assert all(math.isfinite(e["reward"]) and e["reward"] == -e["cv_error"] for e in log)
+    assert [h["action"]["num_steps"] for h in tuner.history] == [e["num_steps"] for e in log]
