@@ -335,6 +335,8 @@ class ReplicaSet:
         # Per super-transition: sums of retained test predictions and their counts.
         self.history_pred: list = []
         self.history_count: list = []
+        # Per super-transition: hyperparameters of each chain's last sample (R, H).
+        self.history_hyper: list = []
         self.kept: list = [[] for _ in range(R)]
         self.n_super = 0
 
@@ -526,9 +528,39 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
     replicas.test_count += st_count
     replicas.history_pred.append(st_pred)
     replicas.history_count.append(st_count)
+    replicas.history_hyper.append(np.stack([np.concatenate([r.chain.tau, r.chain.top, r.chain.noise])
+                                            for r in replicas.replicas]))
     held = [r.held._replace(pred=r.held.pred.copy(), sq=r.held.sq.copy(), var=r.held.var.copy(),
                             lse=r.held.lse.copy(), count=r.held.count.copy())
             for r in replicas.replicas[:replicas.n_cv]]
     replicas.n_super += 1
     return SuperTransitionResult(replicas.n_super - 1, float(step_factor), int(num_steps), n_iter, rec, held,
                                  replicas.spec.likelihood, seconds)
+
+
+def replicas_state(rs: ReplicaSet) -> dict:
+    """Everything a :class:`ReplicaSet` changes while it runs (arrays and ints),
+    for checkpoints; :func:`load_replicas_state` puts it back into a set built
+    with the same arguments."""
+    return {"n_super": rs.n_super, "streams_spawned": rs.streams.n_children_spawned,
+            "chains": [[a.copy() for a in r.chain] for r in rs.replicas],
+            "test": {k: getattr(rs, k).copy() for k in ("test_pred", "test_sq", "test_var", "test_lse", "test_count")},
+            "history_pred": list(rs.history_pred), "history_count": list(rs.history_count),
+            "history_hyper": list(rs.history_hyper), "kept": [list(k) for k in rs.kept]}
+
+
+def load_replicas_state(rs: ReplicaSet, state: dict) -> None:
+    if len(state["chains"]) != rs.n_replicas:
+        raise ValueError(f"state has {len(state['chains'])} chains; this set has {rs.n_replicas}")
+    for r, arrays in zip(rs.replicas, state["chains"]):
+        for dst, src in zip(r.chain, arrays):
+            dst[...] = src
+    for k, v in state["test"].items():
+        getattr(rs, k)[...] = v
+    rs.history_pred, rs.history_count = list(state["history_pred"]), list(state["history_count"])
+    rs.history_hyper = list(state["history_hyper"])
+    rs.kept = [list(k) for k in state["kept"]]
+    rs.n_super = state["n_super"]
+    s = rs.streams
+    rs.streams = np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key, pool_size=s.pool_size,
+                                        n_children_spawned=state["streams_spawned"])

@@ -23,14 +23,18 @@ def fallback_reward(tuner) -> float:
     return min(seen) - (spread if spread > 0 else abs(min(seen)) + 1.0)
 
 
-def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward) -> tuple:
-    """One iteration of the loop; returns (log entry, SuperTransitionResult)."""
+def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, tell: bool = True) -> tuple:
+    """One iteration of the loop; returns (log entry, SuperTransitionResult).
+    With ``tell`` false (warm-up) the reward is logged but not told to the tuner."""
     action = tuner.ask()
     result = super_transition(replicas, float(action["step_factor"]), int(action["num_steps"]), budget)
     raw = float(reward(result))
-    told = raw if math.isfinite(raw) else fallback_reward(tuner)
-    tuner.tell(action, told)
-    h = tuner.history[-1]
+    told = None
+    h = {"p": None, "moved": False}
+    if tell:
+        told = raw if math.isfinite(raw) else fallback_reward(tuner)
+        tuner.tell(action, told)
+        h = tuner.history[-1]
     rec = result.record
     entry = {"i": result.index, "step_factor": result.step_factor, "num_steps": result.num_steps,
              "p": h["p"], "moved": h["moved"], "reward": raw if math.isfinite(raw) else None, "told": told,
@@ -42,12 +46,17 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward) -> tuple:
 
 
 def run(replicas: ReplicaSet, tuner, super_transitions: int, budget: int, reward=cv_reward,
-        callback=None) -> list:
+        callback=None, warmup: int = 0) -> list:
     """Run super-transitions until ``replicas`` has done ``super_transitions`` of
-    them; ``callback(entry, result)`` after each. Returns the log entries."""
+    them; ``callback(entry, result)`` after each. Returns the log entries.
+
+    The rewards of the first ``warmup`` super-transitions are not told to the
+    tuner: from a cold start they measure how far the chains still are from
+    equilibrium, not the action, and one such outlier would dominate the
+    reward model."""
     log = []
     while replicas.n_super < super_transitions:
-        entry, result = step(replicas, tuner, budget, reward)
+        entry, result = step(replicas, tuner, budget, reward, tell=replicas.n_super >= warmup)
         log.append(entry)
         if callback is not None:
             callback(entry, result)

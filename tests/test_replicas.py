@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from adaptive_hmc.data import kfold, load_robot_arm
-from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.estimator import BNNClassifier, BNNRegressor
 from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.replicas import ReplicaSet, TransitionOptions, super_transition
@@ -160,7 +159,6 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
 def test_test_predictions_match_numpy_from_kept_samples(likelihood):
     rs = _replicas(likelihood, full_data_chain=True, burn_in_super_transitions=1)
     spec = rs.spec
-    D = spec.n_params
     super_transition(rs, 0.3, 5, 100)
     assert rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
     for _ in range(2):

@@ -1,0 +1,94 @@
+"""Command line: ``adaptive-hmc run | compare | plot | export``.
+
+Flow position: the edge. Bad input (config, paths) ends with a message on
+stderr and exit code 2 before anything is written.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .config import ConfigError, load
+
+
+def _run(args) -> int:
+    from .experiment import run_experiment
+    overrides = {} if args.seed is None else {"run.seed": args.seed}
+    cfg = load(args.config, overrides)
+    if args.out:
+        out = Path(args.out)
+    else:   # a fresh directory: runs/NAME-seedS, then -2, -3, ...
+        base = out = Path("runs") / f"{cfg.name}-seed{cfg.run.seed}"
+        n = 1
+        while out.exists() and not args.resume:
+            n += 1
+            out = base.with_name(f"{base.name}-{n}")
+    summary = run_experiment(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet)
+    print(f"run directory: {out}")
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def _dirs(paths):
+    for p in paths:
+        if not (Path(p) / "summary.json").is_file():
+            raise ConfigError(f"{p}: not a finished run directory (no summary.json)")
+    return [Path(p) for p in paths]
+
+
+def _compare(args) -> int:
+    from .reports import compare, table
+    rows = compare(_dirs(args.dirs))
+    print(table(rows, markdown=False))
+    md = table(rows, markdown=True)
+    if args.markdown:
+        Path(args.markdown).write_text(md + "\n")
+        print(f"markdown table: {args.markdown}")
+    return 0
+
+
+def _plot(args) -> int:
+    from .plots import plot_run
+    for p in plot_run(_dirs([args.dir])[0]):
+        print(p)
+    return 0
+
+
+def _export(args) -> int:
+    from .reports import export
+    print(export(_dirs([args.dir])[0]))
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="adaptive-hmc", description="Bayesian neural networks by adaptive HMC")
+    sub = ap.add_subparsers(dest="command", required=True)
+    r = sub.add_parser("run", help="run (or resume) a YAML-configured experiment")
+    r.add_argument("config")
+    r.add_argument("--out", help="run directory (default: a new runs/NAME-seedSEED[-n])")
+    r.add_argument("--seed", type=int, help="override run.seed")
+    r.add_argument("--resume", action="store_true", help="continue from the run directory's last checkpoint")
+    r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.set_defaults(fn=_run)
+    c = sub.add_parser("compare", help="table of test errors, CV error, acceptance, cost and ESS")
+    c.add_argument("dirs", nargs="+")
+    c.add_argument("--markdown", help="also write the table as markdown to this file")
+    c.set_defaults(fn=_compare)
+    p = sub.add_parser("plot", help="write PNG figures into DIR/plots")
+    p.add_argument("dir")
+    p.set_defaults(fn=_plot)
+    e = sub.add_parser("export", help="write DIR/inference_data.nc (ArviZ InferenceData)")
+    e.add_argument("dir")
+    e.set_defaults(fn=_export)
+    args = ap.parse_args(argv)
+    try:
+        return args.fn(args)
+    except ConfigError as err:
+        print(f"adaptive-hmc {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,293 @@
+"""Experiment configuration: YAML -> validated objects, every problem found
+before any work starts.
+
+Flow position: the edge (DESIGN principle 8). The library takes keyword
+arguments and never reads YAML; this module turns a file into those arguments
+and raises :class:`ConfigError` naming the file, the key path, the value and
+what is allowed.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Dict, List, Literal, Optional, Union
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .data import load_robot_arm
+
+
+class ConfigError(ValueError):
+    """A configuration problem; the message names file, key path, value and what is allowed."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+Number = Union[float, int]
+#: [first, last] (YAML lists; tuples are not strict-mode input)
+RowPair = Annotated[List[int], Field(min_length=2, max_length=2)]
+NumberPair = Annotated[List[Number], Field(min_length=2, max_length=2)]
+
+
+class GammaPriorConfig(_Strict):
+    """Gamma(mean precision, shape); ``shape: .inf`` fixes the precision. Give
+    either ``mean_precision`` or ``sd`` (= mean_precision^-1/2)."""
+
+    mean_precision: Optional[Number] = Field(None, gt=0)
+    sd: Optional[Number] = Field(None, gt=0)
+    shape: Number = Field(0.5, gt=0)
+
+
+class PriorsConfig(_Strict):
+    input_hidden: Optional[GammaPriorConfig] = None
+    hidden_hidden: Optional[GammaPriorConfig] = None
+    hidden_bias: Optional[GammaPriorConfig] = None
+    hidden_output: Optional[GammaPriorConfig] = None
+    output_bias: Optional[GammaPriorConfig] = None
+    input_output: Optional[GammaPriorConfig] = None
+    noise: Optional[GammaPriorConfig] = None
+    ard: bool = False
+    ard_shape: Number = Field(0.5, gt=0)
+    scale_hidden_output: bool = True
+
+
+class DataConfig(_Strict):
+    dataset: Optional[Literal["robot_arm"]] = None
+    path: Optional[str] = None
+    target_columns: Optional[List[int]] = None
+    train_rows: RowPair
+    test_sets: Dict[str, RowPair] = Field(default_factory=dict)
+    standardize_inputs: bool = False
+
+
+class ModelConfig(_Strict):
+    hidden: List[int] = Field(min_length=1)
+    likelihood: Literal["gaussian", "logistic", "softmax"] = "gaussian"
+    direct: bool = False
+    priors: PriorsConfig = Field(default_factory=PriorsConfig)
+
+    @field_validator("hidden")
+    @classmethod
+    def _positive(cls, v):
+        if min(v) < 1:
+            raise ValueError("every hidden layer needs >= 1 unit")
+        return v
+
+
+class SamplerConfig(_Strict):
+    window: int = Field(1, ge=1)
+    persistence: Number = Field(0.0, ge=0, lt=1)
+    jitter: bool = False
+    step_nu: Number = Field(0.0, ge=0)
+    max_energy_error: Number = Field(1000.0, gt=0)
+    gibbs: bool = True
+    initial_phase_steps: int = Field(0, ge=0)
+    initial_hyper: Optional[Number] = Field(1.0, gt=0)
+    init_scale: Number = Field(0.0, ge=0)
+
+
+class ReplicasConfig(_Strict):
+    k: int = Field(8, ge=0)
+    full_data_chain: bool = False
+
+
+class ScheduleConfig(_Strict):
+    kind: Literal["exponential", "polynomial", "wang2013"] = "exponential"
+    rate: Number = Field(0.01, gt=0)
+    gamma: Optional[Number] = Field(None, gt=0)
+    burn_in: Optional[int] = Field(None, ge=0)
+
+
+class TunerConfig(_Strict):
+    kind: Literal["bandit", "fixed"]
+    step_factor: Optional[Number] = Field(None, gt=0)
+    num_steps: Optional[int] = Field(None, ge=1)
+    bounds: Optional[Dict[Literal["step_factor", "num_steps"], NumberPair]] = None
+    alpha: Number = Field(0.2, gt=0)
+    delta: Number = Field(0.1, gt=0, lt=1)
+    noise: Number = Field(0.1, gt=0)
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
+    first_action: Union[Literal["centre"], int] = "centre"
+    reward: Literal["cv", "esjd"] = "cv"
+    cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = None
+    maxfun: int = Field(1000, ge=10)
+    warmup_super_transitions: int = Field(0, ge=0)
+
+
+class BurnInConfig(_Strict):
+    samples: int = Field(0, ge=0)
+    super_transitions: int = Field(0, ge=0)
+
+
+class RunConfig(_Strict):
+    budget: int = Field(ge=1)
+    super_transitions: int = Field(ge=1)
+    burn_in: BurnInConfig = Field(default_factory=BurnInConfig)
+    seed: int = Field(0, ge=0)
+    checkpoint_every: int = Field(1, ge=1)
+    thin: int = Field(0, ge=0)
+    threads: Optional[int] = Field(None, ge=1)
+
+
+class Config(_Strict):
+    name: str
+    data: DataConfig
+    model: ModelConfig
+    sampler: SamplerConfig = Field(default_factory=SamplerConfig)
+    replicas: ReplicasConfig = Field(default_factory=ReplicasConfig)
+    tuner: TunerConfig
+    run: RunConfig
+
+
+def _fail(source, path, value, allowed):
+    raise ConfigError(f"{source}: {path} = {value!r}: {allowed}")
+
+
+def _check(cfg: Config, source: str):
+    """Checks across keys that the schema cannot express."""
+    d, t, r = cfg.data, cfg.tuner, cfg.replicas
+    if (d.dataset is None) == (d.path is None):
+        _fail(source, "data", {"dataset": d.dataset, "path": d.path}, "give exactly one of dataset and path")
+    if d.path is not None and not d.target_columns:
+        _fail(source, "data.target_columns", d.target_columns, "a file path needs the list of target columns")
+    for key, (lo, hi) in [("data.train_rows", d.train_rows)] + [(f"data.test_sets.{n}", v) for n, v in d.test_sets.items()]:
+        if not 1 <= lo <= hi:
+            _fail(source, key, [lo, hi], "rows are numbered from 1 and need first <= last")
+    if t.kind == "fixed":
+        if t.step_factor is None or t.num_steps is None:
+            _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},
+                  "a fixed tuner needs step_factor > 0 and num_steps >= 1")
+        if t.bounds is not None:
+            _fail(source, "tuner.bounds", t.bounds, "bounds are for kind: bandit")
+    else:
+        if t.bounds is None or set(t.bounds) != {"step_factor", "num_steps"}:
+            _fail(source, "tuner.bounds", t.bounds, "a bandit needs bounds for both step_factor and num_steps")
+        for name, (lo, hi) in t.bounds.items():
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
+                _fail(source, f"tuner.bounds.{name}", [lo, hi], "need finite 0 < lower < upper")
+        if not (isinstance(t.bounds["num_steps"][0], int) and isinstance(t.bounds["num_steps"][1], int)):
+            _fail(source, "tuner.bounds.num_steps", list(t.bounds["num_steps"]), "need integers")
+        if t.bounds["num_steps"][1] > cfg.run.budget:
+            _fail(source, "tuner.bounds.num_steps", list(t.bounds["num_steps"]),
+                  f"upper bound must be <= run.budget ({cfg.run.budget})")
+        if t.reward == "cv" and r.k < 2:
+            _fail(source, "replicas.k", r.k, "the cv reward needs k >= 2 cross-validation replicas")
+        if t.step_factor is not None or t.num_steps is not None:
+            _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},
+                  "step_factor and num_steps are for kind: fixed (a bandit tunes them within bounds)")
+    if t.kind == "fixed" and t.num_steps > cfg.run.budget:
+        _fail(source, "tuner.num_steps", t.num_steps, f"must be <= run.budget ({cfg.run.budget})")
+    if r.k == 1:
+        _fail(source, "replicas.k", 1, "0 (full-data chain only) or >= 2 folds")
+    if r.k == 0 and not r.full_data_chain:
+        _fail(source, "replicas.full_data_chain", False, "must be true when replicas.k is 0")
+    s = t.schedule
+    need = {"exponential": "rate", "polynomial": "gamma", "wang2013": "burn_in"}[s.kind]
+    if t.kind == "bandit" and getattr(s, need) is None:
+        _fail(source, f"tuner.schedule.{need}", None, f"schedule kind {s.kind} needs {need}")
+    if cfg.sampler.window > 1 and t.kind == "fixed" and cfg.sampler.window > t.num_steps:
+        _fail(source, "sampler.window", cfg.sampler.window, f"must be <= tuner.num_steps ({t.num_steps})")
+    if cfg.model.likelihood == "logistic" and t.cv_metric == "mse" or \
+            cfg.model.likelihood == "gaussian" and t.cv_metric == "error_rate":
+        _fail(source, "tuner.cv_metric", t.cv_metric, f"not defined for a {cfg.model.likelihood} likelihood")
+
+
+def _format(err: ValidationError, source: str, raw) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p[0].isupper()
+                                                           or p in ("function-after", "tuple", "list")))
+        value = e.get("input")
+        if e["type"] == "missing":
+            lines.append(f"{source}: {loc}: missing (required)")
+        elif e["type"] == "extra_forbidden":
+            lines.append(f"{source}: {loc} = {value!r}: unknown key")
+        else:
+            lines.append(f"{source}: {loc} = {value!r}: {e['msg']}")
+    return "\n".join(dict.fromkeys(lines))
+
+
+def parse(raw, source: str = "<config>") -> Config:
+    """Validate a dict (the parsed YAML) into a :class:`Config`."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}")
+    try:
+        cfg = Config.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format(err, source, raw)) from None
+    _check(cfg, source)
+    return cfg
+
+
+def load(path, overrides: Optional[dict] = None) -> Config:
+    """Read and validate a YAML file; ``overrides`` maps "section.key" to values."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+    for key, value in (overrides or {}).items():
+        sec, k = key.split(".")
+        raw.setdefault(sec, {})[k] = value
+    return parse(raw, str(path))
+
+
+def to_dict(cfg: Config) -> dict:
+    return cfg.model_dump(mode="json")
+
+
+# -- from a config to data and library arguments ----------------------------------
+
+def _rows(A, lo, hi, source, key):
+    if hi > len(A):
+        _fail(source, key, [lo, hi], f"the data has {len(A)} rows")
+    return A[lo - 1:hi]
+
+
+def load_data(cfg: Config, source: str = "<config>") -> dict:
+    """{"train": (X, Y), "test": {name: (X, Y)}} read and checked (rows, NaN, sizes)."""
+    d = cfg.data
+    if d.dataset == "robot_arm":
+        try:
+            arm = load_robot_arm()
+        except (FileNotFoundError, ValueError) as e:
+            raise ConfigError(f"{source}: data.dataset = 'robot_arm': {e}") from None
+        X, Y = arm.X, arm.Y
+    else:
+        p = Path(d.path)
+        if not p.is_absolute():
+            p = Path(source).parent / p if not p.exists() else p
+        if not p.is_file():
+            _fail(source, "data.path", d.path, "no such file")
+        try:
+            A = np.loadtxt(p, delimiter="," if p.suffix == ".csv" else None, ndmin=2)
+        except ValueError as e:
+            _fail(source, "data.path", d.path, f"not a numeric table: {e}")
+        cols = [c % A.shape[1] for c in d.target_columns]
+        if any(not -A.shape[1] <= c < A.shape[1] for c in d.target_columns):
+            _fail(source, "data.target_columns", d.target_columns, f"the file has {A.shape[1]} columns")
+        X, Y = np.delete(A, cols, axis=1), A[:, cols]
+    for what, arr in (("inputs", X), ("targets", Y)):
+        bad = ~np.isfinite(arr)
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            _fail(source, "data", d.dataset or d.path,
+                  f"{what} contain {bad.sum()} NaN or infinite values (first at row {r + 1}, column {c + 1})")
+    m = cfg.model
+    n_out = Y.shape[1] if m.likelihood == "gaussian" else None
+    if X.shape[1] < 1:
+        _fail(source, "data", d.dataset or d.path, "no input columns")
+    if m.likelihood == "gaussian" and Y.shape[1] < 1:
+        _fail(source, "data.target_columns", d.target_columns, "no target columns")
+    if m.likelihood != "gaussian" and Y.shape[1] != 1:
+        _fail(source, "data.target_columns", d.target_columns, "classification needs one label column")
+    train = (_rows(X, *d.train_rows, source, "data.train_rows"), _rows(Y, *d.train_rows, source, "data.train_rows"))
+    tests = {n: (_rows(X, *v, source, f"data.test_sets.{n}"), _rows(Y, *v, source, f"data.test_sets.{n}"))
+             for n, v in d.test_sets.items()}
+    return {"train": train, "test": tests, "n_inputs": X.shape[1], "n_outputs": n_out}

@@ -1,0 +1,174 @@
+"""Figures from a run directory (DESIGN principle 9: plots only read results).
+
+Flow position: results -> **plots**. The reward model is refitted from the
+tuner's saved history (no sampling); everything else is read as saved.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .data import robot_arm_truth  # noqa: E402
+from .models.mlp import MLPSpec, predict  # noqa: E402
+from .reports import read_run  # noqa: E402
+from .tuners import BanditTuner  # noqa: E402
+
+LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
+
+
+def _tuner(run):
+    return BanditTuner.from_state(run["tuner"]) if run["tuner"]["kind"] == "bandit" else None
+
+
+def reward_surface(run, path):
+    """Learned mean reward over (eps, L), tried actions as dots (thesis Figs 4.1, 4.4)."""
+    t = _tuner(run)
+    g = t.grid(60)
+    fig, ax = plt.subplots(figsize=(6.5, 5))
+    cs = ax.contourf(g["axes"][0], g["axes"][1], g["mean"].T, levels=20, cmap="viridis")
+    fig.colorbar(cs, ax=ax, label="GP mean reward (minus CV error)")
+    tried = np.array([[h["action"]["step_factor"], h["action"]["num_steps"]] for h in t.history])
+    ax.scatter(tried[:, 0], tried[:, 1], s=12, c="white", edgecolors="black", linewidths=0.5, label="tried actions")
+    best = t.best_action(tried_only=True)
+    ax.scatter([best["step_factor"]], [best["num_steps"]], marker="*", s=160, c="red", label="best tried")
+    ax.set_xlabel(LABELS["step_factor"])
+    ax.set_ylabel(LABELS["num_steps"])
+    ax.set_title("Learned reward surface")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def reward_slice(run, path):
+    """GP mean +- 1 sd of the reward along eps at the best tried L, and the
+    acquisition below it (thesis Figs 4.2, 4.6)."""
+    t = _tuner(run)
+    best = t.best_action(tried_only=True)
+    eps = np.linspace(*t.bounds["step_factor"], 300)
+    A = np.column_stack([eps, np.full_like(eps, best["num_steps"])])
+    m, s = t.predict(A)
+    u = t.acquisition(A)
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(6.5, 6), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    a1.plot(eps, m, color="C0", label="GP mean")
+    a1.fill_between(eps, m - s, m + s, color="C0", alpha=0.25, label="± 1 sd")
+    near = [h for h in t.history if h["action"]["num_steps"] == best["num_steps"]]
+    if near:
+        a1.scatter([h["action"]["step_factor"] for h in near], [h["reward"] for h in near], s=10, c="k",
+                   label="rewards at this L")
+    a1.set_ylabel("reward")
+    a1.set_title(f"Slice at L = {best['num_steps']}")
+    a1.legend(fontsize=8)
+    a2.plot(eps, u, color="C3")
+    a2.set_ylabel("acquisition ū")
+    a2.set_xlabel(LABELS["step_factor"])
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def running_error(run, path):
+    """Test error of the running model average against the number of retained samples (thesis Fig 4.3)."""
+    P, C = run["pred"]["history_pred"], run["pred"]["history_count"]
+    Y = run["pred"]["Y_test"]
+    cum_p = np.cumsum(P.sum(axis=1), axis=0)                  # (S, out, N)
+    cum_c = np.cumsum(C.sum(axis=1))
+    ok = cum_c > 0
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    gaussian = "test_mse" in run["summary"]
+    for name, (a, b) in zip(run["pred"]["test_names"], run["pred"]["test_bounds"]):
+        mean = cum_p[ok][:, :, a:b] / cum_c[ok][:, None, None]
+        y = Y[a:b]
+        if gaussian:
+            err = np.mean(np.sum((np.transpose(mean, (0, 2, 1)) - y) ** 2, axis=2), axis=1)
+        else:
+            lab = mean.argmax(axis=1) if mean.shape[1] > 1 else (mean[:, 0] > 0.5).astype(int)
+            err = np.mean(lab != y[:, 0].astype(int), axis=1)
+        ax.plot(cum_c[ok], err, label=str(name))
+    ax.set_xscale("log")
+    ax.set_xlabel("retained samples (all chains)")
+    ax.set_ylabel("test mean squared error" if gaussian else "test error rate")
+    ax.set_title("Test error of the running model average")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def traces(run, path):
+    """Actions, rewards and acceptance over super-transitions."""
+    log = run["log"]
+    i = [e["i"] + 1 for e in log]
+    fig, ax = plt.subplots(4, 1, figsize=(6.5, 8), sharex=True)
+    ax[0].plot(i, [e["step_factor"] for e in log], ".-", ms=3)
+    ax[0].set_ylabel("ε")
+    ax[1].plot(i, [e["num_steps"] for e in log], ".-", ms=3)
+    ax[1].set_ylabel("L")
+    ax[2].plot(i, [np.nan if e["reward"] is None else e["reward"] for e in log], ".", ms=3)
+    ax[2].set_ylabel("reward")
+    ax[3].plot(i, [np.mean(e["acceptance"]) for e in log], ".", ms=3)
+    ax[3].set_ylabel("acceptance")
+    ax[3].set_ylim(-0.02, 1.02)
+    ax[3].set_xlabel("super-transition")
+    fig.suptitle("Actions, rewards and acceptance")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def robot_arm_outputs(run, path, train_box=((-1.932, -0.453), (0.534, 3.142)), n_nets=40):
+    """Output space of the robot arm (Neal 1992 Fig 5): the image of the
+    training input region outlined, true noise-free outputs for a grid of
+    inputs (circles), outputs of sampled networks (dots)."""
+    d = Path(run["dir"])
+    with np.load(d / "samples.npz") as z:
+        Q, arch = z["weights"], z["arch"]
+    spec = MLPSpec(int(arch[0]), tuple(int(h) for h in arch[5:]), int(arch[1]))
+    (a0, a1), (b0, b1) = train_box
+    fig, ax = plt.subplots(figsize=(6.5, 6.5))
+    edge = np.concatenate([np.column_stack([np.linspace(a0, a1, 50), np.full(50, b0)]),
+                           np.column_stack([np.full(50, a1), np.linspace(b0, b1, 50)]),
+                           np.column_stack([np.linspace(a1, a0, 50), np.full(50, b1)]),
+                           np.column_stack([np.full(50, a0), np.linspace(b1, b0, 50)])])
+    e = robot_arm_truth(edge)
+    ax.plot(e[:, 0], e[:, 1], "k-", lw=1, label="training region")
+    g1, g2 = np.meshgrid(np.linspace(a0 - 0.6, a1 + 0.6, 6), np.linspace(b0 - 0.6, b1 + 0.4, 6))
+    grid = np.column_stack([g1.ravel(), g2.ravel()])
+    truth = robot_arm_truth(grid)
+    if len(Q):
+        pick = Q[np.linspace(0, len(Q) - 1, min(n_nets, len(Q))).astype(int)]
+        F = predict(spec, pick, grid)                           # (S, G, 2)
+        ax.scatter(F[:, :, 0].ravel(), F[:, :, 1].ravel(), s=2, c="C0", alpha=0.5, label="sampled networks")
+    ax.scatter(truth[:, 0], truth[:, 1], s=60, facecolors="none", edgecolors="C3", label="true outputs")
+    ax.set_xlabel("output 1 (x position)")
+    ax.set_ylabel("output 2 (y position)")
+    ax.set_aspect("equal")
+    ax.set_title("Robot arm: predictions inside and outside the training region")
+    ax.legend(fontsize=8, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_run(d) -> list:
+    """Write every figure that applies to run ``d`` into ``d/plots``; returns the paths."""
+    run = read_run(d)
+    out = Path(d) / "plots"
+    out.mkdir(exist_ok=True)
+    jobs = [("traces.png", traces)]
+    if run["pred"]["history_count"].sum() > 0 and len(run["pred"]["test_names"]):
+        jobs.append(("running_error.png", running_error))
+    if run["tuner"]["kind"] == "bandit":
+        jobs += [("reward_surface.png", reward_surface), ("reward_slice.png", reward_slice)]
+    if "dataset: robot_arm" in run["config"]:
+        jobs.append(("robot_arm_outputs.png", robot_arm_outputs))
+    paths = []
+    for name, fn in jobs:
+        fn(run, out / name)
+        paths.append(out / name)
+    return paths
