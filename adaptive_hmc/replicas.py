@@ -30,7 +30,7 @@ from scipy.stats import norm
 from .data import kfold
 from .jit import njit
 from .models.bnn import BayesianMLP, check_data
-from .models.mlp import GAUSSIAN, LOGISTIC, MLPSpec, forward, mlp_step_scales, pad_cases
+from .models.mlp import GAUSSIAN, LOGISTIC, MLPSpec, forward, mlp_step_scales, pad_cases, softmax_norm
 from .models.priors import PriorSpec, gibbs_hyper, precisions
 from .samplers.hmc import hmc_kernel
 from .targets import energy_grad
@@ -146,12 +146,7 @@ def accumulate(acc, out, noise, lik):
             acc.sq[0, n] += pr * pr
             lp = _log_sigmoid(f) if acc.YT[0, n] > 0.5 else _log_sigmoid(-f)
         else:
-            m = out[0, n]
-            for o in range(1, n_out):
-                m = max(m, out[o, n])
-            s = 0.0
-            for o in range(n_out):
-                s += math.exp(out[o, n] - m)
+            m, s = softmax_norm(out, n)
             for o in range(n_out):
                 pr = math.exp(out[o, n] - m) / s
                 acc.pred[o, n] += pr

@@ -117,6 +117,15 @@ def test_serial_and_parallel_runs_are_bitwise_identical():
 
 # -- predictions and rewards, exactly from kept samples ---------------------------------
 
+def _probs(F, likelihood):
+    """Class probabilities (S, N, K) of network outputs F (S, N, out), in plain NumPy."""
+    if likelihood == "logistic":
+        p1 = 1 / (1 + np.exp(-F[:, :, 0]))
+        return np.stack([1 - p1, p1], axis=2)
+    P = np.exp(F - F.max(2, keepdims=True))
+    return P / P.sum(2, keepdims=True)
+
+
 def _split_kept(rs, before):
     return [np.array(k[b:]) for k, b in zip(rs.kept, before)]
 
@@ -139,12 +148,7 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
         if likelihood == "gaussian":
             errs.append(np.mean(np.sum((F.mean(0) - y) ** 2, axis=1)))
         else:
-            if likelihood == "logistic":
-                p1 = 1 / (1 + np.exp(-F[:, :, 0]))
-                P = np.stack([1 - p1, p1], axis=2)
-            else:
-                P = np.exp(F - F.max(2, keepdims=True))
-                P /= P.sum(2, keepdims=True)
+            P = _probs(F, likelihood)
             errs.append(-np.mean(np.log(P.mean(0)[np.arange(len(y)), y[:, 0].astype(int)])))
     assert cv_error(res, metric) == pytest.approx(np.mean(errs), rel=1e-10)
     assert cv_reward(res, metric) == -cv_error(res, metric)
@@ -179,12 +183,7 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood):
         assert np.all(pr.lower < pr.mean) and np.all(pr.upper > pr.mean)
         np.testing.assert_allclose(pr.upper - pr.mean, 1.959963984540054 * np.sqrt(var), rtol=1e-8)
     else:
-        if likelihood == "logistic":
-            p1 = 1 / (1 + np.exp(-F[:, :, 0]))
-            P = np.stack([1 - p1, p1], axis=2)
-        else:
-            P = np.exp(F - F.max(2, keepdims=True))
-            P /= P.sum(2, keepdims=True)
+        P = _probs(F, likelihood)
         np.testing.assert_allclose(pr.probs, P.mean(0), rtol=1e-10, atol=1e-14)
         y = Yt[:, 0].astype(int)
         lpd = np.log(P.mean(0)[np.arange(len(y)), y])

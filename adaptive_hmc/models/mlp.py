@@ -228,6 +228,20 @@ def forward(q, arch, XT, work):
     return work[out_row:out_row + n_out]
 
 
+@njit(inline="always")
+def softmax_norm(out, n):
+    """(m, s) for case n of the outputs (n_out, N): m = max_o out[o, n] and
+    s = sum_o exp(out[o, n] - m), so that p_o = exp(out[o, n] - m) / s and
+    log p_o = out[o, n] - m - log s."""
+    m = out[0, n]
+    for o in range(1, out.shape[0]):
+        m = max(m, out[o, n])
+    s = 0.0
+    for o in range(out.shape[0]):
+        s += math.exp(out[o, n] - m)
+    return m, s
+
+
 @njit
 def _likelihood_and_deriv(out, YT, noise, lik, dout):
     """Minus log likelihood (up to a constant in the weights) and its derivative
@@ -253,12 +267,7 @@ def _likelihood_and_deriv(out, YT, noise, lik, dout):
             dout[0, n] = 1.0 / (1.0 + math.exp(-f)) - YT[0, n]
     else:
         for n in range(N):
-            m = out[0, n]
-            for o in range(1, n_out):
-                m = max(m, out[o, n])
-            s = 0.0
-            for o in range(n_out):
-                s += math.exp(out[o, n] - m)
+            m, s = softmax_norm(out, n)
             c = int(YT[0, n])
             e += m + math.log(s) - out[c, n]
             for o in range(n_out):
