@@ -27,7 +27,7 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-Number = Union[float, int]
+Number = float   # strict mode still accepts ints for floats
 #: [first, last] (YAML lists; tuples are not strict-mode input)
 RowPair = Annotated[List[int], Field(min_length=2, max_length=2)]
 NumberPair = Annotated[List[Number], Field(min_length=2, max_length=2)]
@@ -169,8 +169,8 @@ def _check(cfg: Config, source: str):
         for name, (lo, hi) in t.bounds.items():
             if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
                 _fail(source, f"tuner.bounds.{name}", [lo, hi], "need finite 0 < lower < upper")
-        if not (isinstance(t.bounds["num_steps"][0], int) and isinstance(t.bounds["num_steps"][1], int)):
-            _fail(source, "tuner.bounds.num_steps", list(t.bounds["num_steps"]), "need integers")
+        if any(v != int(v) for v in t.bounds["num_steps"]):
+            _fail(source, "tuner.bounds.num_steps", list(t.bounds["num_steps"]), "need whole numbers")
         if t.bounds["num_steps"][1] > cfg.run.budget:
             _fail(source, "tuner.bounds.num_steps", list(t.bounds["num_steps"]),
                   f"upper bound must be <= run.budget ({cfg.run.budget})")
@@ -199,8 +199,9 @@ def _check(cfg: Config, source: str):
 def _format(err: ValidationError, source: str, raw) -> str:
     lines = []
     for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"] if not (isinstance(p, str) and p[0].isupper()
-                                                           or p in ("function-after", "tuple", "list")))
+        loc = ""
+        for p in e["loc"]:
+            loc += f"[{p}]" if isinstance(p, int) else (f".{p}" if loc else str(p))
         value = e.get("input")
         if e["type"] == "missing":
             lines.append(f"{source}: {loc}: missing (required)")

@@ -30,8 +30,13 @@ def reward_surface(run, path):
     t = _tuner(run)
     g = t.grid(60)
     fig, ax = plt.subplots(figsize=(6.5, 5))
-    cs = ax.contourf(g["axes"][0], g["axes"][1], g["mean"].T, levels=20, cmap="viridis")
-    fig.colorbar(cs, ax=ax, label="GP mean reward (minus CV error)")
+    # Colours span the 10th percentile of the told rewards to the top, so that a
+    # few very poor rewards (a chain still leaving its start) do not flatten the rest.
+    rewards = np.array([h["reward"] for h in t.history])
+    lo, hi = np.percentile(rewards, 10), max(rewards.max(), g["mean"].max())
+    cs = ax.contourf(g["axes"][0], g["axes"][1], np.clip(g["mean"].T, lo, None), levels=np.linspace(lo, hi, 21),
+                     cmap="viridis", extend="min")
+    fig.colorbar(cs, ax=ax, label="GP mean reward (minus CV error)", format="%.4f")
     tried = np.array([[h["action"]["step_factor"], h["action"]["num_steps"]] for h in t.history])
     ax.scatter(tried[:, 0], tried[:, 1], s=12, c="white", edgecolors="black", linewidths=0.5, label="tried actions")
     best = t.best_action(tried_only=True)

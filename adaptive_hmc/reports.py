@@ -50,7 +50,9 @@ def test_ess(run: dict) -> dict:
     out = {}
     for name, (a, b) in zip(run["pred"]["test_names"], run["pred"]["test_bounds"]):
         x = draws[:, :, :, a:b].reshape(draws.shape[0], draws.shape[1], -1)
-        ess = az.ess(az.convert_to_dataset(x))["x"].values
+        with warnings.catch_warnings():     # "more chains than draws" when a run is short
+            warnings.simplefilter("ignore", UserWarning)
+            ess = az.ess(az.convert_to_dataset(x))["x"].values
         out[str(name)] = float(np.median(ess))
     return out
 
@@ -103,9 +105,11 @@ def export(d) -> Path:
     predictions = {}
     for name, (a, b) in zip(run["pred"]["test_names"], run["pred"]["test_bounds"]):
         predictions[str(name)] = np.transpose(draws[:, :, :, a:b], (0, 1, 3, 2))  # (R, S, N, out)
-    idata = az.from_dict(posterior=posterior, predictions=predictions,
-                         attrs={"run": str(d), "note": "one draw per super-transition: the mean over its samples "
-                                "(predictions) or its last sample (hyperparameters)"})
+    with warnings.catch_warnings():         # "more chains than draws" when a run is short
+        warnings.simplefilter("ignore", UserWarning)
+        idata = az.from_dict(posterior=posterior, predictions=predictions,
+                             attrs={"run": str(d), "note": "one draw per super-transition: the mean over its "
+                                    "samples (predictions) or its last sample (hyperparameters)"})
     path = Path(d) / "inference_data.nc"
     idata.to_netcdf(str(path))
     return path
