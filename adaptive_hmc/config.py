@@ -16,7 +16,7 @@ import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .data import load_robot_arm
+from .data import data_dir, load_robot_arm
 
 
 class ConfigError(ValueError):
@@ -56,8 +56,9 @@ class PriorsConfig(_Strict):
 
 
 class DataConfig(_Strict):
-    dataset: Optional[Literal["robot_arm"]] = None
-    path: Optional[str] = None
+    dataset: Optional[str] = None      # a folder of the shared data (robot_arm is shipped)
+    file: Optional[str] = None         # the table to read in that folder (not for robot_arm)
+    path: Optional[str] = None         # or a table anywhere (relative to the config file)
     target_columns: Optional[List[int]] = None
     train_rows: RowPair
     test_sets: Dict[str, RowPair] = Field(default_factory=dict)
@@ -152,8 +153,15 @@ def _check(cfg: Config, source: str):
     d, t, r = cfg.data, cfg.tuner, cfg.replicas
     if (d.dataset is None) == (d.path is None):
         _fail(source, "data", {"dataset": d.dataset, "path": d.path}, "give exactly one of dataset and path")
-    if d.path is not None and not d.target_columns:
-        _fail(source, "data.target_columns", d.target_columns, "a file path needs the list of target columns")
+    if d.dataset not in (None, "robot_arm") and d.file is None:
+        _fail(source, "data.file", None, f"data set {d.dataset!r} needs the file to read in its folder")
+    if d.dataset == "robot_arm" and (d.file is not None or d.target_columns is not None):
+        _fail(source, "data", {"file": d.file, "target_columns": d.target_columns},
+              "robot_arm is read by its own loader: no file or target_columns")
+    if d.path is not None and d.file is not None:
+        _fail(source, "data.file", d.file, "file is for a named dataset; with path give the whole path")
+    if d.dataset != "robot_arm" and not d.target_columns:
+        _fail(source, "data.target_columns", d.target_columns, "a table needs the list of target columns")
     for key, (lo, hi) in [("data.train_rows", d.train_rows)] + [(f"data.test_sets.{n}", v) for n, v in d.test_sets.items()]:
         if not 1 <= lo <= hi:
             _fail(source, key, [lo, hi], "rows are numbered from 1 and need first <= last")
@@ -261,18 +269,26 @@ def load_data(cfg: Config, source: str = "<config>") -> dict:
             raise ConfigError(f"{source}: data.dataset = 'robot_arm': {e}") from None
         X, Y = arm.X, arm.Y
     else:
-        p = Path(d.path)
-        if not p.is_absolute():
-            p = Path(source).parent / p if not p.exists() else p
+        if d.dataset is not None:
+            try:
+                p = data_dir(d.dataset) / d.file
+            except FileNotFoundError as e:
+                raise ConfigError(f"{source}: data.dataset = {d.dataset!r}: {e}") from None
+            key, value = "data.file", d.file
+        else:
+            p = Path(d.path)
+            if not p.is_absolute() and not p.exists():
+                p = Path(source).parent / p
+            key, value = "data.path", d.path
         if not p.is_file():
-            _fail(source, "data.path", d.path, "no such file")
+            _fail(source, key, value, f"no such file ({p})")
         try:
             A = np.loadtxt(p, delimiter="," if p.suffix == ".csv" else None, ndmin=2)
         except ValueError as e:
-            _fail(source, "data.path", d.path, f"not a numeric table: {e}")
-        cols = [c % A.shape[1] for c in d.target_columns]
+            _fail(source, key, value, f"not a numeric table: {e}")
         if any(not -A.shape[1] <= c < A.shape[1] for c in d.target_columns):
             _fail(source, "data.target_columns", d.target_columns, f"the file has {A.shape[1]} columns")
+        cols = [c % A.shape[1] for c in d.target_columns]
         X, Y = np.delete(A, cols, axis=1), A[:, cols]
     for what, arr in (("inputs", X), ("targets", Y)):
         bad = ~np.isfinite(arr)

@@ -79,6 +79,25 @@ def test_malformed_config_exits_2_with_a_clear_message_and_writes_nothing(case, 
     assert not out.exists()
 
 
+def test_named_table_data_set_from_the_data_folder(tmp_path, monkeypatch):
+    """A data set found through ADAPTIVE_HMC_DATA, read as a table with a target
+    column, inputs standardised; a wrong column is named in the message."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(60, 3)) * [1, 10, 100]
+    A = np.column_stack([X, np.sin(X[:, 0]) + X[:, 1] / 10 + 0.05 * rng.normal(size=60)])
+    (tmp_path / "toy").mkdir()
+    np.savetxt(tmp_path / "toy" / "toy.data", A)
+    monkeypatch.setenv("ADAPTIVE_HMC_DATA", str(tmp_path))
+    raw = _small(_raw(), n=3)
+    raw["data"] = {"dataset": "toy", "file": "toy.data", "target_columns": [-1], "train_rows": [1, 40],
+                   "test_sets": {"rest": [41, 60]}, "standardize_inputs": True}
+    path = _write(tmp_path, raw)
+    s = run_experiment(load(path), tmp_path / "run", source=str(path), quiet=True)
+    assert s["test_mse"]["rest"] < np.var(A[40:, -1])
+    raw["data"]["target_columns"] = [7]
+    assert main(["run", str(_write(tmp_path, raw)), "--out", str(tmp_path / "r2")]) == 2
+
+
 def test_missing_config_and_not_a_run_directory(tmp_path, capsys):
     assert main(["run", str(tmp_path / "absent.yaml")]) == 2
     assert "no such config file" in capsys.readouterr().err
