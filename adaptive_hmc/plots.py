@@ -114,8 +114,12 @@ def traces(run, path):
     ax[0].set_ylabel("ε")
     ax[1].plot(i, [e["num_steps"] for e in log], ".-", ms=3)
     ax[1].set_ylabel("L")
-    ax[2].plot(i, [np.nan if e["reward"] is None else e["reward"] for e in log], ".", ms=3)
+    r = np.array([np.nan if e["reward"] is None else e["reward"] for e in log])
+    ax[2].plot(i, r, ".", ms=3)
     ax[2].set_ylabel("reward")
+    if np.isfinite(r).sum() > 10:        # the first rewards of a cold start would flatten the rest
+        lo, hi = np.nanpercentile(r, 5), np.nanmax(r)
+        ax[2].set_ylim(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo))
     ax[3].plot(i, [np.mean(e["acceptance"]) for e in log], ".", ms=3)
     ax[3].set_ylabel("acceptance")
     ax[3].set_ylim(-0.02, 1.02)

@@ -349,21 +349,43 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work):
         fan_in = n_in if l == 0 else arch[4 + l]
         off = _layer_offset(arch, l)
         for j in range(h):
+            # dU/db_j and dU/dW_ij = sum_n d_j src_i: the bias and sources 0 and 1
+            # in one pass over the cases, the other sources two per pass.
             d = work[sum_h + row + j]
-            src = XT[0] if l == 0 else work[row - fan_in]
+            src0 = XT[0] if l == 0 else work[row - fan_in]
             sb = 0.0
-            s = 0.0
-            for n in range(N):
-                sb += d[n]
-                s += d[n] * src[n]
-            grad[off + fan_in * h + j] += sb
-            grad[off + j] += s
-            for i in range(1, fan_in):
-                src = XT[i] if l == 0 else work[row - fan_in + i]
-                s = 0.0
+            s0 = 0.0
+            if fan_in == 1:
                 for n in range(N):
-                    s += d[n] * src[n]
-                grad[off + i * h + j] += s
+                    sb += d[n]
+                    s0 += d[n] * src0[n]
+            else:
+                src1 = XT[1] if l == 0 else work[row - fan_in + 1]
+                s1 = 0.0
+                for n in range(N):
+                    sb += d[n]
+                    s0 += d[n] * src0[n]
+                    s1 += d[n] * src1[n]
+                grad[off + h + j] += s1
+            grad[off + fan_in * h + j] += sb
+            grad[off + j] += s0
+            for i in range(2, fan_in - 1, 2):
+                src0 = XT[i] if l == 0 else work[row - fan_in + i]
+                src1 = XT[i + 1] if l == 0 else work[row - fan_in + i + 1]
+                s0 = 0.0
+                s1 = 0.0
+                for n in range(N):
+                    s0 += d[n] * src0[n]
+                    s1 += d[n] * src1[n]
+                grad[off + i * h + j] += s0
+                grad[off + (i + 1) * h + j] += s1
+            if fan_in > 2 and fan_in % 2 == 1:
+                i = fan_in - 1
+                src0 = XT[i] if l == 0 else work[row - fan_in + i]
+                s0 = 0.0
+                for n in range(N):
+                    s0 += d[n] * src0[n]
+                grad[off + i * h + j] += s0
         if l > 0:
             below = row - fan_in
             for i in range(fan_in):
