@@ -297,13 +297,13 @@ def load_data(cfg: Config, source: str = "<config>") -> dict:
             _fail(source, "data", d.dataset or d.path,
                   f"{what} contain {bad.sum()} NaN or infinite values (first at row {r + 1}, column {c + 1})")
     m = cfg.model
-    n_out = Y.shape[1] if m.likelihood == "gaussian" else None
     if X.shape[1] < 1:
         _fail(source, "data", d.dataset or d.path, "no input columns")
     if m.likelihood == "gaussian" and Y.shape[1] < 1:
         _fail(source, "data.target_columns", d.target_columns, "no target columns")
     if m.likelihood != "gaussian" and Y.shape[1] != 1:
         _fail(source, "data.target_columns", d.target_columns, "classification needs one label column")
+    n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(Y.max()) + 1}[m.likelihood]
     train = (_rows(X, *d.train_rows, source, "data.train_rows"), _rows(Y, *d.train_rows, source, "data.train_rows"))
     tests = {n: (_rows(X, *v, source, f"data.test_sets.{n}"), _rows(Y, *v, source, f"data.test_sets.{n}"))
              for n, v in d.test_sets.items()}

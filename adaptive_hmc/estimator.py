@@ -21,6 +21,14 @@ from .tuners.bandit import BanditTuner
 
 
 class _BNN(BaseEstimator):
+    def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
+                 num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
+                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None):
+        self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
+        self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
+        self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
+        self.thin, self.priors, self.seed, self.threads = thin, priors, seed, threads
+
     def _fit(self, X, Y, spec, metric):
         seed_replicas, seed_tuner = np.random.SeedSequence(self.seed).spawn(2)
         n_burn = self.burn_in_super_transitions
@@ -65,14 +73,6 @@ _COMMON_DOC = """
 class BNNRegressor(RegressorMixin, _BNN):
     __doc__ = "Bayesian MLP regression (Gaussian noise), inputs and targets standardised.\n" + _COMMON_DOC
 
-    def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
-                 num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
-                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None):
-        self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
-        self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
-        self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
-        self.thin, self.priors, self.seed, self.threads = thin, priors, seed, threads
-
     def fit(self, X, y):
         X = np.asarray(X, dtype=np.float64)
         y = np.asarray(y, dtype=np.float64)
@@ -102,10 +102,8 @@ class BNNClassifier(ClassifierMixin, _BNN):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, cv_metric="log_loss"):
-        self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
-        self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
-        self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
-        self.thin, self.priors, self.seed, self.threads = thin, priors, seed, threads
+        super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
+                         initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads)
         self.cv_metric = cv_metric
 
     def fit(self, X, y):

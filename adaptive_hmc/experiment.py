@@ -9,6 +9,7 @@ Flow position: config -> **experiment** (runner + results). Run directory::
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -28,7 +29,7 @@ from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .replicas import ReplicaSet, TransitionOptions, load_replicas_state, replicas_state
 from .rewards import cv_reward, esjd_reward
-from .runner import step
+from .runner import run
 from .tuners import BanditTuner, FixedTuner
 from .tuners.schedules import Exponential, Polynomial, Wang2013
 
@@ -39,7 +40,7 @@ def _prior(c) -> GammaPrior:
 
 
 def build(cfg: Config, source: str = "<config>"):
-    """(replicas, tuner, reward function, data) for ``cfg``; raises ConfigError."""
+    """(replicas, tuner, reward function) for ``cfg``; raises ConfigError."""
     data = load_data(cfg, source)
     (X, Y), tests = data["train"], dict(data["test"])
     if cfg.data.standardize_inputs:
@@ -47,13 +48,8 @@ def build(cfg: Config, source: str = "<config>"):
         X = sc.transform(X)
         tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     m = cfg.model
-    n_out = data["n_outputs"]
-    if m.likelihood == "logistic":
-        n_out = 1
-    elif m.likelihood == "softmax":
-        n_out = int(Y.max()) + 1
     try:
-        spec = MLPSpec(X.shape[1], tuple(m.hidden), n_out, m.likelihood, m.direct)
+        spec = MLPSpec(X.shape[1], tuple(m.hidden), data["n_outputs"], m.likelihood, m.direct)
         p = m.priors
         groups = {g: _prior(getattr(p, g)) for g in ("input_hidden", "hidden_hidden", "hidden_bias",
                                                       "hidden_output", "output_bias", "input_output", "noise")
@@ -94,6 +90,12 @@ def build(cfg: Config, source: str = "<config>"):
 
 
 # -- run directory -------------------------------------------------------------------
+
+def _npz(**arrays) -> bytes:
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    return buf.getvalue()
+
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write via a temporary file and rename, so a kill never leaves half a file."""
@@ -149,13 +151,9 @@ def write_results(out: Path, replicas: ReplicaSet, tuner, log: list, wall_s: flo
             pr = replicas.prediction(n)
             for f in ("mean", "var", "lower", "upper", "lpd"):
                 arrays[f"{n}/{f}"] = getattr(pr, f)
-    with open(out / "predictions.npz.tmp", "wb") as f:
-        np.savez_compressed(f, **arrays)
-    os.replace(out / "predictions.npz.tmp", out / "predictions.npz")
+    atomic_write(out / "predictions.npz", _npz(**arrays))
     Q, noise = replicas.samples()
-    with open(out / "samples.npz.tmp", "wb") as f:
-        np.savez_compressed(f, weights=Q, noise_precision=noise, arch=replicas.spec.arch)
-    os.replace(out / "samples.npz.tmp", out / "samples.npz")
+    atomic_write(out / "samples.npz", _npz(weights=Q, noise_precision=noise, arch=replicas.spec.arch))
     atomic_write(out / "tuner.json", json.dumps(tuner.state_dict(), indent=1).encode())
     summary = summarize(replicas, log, wall_s, cfg)
     atomic_write(out / "summary.json", json.dumps(summary, indent=2).encode())
@@ -224,24 +222,29 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
     atomic_write(out / "log.jsonl", "".join(json.dumps(e) + "\n" for e in log).encode())
     progress = Progress(cfg.run.super_transitions, len(log), quiet)
     done_here = 0
+    last = time.perf_counter()
+
+    def after_each(entry, result):
+        nonlocal wall, done_here, last
+        wall += time.perf_counter() - last        # the step itself, not the previous checkpoint
+        log.append(entry)
+        with open(out / "log.jsonl", "a") as f:
+            f.write(json.dumps(entry) + "\n")
+        progress.update(entry)
+        done_here += 1
+        if replicas.n_super % cfg.run.checkpoint_every == 0 or replicas.n_super == cfg.run.super_transitions:
+            state = {"replicas": replicas_state(replicas), "tuner": tuner.state_dict(), "log": log, "wall_s": wall}
+            atomic_write(ckpt, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        last = time.perf_counter()
+        return stop_after is not None and done_here >= stop_after
+
     try:
-        while replicas.n_super < cfg.run.super_transitions:
-            t0 = time.perf_counter()
-            entry, _ = step(replicas, tuner, cfg.run.budget, reward,
-                            tell=replicas.n_super >= cfg.tuner.warmup_super_transitions)
-            wall += time.perf_counter() - t0
-            log.append(entry)
-            with open(out / "log.jsonl", "a") as f:
-                f.write(json.dumps(entry) + "\n")
-            progress.update(entry)
-            done_here += 1
-            if replicas.n_super % cfg.run.checkpoint_every == 0 or replicas.n_super == cfg.run.super_transitions:
-                state = {"replicas": replicas_state(replicas), "tuner": tuner.state_dict(), "log": log, "wall_s": wall}
-                atomic_write(ckpt, pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
-            if stop_after is not None and done_here >= stop_after:
-                return {}
+        run(replicas, tuner, cfg.run.super_transitions, cfg.run.budget, reward, callback=after_each,
+            warmup=cfg.tuner.warmup_super_transitions)
     finally:
         progress.close()
+    if replicas.n_super < cfg.run.super_transitions:
+        return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     atomic_write(out / "metadata.json", json.dumps(meta, indent=2).encode())
     return write_results(out, replicas, tuner, log, wall, cfg)

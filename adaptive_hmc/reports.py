@@ -32,11 +32,16 @@ def _arviz():
     return arviz
 
 
+def _retained(run: dict) -> np.ndarray:
+    """Mask of the super-transitions in which every chain retained samples (after burn-in)."""
+    return np.all(run["pred"]["history_count"] > 0, axis=1)
+
+
 def retained_draws(run: dict) -> np.ndarray:
     """Per-super-transition mean test predictions of each chain after burn-in,
-    (chains, draws, outputs, cases); super-transitions without retained samples dropped."""
+    (chains, draws, outputs, cases)."""
     P, C = run["pred"]["history_pred"], run["pred"]["history_count"]      # (S, R, out, N), (S, R)
-    keep = np.all(C > 0, axis=1)
+    keep = _retained(run)
     return np.transpose(P[keep] / C[keep][:, :, None, None], (1, 0, 2, 3))
 
 
@@ -97,9 +102,7 @@ def export(d) -> Path:
     run = read_run(d)
     az = _arviz()
     draws = retained_draws(run)
-    C = run["pred"]["history_count"]
-    keep = np.all(C > 0, axis=1)
-    H = np.transpose(run["pred"]["history_hyper"][keep], (1, 0, 2))          # (R, S, H)
+    H = np.transpose(run["pred"]["history_hyper"][_retained(run)], (1, 0, 2))          # (R, S, H)
     names = [re.sub(r"\W+", "_", str(n)).strip("_") for n in run["pred"]["hyper_names"]]
     posterior = {f"log_{n}": np.log(H[:, :, i]) for i, n in enumerate(names)}
     predictions = {}

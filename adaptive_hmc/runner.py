@@ -48,7 +48,8 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, tell: bool 
 def run(replicas: ReplicaSet, tuner, super_transitions: int, budget: int, reward=cv_reward,
         callback=None, warmup: int = 0) -> list:
     """Run super-transitions until ``replicas`` has done ``super_transitions`` of
-    them; ``callback(entry, result)`` after each. Returns the log entries.
+    them; ``callback(entry, result)`` after each ends the run early when it
+    returns True. Returns the log entries.
 
     The rewards of the first ``warmup`` super-transitions are not told to the
     tuner: from a cold start they measure how far the chains still are from
@@ -58,6 +59,6 @@ def run(replicas: ReplicaSet, tuner, super_transitions: int, budget: int, reward
     while replicas.n_super < super_transitions:
         entry, result = step(replicas, tuner, budget, reward, tell=replicas.n_super >= warmup)
         log.append(entry)
-        if callback is not None:
-            callback(entry, result)
+        if callback is not None and callback(entry, result):
+            break
     return log
