@@ -10,13 +10,14 @@ import json
 import sys
 from pathlib import Path
 
-from .config import ConfigError, load
+from .config import ConfigError, read_config
+from .results import RunError
 
 
 def _run(args) -> int:
     from .experiment import run_experiment
     overrides = {} if args.seed is None else {"run.seed": args.seed}
-    cfg = load(args.config, overrides)
+    cfg = read_config(args.config, overrides)
     if args.out:
         out = Path(args.out)
     else:   # a fresh directory: runs/NAME-seedS, then -2, -3, ...
@@ -31,16 +32,9 @@ def _run(args) -> int:
     return 0
 
 
-def _dirs(paths):
-    for p in paths:
-        if not (Path(p) / "summary.json").is_file():
-            raise ConfigError(f"{p}: not a finished run directory (no summary.json)")
-    return [Path(p) for p in paths]
-
-
 def _compare(args) -> int:
     from .reports import compare, table
-    rows = compare(_dirs(args.dirs))
+    rows = compare(args.dirs)
     print(table(rows, markdown=False))
     md = table(rows, markdown=True)
     if args.markdown:
@@ -51,14 +45,14 @@ def _compare(args) -> int:
 
 def _plot(args) -> int:
     from .plots import plot_run
-    for p in plot_run(_dirs([args.dir])[0]):
+    for p in plot_run(args.dir):
         print(p)
     return 0
 
 
 def _export(args) -> int:
     from .reports import export
-    print(export(_dirs([args.dir])[0]))
+    print(export(args.dir))
     return 0
 
 
@@ -85,7 +79,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         return args.fn(args)
-    except ConfigError as err:
+    except (ConfigError, RunError) as err:
         print(f"adaptive-hmc {args.command}: error: {err}", file=sys.stderr)
         return 2
 

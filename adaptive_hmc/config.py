@@ -1,10 +1,11 @@
 """Experiment configuration: YAML -> validated objects, every problem found
 before any work starts.
 
-Flow position: the edge (DESIGN principle 8). The library takes keyword
-arguments and never reads YAML; this module turns a file into those arguments
-and raises :class:`ConfigError` naming the file, the key path, the value and
-what is allowed.
+Flow position: the edge (DESIGN principle 8), above the runner: the library
+takes keyword arguments and never reads YAML; this module validates a file and
+converts each section into those arguments (one method per section), raising
+:class:`ConfigError` naming the file, the key path, the value and what is
+allowed. Reading the data is :mod:`adaptive_hmc.data`'s job.
 """
 from __future__ import annotations
 
@@ -12,11 +13,16 @@ import math
 from pathlib import Path
 from typing import Annotated, Dict, List, Literal, Optional, Union
 
-import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .data import data_dir, load_robot_arm
+from .data import DataError, Split, load_split
+from .models.mlp import MLPSpec
+from .models.priors import GammaPrior, PriorSpec
+from .samplers.settings import HMCSettings, SettingsError, check_settings
+from .tuners.schedules import Exponential, Polynomial, Wang2013
+
+_SETTINGS = HMCSettings._field_defaults     # sampler defaults: declared once, in HMCSettings
 
 
 class ConfigError(ValueError):
@@ -41,6 +47,10 @@ class GammaPriorConfig(_Strict):
     sd: Optional[Number] = Field(None, gt=0)
     shape: Number = Field(0.5, gt=0)
 
+    def gamma(self) -> GammaPrior:
+        mean = self.mean_precision if self.mean_precision is not None else 1.0 / self.sd ** 2
+        return GammaPrior(float(mean), float(self.shape))
+
 
 class PriorsConfig(_Strict):
     input_hidden: Optional[GammaPriorConfig] = None
@@ -54,6 +64,13 @@ class PriorsConfig(_Strict):
     ard_shape: Number = Field(0.5, gt=0)
     scale_hidden_output: bool = True
 
+    def prior_spec(self) -> PriorSpec:
+        groups = {g: getattr(self, g).gamma() for g in ("input_hidden", "hidden_hidden", "hidden_bias",
+                                                       "hidden_output", "output_bias", "input_output", "noise")
+                  if getattr(self, g) is not None}
+        return PriorSpec(**groups, ard=self.ard, ard_shape=float(self.ard_shape),
+                         scale_hidden_output=self.scale_hidden_output)
+
 
 class DataConfig(_Strict):
     dataset: Optional[str] = None      # a folder of the shared data (robot_arm is shipped)
@@ -63,6 +80,16 @@ class DataConfig(_Strict):
     train_rows: RowPair
     test_sets: Dict[str, RowPair] = Field(default_factory=dict)
     standardize_inputs: bool = False
+
+    def split(self, likelihood: str, source: str) -> Split:
+        """The training and test cases this section names (relative paths are
+        looked up in the working directory, then beside the config file)."""
+        try:
+            return load_split(dataset=self.dataset, file=self.file, path=self.path,
+                              base_dir=Path(source).parent, target_columns=self.target_columns,
+                              train_rows=self.train_rows, test_sets=self.test_sets, likelihood=likelihood)
+        except DataError as e:
+            raise ConfigError(f"{source}: {e}") from None
 
 
 class ModelConfig(_Strict):
@@ -78,17 +105,29 @@ class ModelConfig(_Strict):
             raise ValueError("every hidden layer needs >= 1 unit")
         return v
 
+    def spec(self, n_inputs: int, n_outputs: int) -> MLPSpec:
+        return MLPSpec(n_inputs, tuple(self.hidden), n_outputs, self.likelihood, self.direct)
+
 
 class SamplerConfig(_Strict):
-    window: int = Field(1, ge=1)
-    persistence: Number = Field(0.0, ge=0, lt=1)
-    jitter: bool = False
-    step_nu: Number = Field(0.0, ge=0)
-    max_energy_error: Number = Field(1000.0, gt=0)
-    gibbs: bool = True
-    initial_phase_steps: int = Field(0, ge=0)
+    """The fields of :class:`~adaptive_hmc.samplers.settings.HMCSettings` (its
+    defaults and its checks), and how the chains start."""
+
+    window: int = _SETTINGS["window"]
+    persistence: Number = _SETTINGS["persistence"]
+    jitter: bool = _SETTINGS["jitter"]
+    step_nu: Number = _SETTINGS["step_nu"]
+    max_energy_error: Number = _SETTINGS["max_energy_error"]
+    gibbs: bool = _SETTINGS["gibbs"]
+    initial_phase_steps: int = _SETTINGS["initial_phase_steps"]
     initial_hyper: Optional[Number] = Field(1.0, gt=0)
     init_scale: Number = Field(0.0, ge=0)
+
+    def settings(self) -> HMCSettings:
+        """The settings template of every iteration (step and L come from the tuner)."""
+        return HMCSettings(window=self.window, persistence=self.persistence, jitter=self.jitter,
+                           step_nu=self.step_nu, max_energy_error=self.max_energy_error, gibbs=self.gibbs,
+                           initial_phase_steps=self.initial_phase_steps)
 
 
 class ReplicasConfig(_Strict):
@@ -117,6 +156,19 @@ class TunerConfig(_Strict):
     cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = None
     maxfun: int = Field(1000, ge=10)
     warmup_super_transitions: int = Field(0, ge=0)
+
+    def options(self) -> dict:
+        """The ``tuner`` argument of :func:`~adaptive_hmc.runner.make_run`."""
+        if self.kind == "fixed":
+            return {"kind": "fixed", "step_factor": float(self.step_factor), "num_steps": int(self.num_steps)}
+        sch = self.schedule
+        schedule = {"exponential": lambda: Exponential(float(sch.rate)),
+                    "polynomial": lambda: Polynomial(float(sch.gamma)),
+                    "wang2013": lambda: Wang2013(int(sch.burn_in))}[sch.kind]()
+        return {"kind": "bandit", "bounds": {"step_factor": tuple(float(v) for v in self.bounds["step_factor"]),
+                                             "num_steps": tuple(int(v) for v in self.bounds["num_steps"])},
+                "alpha": float(self.alpha), "delta": float(self.delta), "noise": float(self.noise),
+                "schedule": schedule, "first_action": self.first_action, "maxfun": self.maxfun}
 
 
 class BurnInConfig(_Strict):
@@ -197,8 +249,14 @@ def _check(cfg: Config, source: str):
     need = {"exponential": "rate", "polynomial": "gamma", "wang2013": "burn_in"}[s.kind]
     if t.kind == "bandit" and getattr(s, need) is None:
         _fail(source, f"tuner.schedule.{need}", None, f"schedule kind {s.kind} needs {need}")
-    if cfg.sampler.window > 1 and t.kind == "fixed" and cfg.sampler.window > t.num_steps:
-        _fail(source, "sampler.window", cfg.sampler.window, f"must be <= tuner.num_steps ({t.num_steps})")
+    # The sampler settings, by the samplers' own checks; the window must fit every L the tuner may ask.
+    shortest = t.num_steps if t.kind == "fixed" else int(t.bounds["num_steps"][0])
+    try:
+        check_settings(cfg.sampler.settings()._replace(num_steps=shortest, step_factor=1.0))
+    except SettingsError as e:
+        where = "tuner.num_steps" if t.kind == "fixed" else "the lower bound of tuner.bounds.num_steps"
+        allowed = f"must be <= {where} ({shortest})" if e.field == "window" else e.allowed
+        _fail(source, f"sampler.{e.field}", e.value, allowed)
     if cfg.model.likelihood == "logistic" and t.cv_metric == "mse" or \
             cfg.model.likelihood == "gaussian" and t.cv_metric == "error_rate":
         _fail(source, "tuner.cv_metric", t.cv_metric, f"not defined for a {cfg.model.likelihood} likelihood")
@@ -232,7 +290,7 @@ def parse(raw, source: str = "<config>") -> Config:
     return cfg
 
 
-def load(path, overrides: Optional[dict] = None) -> Config:
+def read_config(path, overrides: Optional[dict] = None) -> Config:
     """Read and validate a YAML file; ``overrides`` maps "section.key" to values."""
     path = Path(path)
     if not path.is_file():
@@ -249,62 +307,3 @@ def load(path, overrides: Optional[dict] = None) -> Config:
 
 def to_dict(cfg: Config) -> dict:
     return cfg.model_dump(mode="json")
-
-
-# -- from a config to data and library arguments ----------------------------------
-
-def _rows(A, lo, hi, source, key):
-    if hi > len(A):
-        _fail(source, key, [lo, hi], f"the data has {len(A)} rows")
-    return A[lo - 1:hi]
-
-
-def load_data(cfg: Config, source: str = "<config>") -> dict:
-    """{"train": (X, Y), "test": {name: (X, Y)}} read and checked (rows, NaN, sizes)."""
-    d = cfg.data
-    if d.dataset == "robot_arm":
-        try:
-            arm = load_robot_arm()
-        except (FileNotFoundError, ValueError) as e:
-            raise ConfigError(f"{source}: data.dataset = 'robot_arm': {e}") from None
-        X, Y = arm.X, arm.Y
-    else:
-        if d.dataset is not None:
-            try:
-                p = data_dir(d.dataset) / d.file
-            except FileNotFoundError as e:
-                raise ConfigError(f"{source}: data.dataset = {d.dataset!r}: {e}") from None
-            key, value = "data.file", d.file
-        else:
-            p = Path(d.path)
-            if not p.is_absolute() and not p.exists():
-                p = Path(source).parent / p
-            key, value = "data.path", d.path
-        if not p.is_file():
-            _fail(source, key, value, f"no such file ({p})")
-        try:
-            A = np.loadtxt(p, delimiter="," if p.suffix == ".csv" else None, ndmin=2)
-        except ValueError as e:
-            _fail(source, key, value, f"not a numeric table: {e}")
-        if any(not -A.shape[1] <= c < A.shape[1] for c in d.target_columns):
-            _fail(source, "data.target_columns", d.target_columns, f"the file has {A.shape[1]} columns")
-        cols = [c % A.shape[1] for c in d.target_columns]
-        X, Y = np.delete(A, cols, axis=1), A[:, cols]
-    for what, arr in (("inputs", X), ("targets", Y)):
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            _fail(source, "data", d.dataset or d.path,
-                  f"{what} contain {bad.sum()} NaN or infinite values (first at row {r + 1}, column {c + 1})")
-    m = cfg.model
-    if X.shape[1] < 1:
-        _fail(source, "data", d.dataset or d.path, "no input columns")
-    if m.likelihood == "gaussian" and Y.shape[1] < 1:
-        _fail(source, "data.target_columns", d.target_columns, "no target columns")
-    if m.likelihood != "gaussian" and Y.shape[1] != 1:
-        _fail(source, "data.target_columns", d.target_columns, "classification needs one label column")
-    n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(Y.max()) + 1}[m.likelihood]
-    train = (_rows(X, *d.train_rows, source, "data.train_rows"), _rows(Y, *d.train_rows, source, "data.train_rows"))
-    tests = {n: (_rows(X, *v, source, f"data.test_sets.{n}"), _rows(Y, *v, source, f"data.test_sets.{n}"))
-             for n, v in d.test_sets.items()}
-    return {"train": train, "test": tests, "n_inputs": X.shape[1], "n_outputs": n_out}

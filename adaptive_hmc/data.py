@@ -1,8 +1,10 @@
-"""Data sets: locating and loading the benchmark data, standardisation.
+"""Data: locating and reading tables and named data sets, row selection,
+finiteness checks, standardisation, k-fold splits.
 
-Flow position: **data** -> model. Data are read from local files only: the copy
+Flow position: **data** -> models. Data are read from local files only: the copy
 the package ships (robot arm), a directory named by ``ADAPTIVE_HMC_DATA``, or a
-``shared/data`` folder beside or above the working directory.
+``shared/data`` folder beside or above the working directory. Problems are
+raised as :class:`DataError`, which names the config key they concern.
 """
 from __future__ import annotations
 
@@ -13,6 +15,26 @@ from typing import NamedTuple
 import numpy as np
 
 _SHIPPED = Path(__file__).parent / "datasets"
+
+
+class DataError(ValueError):
+    """A problem with the data, tied to the config key that asked for it."""
+
+    def __init__(self, key: str, value, allowed: str):
+        super().__init__(f"{key} = {value!r}: {allowed}")
+        self.key, self.value, self.allowed = key, value, allowed
+
+
+def check_finite(A, what: str, first_row: int = 0) -> str | None:
+    """None when every entry of the 2-d array ``A`` is finite; otherwise a
+    message giving the count and the first row and column (numbered from
+    ``first_row``: 0 for arrays, 1 for the lines of a file)."""
+    bad = ~np.isfinite(A)
+    if not bad.any():
+        return None
+    r, c = np.argwhere(bad)[0]
+    return (f"{what} contain non-finite entries, {bad.sum()} NaN or infinite values (first at row "
+            f"{r + first_row}, column {c + first_row}); only finite numbers are allowed")
 
 
 def data_dir(name: str) -> Path:
@@ -94,3 +116,77 @@ def kfold(n_cases: int, k: int, rng, labels=None) -> list:
         labels = np.asarray(labels).reshape(n_cases, -1)[:, 0]
         order = np.concatenate([rng.permutation(np.flatnonzero(labels == c)) for c in np.unique(labels)])
     return [np.sort(order[j::k]) for j in range(k)]
+
+
+class Split(NamedTuple):
+    """Training cases, named test sets ({name: (X, Y)}) and the number of network outputs."""
+
+    train: tuple
+    tests: dict
+    n_outputs: int
+
+
+def read_table(path: Path, target_columns, key: str, value) -> tuple:
+    """(X, Y) of a numeric table (comma-separated when the name ends in .csv,
+    white space otherwise): ``target_columns`` (0-based, negative from the end)
+    are Y, the rest X."""
+    if not path.is_file():
+        raise DataError(key, value, f"no such file ({path})")
+    try:
+        A = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)
+    except ValueError as e:
+        raise DataError(key, value, f"not a numeric table: {e}") from None
+    if any(not -A.shape[1] <= c < A.shape[1] for c in target_columns):
+        raise DataError("data.target_columns", list(target_columns), f"the file has {A.shape[1]} columns")
+    cols = [c % A.shape[1] for c in target_columns]
+    return np.delete(A, cols, axis=1), A[:, cols]
+
+
+def select_rows(A, rows, key: str):
+    """Rows first..last of ``A``, numbered from 1 and inclusive, as in the papers."""
+    lo, hi = rows
+    if hi > len(A):
+        raise DataError(key, [lo, hi], f"the data has {len(A)} rows")
+    return A[lo - 1:hi]
+
+
+def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows,
+               test_sets=None, likelihood="gaussian") -> Split:
+    """Read a named data set (``dataset``, and ``file`` in its folder unless it is
+    the robot arm) or a table at ``path`` (relative paths: the working
+    directory, then ``base_dir``), select the training and test rows, and check
+    that the data are finite and fit the likelihood."""
+    if dataset == "robot_arm":
+        try:
+            arm = load_robot_arm()
+        except (FileNotFoundError, ValueError) as e:
+            raise DataError("data.dataset", "robot_arm", str(e)) from None
+        X, Y = arm.X, arm.Y
+    else:
+        if dataset is not None:
+            try:
+                p = data_dir(dataset) / file
+            except FileNotFoundError as e:
+                raise DataError("data.dataset", dataset, str(e)) from None
+            key, value = "data.file", file
+        else:
+            p = Path(path)
+            if not p.is_absolute() and not p.exists():
+                p = Path(base_dir) / p
+            key, value = "data.path", path
+        X, Y = read_table(p, target_columns, key, value)
+    for what, arr in (("inputs", X), ("targets", Y)):
+        problem = check_finite(arr, what, first_row=1)
+        if problem:
+            raise DataError("data", dataset or path, problem)
+    if X.shape[1] < 1:
+        raise DataError("data", dataset or path, "no input columns")
+    if likelihood == "gaussian" and Y.shape[1] < 1:
+        raise DataError("data.target_columns", target_columns, "no target columns")
+    if likelihood != "gaussian" and Y.shape[1] != 1:
+        raise DataError("data.target_columns", target_columns, "classification needs one label column")
+    n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(Y.max()) + 1}[likelihood]
+    train = (select_rows(X, train_rows, "data.train_rows"), select_rows(Y, train_rows, "data.train_rows"))
+    tests = {n: (select_rows(X, v, f"data.test_sets.{n}"), select_rows(Y, v, f"data.test_sets.{n}"))
+             for n, v in (test_sets or {}).items()}
+    return Split(train, tests, n_out)

@@ -13,11 +13,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from .data import Standardizer
 from .models.mlp import MLPSpec
 from .models.mlp import predict as mlp_predict
+from .models.predictive import class_probabilities, predictive_moments
 from .models.priors import PriorSpec
-from .replicas import ReplicaSet, TransitionOptions
-from .rewards import cv_reward
-from .runner import run
-from .tuners.bandit import BanditTuner
+from .runner import make_run, run_super_transitions
+from .samplers.settings import HMCSettings
 
 
 class _BNN(BaseEstimator):
@@ -30,19 +29,18 @@ class _BNN(BaseEstimator):
         self.thin, self.priors, self.seed, self.threads = thin, priors, seed, threads
 
     def _fit(self, X, Y, spec, metric):
-        seed_replicas, seed_tuner = np.random.SeedSequence(self.seed).spawn(2)
         n_burn = self.burn_in_super_transitions
         if n_burn is None:
             n_burn = self.super_transitions // 3
-        self.replicas_ = ReplicaSet(
-            spec, X, Y, k=self.k, full_data_chain=True, priors=self.priors or PriorSpec(),
-            options=TransitionOptions(window=self.window, initial_phase_steps=self.initial_phase_steps),
-            seed=seed_replicas, thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads)
-        self.tuner_ = BanditTuner({"step_factor": tuple(self.step_factor_bounds),
-                                   "num_steps": tuple(int(v) for v in self.num_steps_bounds)},
-                                  seed=int(seed_tuner.generate_state(1)[0]))
-        self.log_ = run(self.replicas_, self.tuner_, self.super_transitions, self.budget,
-                        lambda r: cv_reward(r, metric))
+        bounds = {"step_factor": tuple(self.step_factor_bounds),
+                  "num_steps": tuple(int(v) for v in self.num_steps_bounds)}
+        self.replicas_, self.tuner_, reward, cv_metric = make_run(
+            spec, X, Y, tuner={"kind": "bandit", "bounds": bounds}, seed=self.seed, cv_metric=metric, k=self.k,
+            full_data_chain=True, priors=self.priors or PriorSpec(),
+            settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps),
+            thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads)
+        self.log_ = run_super_transitions(self.replicas_, self.tuner_, self.super_transitions, self.budget,
+                                          reward, cv_metric)
         self.spec_ = spec
         self.weights_, self.noise_ = self.replicas_.samples()
         if len(self.weights_) == 0:
@@ -86,9 +84,7 @@ class BNNRegressor(RegressorMixin, _BNN):
 
     def predict(self, X, return_std: bool = False):
         """Posterior predictive mean; with ``return_std`` also its sd, noise included."""
-        F = self._outputs(X)                                   # (S, N, m), standardised units
-        mean = F.mean(axis=0)
-        var = F.var(axis=0) + (1.0 / self.noise_).mean(axis=0)
+        mean, var = predictive_moments(self._outputs(X), self.noise_)      # standardised units
         mean, sd = self.y_scale_.inverse(mean), np.sqrt(var) * self.y_scale_.sd
         if self.single_output_:
             mean, sd = mean[:, 0], sd[:, 0]
@@ -117,13 +113,7 @@ class BNNClassifier(ClassifierMixin, _BNN):
         return self._fit(self.x_scale_.transform(X), codes.astype(float), spec, self.cv_metric)
 
     def predict_proba(self, X):
-        F = self._outputs(X)
-        if self.spec_.likelihood == "logistic":
-            p = (1.0 / (1.0 + np.exp(-F[:, :, 0]))).mean(axis=0)
-            return np.column_stack([1 - p, p])
-        F = F - F.max(axis=2, keepdims=True)
-        P = np.exp(F)
-        return (P / P.sum(axis=2, keepdims=True)).mean(axis=0)
+        return class_probabilities(self._outputs(X), self.spec_.likelihood).mean(axis=0)
 
     def predict(self, X):
         return self.classes_[self.predict_proba(X).argmax(axis=1)]

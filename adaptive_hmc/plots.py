@@ -1,11 +1,11 @@
 """Figures from a run directory (DESIGN principle 9: plots only read results).
 
-Flow position: results -> **plots**. The reward model is refitted from the
+Flow position: results -> **plots**. Runs are read through
+:func:`~adaptive_hmc.results.read_run`; the reward model is refitted from the
 tuner's saved history (no sampling); everything else is read as saved.
 """
 from __future__ import annotations
 
-from pathlib import Path
 
 import matplotlib
 
@@ -14,20 +14,16 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .data import robot_arm_truth  # noqa: E402
-from .models.mlp import MLPSpec, predict  # noqa: E402
-from .reports import read_run  # noqa: E402
-from .tuners import BanditTuner  # noqa: E402
+from .models.mlp import predict  # noqa: E402
+from .models.predictive import predicted_labels, squared_errors  # noqa: E402
+from .results import PLOTS, Run, read_run  # noqa: E402
 
 LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
 
 
-def _tuner(run):
-    return BanditTuner.from_state(run["tuner"]) if run["tuner"]["kind"] == "bandit" else None
-
-
-def reward_surface(run, path):
+def reward_surface(run: Run, path):
     """Learned mean reward over (eps, L), tried actions as dots (thesis Figs 4.1, 4.4)."""
-    t = _tuner(run)
+    t = run.tuner()
     g = t.grid(60)
     fig, ax = plt.subplots(figsize=(6.5, 5))
     # Colours span the 10th percentile of the told rewards to the top, so that a
@@ -50,10 +46,10 @@ def reward_surface(run, path):
     plt.close(fig)
 
 
-def reward_slice(run, path):
+def reward_slice(run: Run, path):
     """GP mean +- 1 sd of the reward along eps at the best tried L, and the
     acquisition below it (thesis Figs 4.2, 4.6)."""
-    t = _tuner(run)
+    t = run.tuner()
     best = t.best_action(tried_only=True)
     eps = np.linspace(*t.bounds["step_factor"], 300)
     A = np.column_stack([eps, np.full_like(eps, best["num_steps"])])
@@ -77,24 +73,23 @@ def reward_slice(run, path):
     plt.close(fig)
 
 
-def running_error(run, path):
+def running_error(run: Run, path):
     """Test error of the running model average against the number of retained samples (thesis Fig 4.3)."""
-    P, C = run["pred"]["history_pred"], run["pred"]["history_count"]
-    Y = run["pred"]["Y_test"]
+    P, C = run.predictions["history_pred"], run.predictions["history_count"]
+    Y = run.predictions["Y_test"]
     cum_p = np.cumsum(P.sum(axis=1), axis=0)                  # (S, out, N)
     cum_c = np.cumsum(C.sum(axis=1))
     ok = cum_c > 0
     fig, ax = plt.subplots(figsize=(6.5, 4))
-    gaussian = "test_mse" in run["summary"]
-    for name, (a, b) in zip(run["pred"]["test_names"], run["pred"]["test_bounds"]):
-        mean = cum_p[ok][:, :, a:b] / cum_c[ok][:, None, None]
-        y = Y[a:b]
+    gaussian = run.likelihood == "gaussian"
+    for name, cases in run.test_sets():
+        mean = cum_p[ok][:, :, cases] / cum_c[ok][:, None, None]      # (S, out, N)
+        y = Y[cases]
         if gaussian:
-            err = np.mean(np.sum((np.transpose(mean, (0, 2, 1)) - y) ** 2, axis=2), axis=1)
+            err = np.mean(squared_errors(np.transpose(mean, (0, 2, 1)), y), axis=1)
         else:
-            lab = mean.argmax(axis=1) if mean.shape[1] > 1 else (mean[:, 0] > 0.5).astype(int)
-            err = np.mean(lab != y[:, 0].astype(int), axis=1)
-        ax.plot(cum_c[ok], err, label=str(name))
+            err = np.mean(predicted_labels(mean) != y[:, 0].astype(int), axis=1)
+        ax.plot(cum_c[ok], err, label=name)
     ax.set_xscale("log")
     ax.set_xlabel("retained samples (all chains)")
     ax.set_ylabel("test mean squared error" if gaussian else "test error rate")
@@ -105,9 +100,9 @@ def running_error(run, path):
     plt.close(fig)
 
 
-def traces(run, path):
+def traces(run: Run, path):
     """Actions, rewards and acceptance over super-transitions."""
-    log = run["log"]
+    log = run.log
     i = [e["i"] + 1 for e in log]
     fig, ax = plt.subplots(4, 1, figsize=(6.5, 8), sharex=True)
     ax[0].plot(i, [e["step_factor"] for e in log], ".-", ms=3)
@@ -130,14 +125,11 @@ def traces(run, path):
     plt.close(fig)
 
 
-def robot_arm_outputs(run, path, train_box=((-1.932, -0.453), (0.534, 3.142)), n_nets=40):
+def robot_arm_outputs(run: Run, path, train_box=((-1.932, -0.453), (0.534, 3.142)), n_nets=40):
     """Output space of the robot arm (Neal 1992 Fig 5): the image of the
     training input region outlined, true noise-free outputs for a grid of
     inputs (circles), outputs of sampled networks (dots)."""
-    d = Path(run["dir"])
-    with np.load(d / "samples.npz") as z:
-        Q, arch = z["weights"], z["arch"]
-    spec = MLPSpec(int(arch[0]), tuple(int(h) for h in arch[5:]), int(arch[1]))
+    Q, spec = run.samples["weights"], run.spec
     (a0, a1), (b0, b1) = train_box
     fig, ax = plt.subplots(figsize=(6.5, 6.5))
     edge = np.concatenate([np.column_stack([np.linspace(a0, a1, 50), np.full(50, b0)]),
@@ -167,14 +159,14 @@ def robot_arm_outputs(run, path, train_box=((-1.932, -0.453), (0.534, 3.142)), n
 def plot_run(d) -> list:
     """Write every figure that applies to run ``d`` into ``d/plots``; returns the paths."""
     run = read_run(d)
-    out = Path(d) / "plots"
+    out = run.dir / PLOTS
     out.mkdir(exist_ok=True)
     jobs = [("traces.png", traces)]
-    if run["pred"]["history_count"].sum() > 0 and len(run["pred"]["test_names"]):
+    if run.predictions["history_count"].sum() > 0 and run.test_sets():
         jobs.append(("running_error.png", running_error))
-    if run["tuner"]["kind"] == "bandit":
+    if run.tuner_state["kind"] == "bandit":
         jobs += [("reward_surface.png", reward_surface), ("reward_slice.png", reward_slice)]
-    if "dataset: robot_arm" in run["config"]:
+    if run.config.data.dataset == "robot_arm":
         jobs.append(("robot_arm_outputs.png", robot_arm_outputs))
     paths = []
     for name, fn in jobs:

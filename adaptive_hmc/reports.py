@@ -1,28 +1,17 @@
-"""Reading run directories: comparison tables and ArviZ export.
+"""Comparison tables and ArviZ export of finished runs.
 
-Flow position: results -> **reports**. Reads only what a run wrote; never samples.
+Flow position: results -> **reports**. Reads runs through
+:func:`~adaptive_hmc.results.read_run` only; never samples.
 """
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from pathlib import Path
 
 import numpy as np
 
-
-def read_run(d) -> dict:
-    """summary, log, predictions and tuner state of run directory ``d``."""
-    d = Path(d)
-    if not (d / "summary.json").is_file():
-        raise FileNotFoundError(f"{d}: not a finished run directory (no summary.json)")
-    log = [json.loads(line) for line in (d / "log.jsonl").read_text().splitlines() if line.strip()]
-    with np.load(d / "predictions.npz") as z:
-        pred = {k: z[k] for k in z.files}
-    return {"dir": d, "summary": json.loads((d / "summary.json").read_text()), "log": log, "pred": pred,
-            "tuner": json.loads((d / "tuner.json").read_text()),
-            "config": (d / "config.resolved.yaml").read_text()}
+from .results import Run, read_run
 
 
 def _arviz():
@@ -32,20 +21,15 @@ def _arviz():
     return arviz
 
 
-def _retained(run: dict) -> np.ndarray:
-    """Mask of the super-transitions in which every chain retained samples (after burn-in)."""
-    return np.all(run["pred"]["history_count"] > 0, axis=1)
-
-
-def retained_draws(run: dict) -> np.ndarray:
+def retained_draws(run: Run) -> np.ndarray:
     """Per-super-transition mean test predictions of each chain after burn-in,
     (chains, draws, outputs, cases)."""
-    P, C = run["pred"]["history_pred"], run["pred"]["history_count"]      # (S, R, out, N), (S, R)
-    keep = _retained(run)
+    P, C = run.predictions["history_pred"], run.predictions["history_count"]      # (S, R, out, N), (S, R)
+    keep = run.retained()
     return np.transpose(P[keep] / C[keep][:, :, None, None], (1, 0, 2, 3))
 
 
-def test_ess(run: dict) -> dict:
+def test_ess(run: Run) -> dict:
     """Median over cases and outputs of ArviZ's bulk ESS of the test predictions
     (draws: super-transitions, chains: replicas), per test set."""
     draws = retained_draws(run)
@@ -53,12 +37,12 @@ def test_ess(run: dict) -> dict:
         return {}
     az = _arviz()
     out = {}
-    for name, (a, b) in zip(run["pred"]["test_names"], run["pred"]["test_bounds"]):
-        x = draws[:, :, :, a:b].reshape(draws.shape[0], draws.shape[1], -1)
+    for name, cases in run.test_sets():
+        x = draws[:, :, :, cases].reshape(draws.shape[0], draws.shape[1], -1)
         with warnings.catch_warnings():     # "more chains than draws" when a run is short
             warnings.simplefilter("ignore", UserWarning)
             ess = az.ess(az.convert_to_dataset(x))["x"].values
-        out[str(name)] = float(np.median(ess))
+        out[name] = float(np.median(ess))
     return out
 
 
@@ -67,7 +51,7 @@ def compare(dirs) -> list:
     rows = []
     for d in dirs:
         run = read_run(d)
-        s = run["summary"]
+        s = run.summary
         key = "test_mse" if "test_mse" in s else "test_error_rate"
         rows.append({"run": str(d), "tuner": s["tuner"], "seed": s["seed"], "metric": key,
                      "test": s[key], "test_se": s[key + "_se"], "cv_error": s["cv_error"],
@@ -102,17 +86,16 @@ def export(d) -> Path:
     run = read_run(d)
     az = _arviz()
     draws = retained_draws(run)
-    H = np.transpose(run["pred"]["history_hyper"][_retained(run)], (1, 0, 2))          # (R, S, H)
-    names = [re.sub(r"\W+", "_", str(n)).strip("_") for n in run["pred"]["hyper_names"]]
+    H = np.transpose(run.predictions["history_hyper"][run.retained()], (1, 0, 2))          # (R, S, H)
+    names = [re.sub(r"\W+", "_", str(n)).strip("_") for n in run.predictions["hyper_names"]]
     posterior = {f"log_{n}": np.log(H[:, :, i]) for i, n in enumerate(names)}
-    predictions = {}
-    for name, (a, b) in zip(run["pred"]["test_names"], run["pred"]["test_bounds"]):
-        predictions[str(name)] = np.transpose(draws[:, :, :, a:b], (0, 1, 3, 2))  # (R, S, N, out)
+    predictions = {name: np.transpose(draws[:, :, :, cases], (0, 1, 3, 2))          # (R, S, N, out)
+                   for name, cases in run.test_sets()}
     with warnings.catch_warnings():         # "more chains than draws" when a run is short
         warnings.simplefilter("ignore", UserWarning)
         idata = az.from_dict(posterior=posterior, predictions=predictions,
                              attrs={"run": str(d), "note": "one draw per super-transition: the mean over its "
                                     "samples (predictions) or its last sample (hyperparameters)"})
-    path = Path(d) / "inference_data.nc"
+    path = run.dir / "inference_data.nc"
     idata.to_netcdf(str(path))
     return path

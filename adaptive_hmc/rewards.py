@@ -10,12 +10,14 @@ import math
 
 import numpy as np
 
+from .models.predictive import predicted_labels, squared_errors
+
 CV_METRICS = ("mse", "error_rate", "log_loss")
 
 
 def held_out_error(acc, likelihood: str, metric: str) -> float:
     """Error on one held-out fold of the model average of the samples in ``acc``
-    (an :class:`~adaptive_hmc.replicas.Accumulator`): mean squared error summed
+    (an :class:`~adaptive_hmc.models.predictive.Accumulator`): mean squared error summed
     over outputs and averaged over cases; error rate of the averaged class
     probabilities; or log loss, minus the mean log of the averaged predictive
     probability of each case's label."""
@@ -28,12 +30,11 @@ def held_out_error(acc, likelihood: str, metric: str) -> float:
     if metric == "mse":
         if likelihood != "gaussian":
             raise ValueError("metric 'mse' is for regression; use 'error_rate' or 'log_loss'")
-        return float(np.sum((mean - acc.YT) ** 2, axis=0).mean())
+        return float(squared_errors(mean.T, acc.YT.T).mean())
     if metric == "error_rate":
         if likelihood == "gaussian":
             raise ValueError("metric 'error_rate' is for classification; use 'mse' or 'log_loss'")
-        label = (mean[0] > 0.5).astype(float) if likelihood == "logistic" else mean.argmax(axis=0)
-        return float(np.mean(label != acc.YT[0]))
+        return float(np.mean(predicted_labels(mean) != acc.YT[0]))
     raise ValueError(f"metric={metric!r}: allowed are {CV_METRICS}")
 
 
@@ -61,6 +62,3 @@ def esjd_reward(result) -> float:
     replicas."""
     r = result.record
     return float(np.mean(np.sum(r.accept_prob * r.squared_jump, axis=1)) / math.sqrt(result.num_steps))
-
-
-REWARDS = {"cv": cv_reward, "esjd": esjd_reward}

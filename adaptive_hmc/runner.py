@@ -1,64 +1,130 @@
-"""The outer loop (Wang thesis Algorithm 3): ask -> super-transition -> reward -> tell.
+"""The outer loop (Wang thesis Algorithm 3): ask -> super-transition -> reward -> tell,
+and the one builder of its parts that the experiments and the estimators share.
 
 Flow position: tuner + super-transition -> **runner** -> results. A hand-tuned
 run is the same loop with a :class:`~adaptive_hmc.tuners.fixed.FixedTuner`.
+The runner speaks to tuners through ``ask`` and ``tell`` only.
 """
 from __future__ import annotations
 
 import math
+from functools import partial
+from typing import Callable, NamedTuple, TypedDict
+
+import numpy as np
 
 from .replicas import ReplicaSet, super_transition
-from .rewards import cv_error, cv_reward
+from .rewards import cv_error, cv_reward, esjd_reward
+from .tuners import BanditTuner, FixedTuner
 
 
-def fallback_reward(tuner) -> float:
-    """The reward told for a super-transition whose reward is not finite: the
-    worst reward seen so far minus its spread (or -1 when there is none), so a
-    failure ranks below every success without a far outlier that would flatten
-    the reward model."""
-    seen = [h["reward"] for h in tuner.history]
-    if not seen:
+class LogEntry(TypedDict):
+    """One super-transition in the run's log (a line of ``log.jsonl``)."""
+
+    i: int                  # index of the super-transition, from 0
+    step_factor: float      # the action
+    num_steps: int
+    p: float | None         # the tuner's move probability after this tell (None: not told)
+    moved: bool             # whether the tuner moved to a new action after it
+    reward: float | None    # the reward computed (None: not finite)
+    told: float | None      # the reward told (the fallback for a failure; None: warm-up)
+    cv_error: float | None  # held-out error with the run's CV metric (the reward's, for a cv reward)
+    acceptance: list        # acceptance rate of each chain
+    divergences: int
+    iterations: int         # [Gibbs, HMC] iterations per chain
+    leapfrog_steps: int     # gradient evaluations, all chains
+    seconds: float
+
+
+def fallback_reward(told: list) -> float:
+    """The reward told for a super-transition whose reward is not finite, given
+    the rewards told so far: the worst minus their spread (or -1 when there are
+    none), so a failure ranks below every success without a far outlier that
+    would flatten the reward model."""
+    if not told:
         return -1.0
-    spread = max(seen) - min(seen)
-    return min(seen) - (spread if spread > 0 else abs(min(seen)) + 1.0)
+    spread = max(told) - min(told)
+    return min(told) - (spread if spread > 0 else abs(min(told)) + 1.0)
 
 
-def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, tell: bool = True) -> tuple:
-    """One iteration of the loop; returns (log entry, SuperTransitionResult).
-    With ``tell`` false (warm-up) the reward is logged but not told to the tuner."""
+def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, cv_metric: str | None = None,
+         tell: bool = True, told: list = ()) -> tuple:
+    """One iteration of the loop; returns (LogEntry, SuperTransitionResult).
+    With ``tell`` false (warm-up) the reward is logged but not told to the
+    tuner; ``told`` are the rewards told before (for :func:`fallback_reward`)."""
     action = tuner.ask()
     result = super_transition(replicas, float(action["step_factor"]), int(action["num_steps"]), budget)
     raw = float(reward(result))
-    told = None
-    h = {"p": None, "moved": False}
+    value, info = None, None
     if tell:
-        told = raw if math.isfinite(raw) else fallback_reward(tuner)
-        tuner.tell(action, told)
-        h = tuner.history[-1]
+        value = raw if math.isfinite(raw) else fallback_reward(list(told))
+        info = tuner.tell(action, value)
     rec = result.record
-    entry = {"i": result.index, "step_factor": result.step_factor, "num_steps": result.num_steps,
-             "p": h["p"], "moved": h["moved"], "reward": raw if math.isfinite(raw) else None, "told": told,
-             "cv_error": cv_error(result) if result.held_out else None,
-             "acceptance": [round(float(a), 6) for a in result.acceptance],
-             "divergences": int(rec.divergent.sum()), "iterations": result.n_iter,
-             "leapfrog_steps": result.leapfrog_steps, "seconds": round(result.seconds, 4)}
+    entry = LogEntry(i=result.index, step_factor=result.step_factor, num_steps=result.num_steps,
+                     p=None if info is None else info.p, moved=False if info is None else info.moved,
+                     reward=raw if math.isfinite(raw) else None, told=value,
+                     cv_error=cv_error(result, cv_metric) if result.held_out else None,
+                     acceptance=[round(float(a), 6) for a in result.acceptance],
+                     divergences=int(rec.divergent.sum()), iterations=result.n_iter,
+                     leapfrog_steps=result.leapfrog_steps, seconds=round(result.seconds, 4))
     return entry, result
 
 
-def run(replicas: ReplicaSet, tuner, super_transitions: int, budget: int, reward=cv_reward,
-        callback=None, warmup: int = 0) -> list:
-    """Run super-transitions until ``replicas`` has done ``super_transitions`` of
-    them; ``callback(entry, result)`` after each ends the run early when it
-    returns True. Returns the log entries.
+def run_super_transitions(replicas: ReplicaSet, tuner, super_transitions: int, budget: int, reward=cv_reward,
+                          cv_metric: str | None = None, callback=None, warmup: int = 0,
+                          log: list | None = None) -> list:
+    """Run the outer loop until ``replicas`` has done ``super_transitions``
+    super-transitions of ``budget`` leapfrog steps per chain;
+    ``callback(entry, result)`` after each ends the run early when it returns
+    True. Entries are appended to ``log`` (the entries of a resumed run; a new
+    list by default), which is returned.
 
     The rewards of the first ``warmup`` super-transitions are not told to the
     tuner: from a cold start they measure how far the chains still are from
     equilibrium, not the action, and one such outlier would dominate the
     reward model."""
-    log = []
+    log = [] if log is None else log
     while replicas.n_super < super_transitions:
-        entry, result = step(replicas, tuner, budget, reward, tell=replicas.n_super >= warmup)
+        told = [e["told"] for e in log if e["told"] is not None]
+        entry, result = step(replicas, tuner, budget, reward, cv_metric, tell=replicas.n_super >= warmup,
+                             told=told)
         log.append(entry)
         if callback is not None and callback(entry, result):
             break
     return log
+
+
+class Run(NamedTuple):
+    """The parts of a run: replicas, tuner, reward function and the CV metric it logs."""
+
+    replicas: ReplicaSet
+    tuner: object
+    reward: Callable
+    cv_metric: str | None
+
+
+def make_run(spec, X, Y, *, tuner: dict, seed: int = 0, reward: str = "cv", cv_metric: str | None = None,
+             **replica_options) -> Run:
+    """Build a run from one seed: the replicas (``replica_options`` as for
+    :class:`~adaptive_hmc.replicas.ReplicaSet`) and the tuner, each with its
+    own child of the seed's ``SeedSequence``. ``tuner`` is ``{"kind": "bandit",
+    **BanditTuner arguments}`` or ``{"kind": "fixed", "step_factor": ...,
+    "num_steps": ...}``; ``reward`` is "cv" (minus the held-out ``cv_metric``
+    error) or "esjd"."""
+    seed_replicas, seed_tuner = np.random.SeedSequence(seed).spawn(2)
+    replicas = ReplicaSet(spec, X, Y, seed=seed_replicas, **replica_options)
+    options = dict(tuner)
+    kind = options.pop("kind")
+    if kind == "fixed":
+        t = FixedTuner(**options)
+    elif kind == "bandit":
+        t = BanditTuner(seed=int(seed_tuner.generate_state(1)[0]), **options)
+    else:
+        raise ValueError(f"tuner kind {kind!r}: allowed are 'bandit' and 'fixed'")
+    if reward == "esjd":
+        fn = esjd_reward
+    elif reward == "cv":
+        fn = partial(cv_reward, metric=cv_metric) if replicas.n_cv else (lambda result: math.nan)
+    else:
+        raise ValueError(f"reward {reward!r}: allowed are 'cv' and 'esjd'")
+    return Run(replicas, t, fn, cv_metric)

@@ -6,7 +6,7 @@ import pytest
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec
-from adaptive_hmc.targets import GaussianTarget
+from adaptive_hmc.models.gaussian import GaussianTarget
 
 
 @pytest.fixture

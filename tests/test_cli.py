@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from adaptive_hmc.cli import main
-from adaptive_hmc.config import load
+from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -92,7 +92,7 @@ def test_named_table_data_set_from_the_data_folder(tmp_path, monkeypatch):
     raw["data"] = {"dataset": "toy", "file": "toy.data", "target_columns": [-1], "train_rows": [1, 40],
                    "test_sets": {"rest": [41, 60]}, "standardize_inputs": True}
     path = _write(tmp_path, raw)
-    s = run_experiment(load(path), tmp_path / "run", source=str(path), quiet=True)
+    s = run_experiment(read_config(path), tmp_path / "run", source=str(path), quiet=True)
     assert s["test_mse"]["rest"] < np.var(A[40:, -1])
     raw["data"]["target_columns"] = [7]
     assert main(["run", str(_write(tmp_path, raw)), "--out", str(tmp_path / "r2")]) == 2
@@ -107,7 +107,7 @@ def test_missing_config_and_not_a_run_directory(tmp_path, capsys):
 
 @pytest.mark.parametrize("path", QUICK, ids=[p.stem for p in QUICK])
 def test_quick_configs_validate(path):
-    cfg = load(path)
+    cfg = read_config(path)
     assert cfg.name == path.stem
 
 
@@ -153,7 +153,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
 def test_resume_after_interruption_gives_the_same_summary(tmp_path):
     raw = _small(_raw(), n=7)
     path = _write(tmp_path, raw)
-    cfg = load(path)
+    cfg = read_config(path)
     full = run_experiment(cfg, tmp_path / "full", source=str(path), quiet=True)
     part = tmp_path / "part"
     assert run_experiment(cfg, part, source=str(path), quiet=True, stop_after=3) == {}
@@ -179,7 +179,7 @@ def test_resume_refuses_a_changed_config(tmp_path, capsys):
     raw = _small(_raw(), n=3)
     path = _write(tmp_path, raw)
     out = tmp_path / "run"
-    assert run_experiment(load(path), out, source=str(path), quiet=True, stop_after=1) == {}
+    assert run_experiment(read_config(path), out, source=str(path), quiet=True, stop_after=1) == {}
     raw["run"]["budget"] = 700
     _write(tmp_path, raw)
     assert main(["run", str(path), "--out", str(out), "--resume"]) == 2

@@ -9,8 +9,8 @@ from adaptive_hmc.jit import fast_tanh, njit
 from adaptive_hmc.models import reference
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec, mlp_energy_grad
-from adaptive_hmc.models.priors import GammaPrior, PriorSpec
-from adaptive_hmc.samplers import HMCParams, init_state, make_hmc, make_metropolis, MetropolisParams
+from adaptive_hmc.models.priors import GammaPrior, PriorSpec, precisions
+from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc, make_metropolis
 from adaptive_hmc.samplers.leapfrog import kinetic, leapfrog
 
 SPECS = [
@@ -72,6 +72,7 @@ def test_gradient_matches_finite_differences(spec, ard):
     model = BayesianMLP(spec, X, Y, PriorSpec(ard=ard))
     hyper = model.initial_hyper()
     hyper.tau[:] = rng.uniform(0.5, 3.0, size=hyper.tau.size)
+    precisions(model.prior, hyper.tau, hyper.prec)
     q = rng.normal(size=spec.n_params)
     _, g = model.energy_grad(q, hyper)
     h = 1e-5
@@ -113,10 +114,10 @@ def test_leapfrog_is_reversible(which, bivariate):
     step = 0.1 * model.scales(hyper)
     p = rng.normal(size=model.dim)
     q1, g1, p1 = st.position.copy(), st.grad.copy(), p.copy()
-    _, _, ok = leapfrog(q1, p1, g1, step, 50, model.target)
+    _, _, ok = leapfrog(q1, p1, g1, step, 50, model.target, st.hyper)
     assert ok
     p1 = -p1
-    _, _, ok = leapfrog(q1, p1, g1, step, 50, model.target)
+    _, _, ok = leapfrog(q1, p1, g1, step, 50, model.target, st.hyper)
     assert ok
     np.testing.assert_allclose(q1, st.position, atol=1e-10)
     np.testing.assert_allclose(-p1, p, atol=1e-10)
@@ -130,7 +131,7 @@ def test_energy_error_shrinks_like_eps_squared(wide10):
     errs = []
     for eps in (0.2, 0.1, 0.05, 0.025):
         q, g, pp = st.position.copy(), st.grad.copy(), p.copy()
-        u, _, _ = leapfrog(q, pp, g, eps * wide10.scales(), int(round(1.6 / eps)), wide10.target)
+        u, _, _ = leapfrog(q, pp, g, eps * wide10.scales(), int(round(1.6 / eps)), wide10.target, st.hyper)
         errs.append(abs(u + kinetic(pp) - st.energy - kinetic(p)))
     ratios = np.array(errs[:-1]) / np.array(errs[1:])
     assert np.all((ratios > 3.0) & (ratios < 5.0)), ratios
@@ -161,7 +162,6 @@ def test_step_scales_ignore_the_weights():
     rng = np.random.default_rng(4)
     model = _robot_model(rng)
     h = model.initial_hyper()
-    model.load(h)
     a = model.scales(h)
     model.energy_grad(rng.normal(size=model.dim), h)
     np.testing.assert_array_equal(a, model.scales(h))
@@ -173,13 +173,13 @@ def test_divergent_trajectory_is_rejected_without_nan():
     hyper = model.initial_hyper(1.0)
     st = init_state(model, 0.5 * rng.normal(size=model.dim), hyper)
     hmc = make_hmc(model)
-    for params in (HMCParams(20, step_size=1e6), HMCParams(20, step_size=1e6, window=5),
-                   HMCParams(20, step_size=1e160)):
+    for params in (hmc_settings(20, step_size=1e6), hmc_settings(20, step_size=1e6, window=5),
+                   hmc_settings(20, step_size=1e160)):
         new, info = hmc(st, params, rng)
         assert info.divergent and not info.accepted
         np.testing.assert_array_equal(new.position, st.position)
         assert np.isfinite(new.energy) and np.all(np.isfinite(new.grad)) and np.all(np.isfinite(new.momentum))
-    new, info = make_metropolis(model)(st, MetropolisParams(step_size=1e160), rng)
+    new, info = make_metropolis(model)(st, hmc_settings(step_size=1e160), rng)
     assert info.divergent and not info.accepted and np.all(np.isfinite(new.position))
 
 
@@ -188,10 +188,9 @@ def test_state_energy_is_cached_correctly_after_transitions(bivariate):
     model = _robot_model(rng)
     st = init_state(model, model.initial_position(), model.initial_hyper(1.0))
     hmc = make_hmc(model)
-    for params in (HMCParams(10, step_factor=0.2), HMCParams(10, step_factor=0.2, window=3, persistence=0.9)):
+    for params in (hmc_settings(10, step_factor=0.2), hmc_settings(10, step_factor=0.2, window=3, persistence=0.9)):
         for _ in range(5):
-            st, _ = model.gibbs(st, None, rng)
-            st, _ = hmc(st, params, rng)
+            st, _ = hmc(st, params, rng)      # [Gibbs, HMC]
             u, g = model.energy_grad(st.position, st.hyper)
             assert abs(u - st.energy) < 1e-9 * max(1, abs(u))
             np.testing.assert_allclose(g, st.grad, rtol=1e-12, atol=1e-12)
@@ -199,13 +198,13 @@ def test_state_energy_is_cached_correctly_after_transitions(bivariate):
 
 def test_hmc_params_are_validated():
     with pytest.raises(ValueError, match="exactly one"):
-        HMCParams(10)
+        hmc_settings(10)
     with pytest.raises(ValueError, match="window"):
-        HMCParams(10, step_factor=0.1, window=11)
+        hmc_settings(10, step_factor=0.1, window=11)
     with pytest.raises(ValueError, match="persistence"):
-        HMCParams(10, step_factor=0.1, persistence=1.0)
+        hmc_settings(10, step_factor=0.1, persistence=1.0)
     with pytest.raises(ValueError, match="num_steps"):
-        HMCParams(0, step_factor=0.1)
+        hmc_settings(0, step_factor=0.1)
 
 
 def test_bad_data_gets_a_clear_error():
@@ -229,7 +228,7 @@ def test_rejection_negates_the_refreshed_momentum(window):
     a = 0.9
     n = np.random.default_rng(99).standard_normal(model.dim)
     refreshed = a * st.momentum + math.sqrt(1 - a * a) * n
-    new, info = make_hmc(model)(st, HMCParams(8, step_size=1e6, window=window, persistence=a),
+    new, info = make_hmc(model)(st, hmc_settings(8, step_size=1e6, window=window, persistence=a, gibbs=False),
                                 np.random.default_rng(99))
     assert not info.accepted
     np.testing.assert_allclose(new.momentum, -refreshed, rtol=1e-14)
@@ -238,7 +237,7 @@ def test_rejection_negates_the_refreshed_momentum(window):
 def test_jittered_length_is_uniform_on_1_to_L(bivariate):
     rng = np.random.default_rng(14)
     st = init_state(bivariate, np.zeros(2))
-    used = [make_hmc(bivariate)(st, HMCParams(6, step_factor=0.1, jitter=True), rng)[1].num_steps
+    used = [make_hmc(bivariate)(st, hmc_settings(6, step_factor=0.1, jitter=True), rng)[1].num_steps
             for _ in range(600)]
     assert set(used) == set(range(1, 7))
 
@@ -246,7 +245,7 @@ def test_jittered_length_is_uniform_on_1_to_L(bivariate):
 def test_randomised_step_is_eps_times_exp_nu_cauchy():
     """Neal (1992) eq 23: the transition's steps are eps * exp(nu C), C the
     standard Cauchy draw tan(pi (u - 1/2)) from the same generator; nu = 0 keeps eps."""
-    from adaptive_hmc.samplers.hmc import draw_steps
+    from adaptive_hmc.samplers.hmc import draw_step_sizes as draw_steps
     eps, nu = np.array([0.1, 0.2]), 0.5
     c = math.tan(math.pi * (np.random.default_rng(3).random() - 0.5))
     np.testing.assert_allclose(draw_steps(eps, nu, np.random.default_rng(3)), eps * math.exp(nu * c), rtol=1e-14)
@@ -258,7 +257,7 @@ def test_stochastic_dynamics_divergence_restores_the_state():
     rng = np.random.default_rng(15)
     model = _robot_model(rng)
     st = init_state(model, 0.5 * rng.normal(size=model.dim), model.initial_hyper(1.0))
-    new, info = make_stochastic_dynamics(model)(st, HMCParams(5, step_size=1e160), rng)
+    new, info = make_stochastic_dynamics(model)(st, hmc_settings(5, step_size=1e160), rng)
     assert info.divergent
     np.testing.assert_array_equal(new.position, st.position)
     assert np.all(np.isfinite(new.momentum)) and new.energy == st.energy

@@ -9,9 +9,10 @@ import pytest
 from adaptive_hmc.data import kfold, load_robot_arm
 from adaptive_hmc.estimator import BNNClassifier, BNNRegressor
 from adaptive_hmc.models.mlp import MLPSpec, predict
-from adaptive_hmc.replicas import ReplicaSet, TransitionOptions, super_transition
+from adaptive_hmc.replicas import ReplicaSet, super_transition
 from adaptive_hmc.rewards import cv_error, cv_reward, esjd_reward, held_out_error
-from adaptive_hmc.runner import fallback_reward, run
+from adaptive_hmc.runner import fallback_reward, run_super_transitions
+from adaptive_hmc.samplers import HMCSettings
 from adaptive_hmc.tuners import BanditTuner, FixedTuner
 
 Z = 4.0
@@ -70,7 +71,7 @@ def test_replica_training_sets_exclude_their_fold():
 
 @pytest.mark.parametrize("jitter,window", [(False, 1), (True, 1), (False, 4), (True, 3)])
 def test_budget_respected_exactly(jitter, window):
-    rs = _replicas(options=TransitionOptions(jitter=jitter, window=window), full_data_chain=True)
+    rs = _replicas(settings=HMCSettings(jitter=jitter, window=window), full_data_chain=True)
     res = super_transition(rs, 0.3, 7, 100)
     assert res.n_iter == 100 // 7
     used = res.record.num_steps.sum(axis=1)
@@ -85,7 +86,7 @@ def test_budget_respected_exactly(jitter, window):
 
 
 def test_initial_phase_keeps_hyperparameters_fixed():
-    rs = _replicas(options=TransitionOptions(initial_phase_steps=50), initial_hyper=1.0)
+    rs = _replicas(settings=HMCSettings(initial_phase_steps=50), initial_hyper=1.0)
     res = super_transition(rs, 0.2, 10, 100)
     h = res.record.hyper
     # Gibbs starts at the first iteration with >= 50 leapfrog steps done: iteration 5.
@@ -99,13 +100,13 @@ def test_initial_phase_keeps_hyperparameters_fixed():
 def test_serial_and_parallel_runs_are_bitwise_identical():
     def go(threads):
         rs = _replicas(threads=threads, full_data_chain=True,
-                       options=TransitionOptions(window=3, jitter=True, initial_phase_steps=30))
+                       settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
         out = [super_transition(rs, eps, L, 120) for eps, L in ((0.3, 10), (0.5, 6))]
         return rs, out
     a, ra = go(1)
     b, rb = go(3)
     for x, y in zip(a.replicas, b.replicas):
-        for u, v in zip(x.chain, y.chain):
+        for u, v in zip(x.arrays(), y.arrays()):
             assert np.array_equal(u, v)
     for u, v in zip(ra, rb):
         for p, q in zip(u.record, v.record):
@@ -215,12 +216,12 @@ def test_held_out_error_rejects_wrong_metric():
 
 def test_runner_scores_failures_below_every_success():
     t = FixedTuner(step_factor=0.3, num_steps=5)
-    assert fallback_reward(t) == -1.0
+    assert fallback_reward([]) == -1.0
     for r in (-0.5, -0.2):
         t.tell(t.ask(), r)
-    assert fallback_reward(t) == pytest.approx(-0.8)
+    assert fallback_reward([h["reward"] for h in t.history]) == pytest.approx(-0.8)
     rs = _replicas()
-    log = run(rs, t, 2, 20, reward=lambda res: float("nan"))
+    log = run_super_transitions(rs, t, 2, 20, reward=lambda res: float("nan"))
     assert [e["reward"] for e in log] == [None, None]
     assert all(math.isfinite(e["told"]) and e["told"] < -0.5 for e in log)
 
@@ -241,7 +242,7 @@ def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
     an independent importance-sampling estimate; batch means over super-transitions."""
     model, x_star, is_mean, is_se = tiny_bnn
     rs = ReplicaSet(model.spec, model.X, model.Y, k=0, full_data_chain=True, priors=model.priors,
-                    initial_hyper=None, options=TransitionOptions(gibbs=False, jitter=True),
+                    initial_hyper=None, settings=HMCSettings(gibbs=False, jitter=True),
                     test_sets={"x": (x_star, np.zeros((3, 1)))}, burn_in_super_transitions=2, seed=11)
     for _ in range(82):
         super_transition(rs, 0.4, 20, 5000)
@@ -261,7 +262,7 @@ def test_robot_arm_short_run_beats_mean_and_widens_outside_training_region():
     far = np.column_stack([np.linspace(0.5, 1.5, 20), np.linspace(-1.5, -0.5, 20)])
     rs = ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=4, full_data_chain=True, seed=2,
                     test_sets={"test": (Xt, Yt), "far": (far, np.zeros((20, 2)))},
-                    options=TransitionOptions(window=5, initial_phase_steps=1000),
+                    settings=HMCSettings(window=5, initial_phase_steps=1000),
                     burn_in_super_transitions=4)
     for _ in range(12):
         res = super_transition(rs, 0.3, 50, 1000)
@@ -306,7 +307,7 @@ def test_classifier_fit_predict():
 def test_bandit_drives_replicas():
     rs = _replicas()
     tuner = BanditTuner({"step_factor": (0.05, 0.8), "num_steps": (2, 20)}, seed=0, maxfun=200)
-    log = run(rs, tuner, 4, 60)
+    log = run_super_transitions(rs, tuner, 4, 60)
     assert [e["i"] for e in log] == [0, 1, 2, 3]
     assert all(math.isfinite(e["reward"]) and e["reward"] == -e["cv_error"] for e in log)
     assert [h["action"]["num_steps"] for h in tuner.history] == [e["num_steps"] for e in log]

@@ -11,26 +11,19 @@ from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec, gibbs_hyper, slice_log_mu
-from adaptive_hmc.samplers import (
-    HMCParams,
-    MetropolisParams,
-    init_state,
-    make_hmc,
-    make_metropolis,
-    make_stochastic_dynamics,
-)
-from adaptive_hmc.targets import GaussianTarget
+from adaptive_hmc.models.gaussian import GaussianTarget
+from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc, make_metropolis, make_stochastic_dynamics
 
 Z = 4.0
 
 VARIANTS = {
-    "plain": (make_hmc, HMCParams(30, step_factor=0.5)),
-    "jittered": (make_hmc, HMCParams(40, step_factor=0.5, jitter=True)),
-    "persistent": (make_hmc, HMCParams(4, step_factor=0.5, persistence=0.95)),
-    "windowed": (make_hmc, HMCParams(30, step_factor=0.6, window=5)),
-    "windowed-persistent": (make_hmc, HMCParams(10, step_factor=0.6, window=3, persistence=0.8)),
-    "random-step": (make_hmc, HMCParams(30, step_factor=0.5, step_nu=0.2)),
-    "metropolis": (make_metropolis, MetropolisParams(step_factor=1.0)),
+    "plain": (make_hmc, hmc_settings(30, step_factor=0.5)),
+    "jittered": (make_hmc, hmc_settings(40, step_factor=0.5, jitter=True)),
+    "persistent": (make_hmc, hmc_settings(4, step_factor=0.5, persistence=0.95)),
+    "windowed": (make_hmc, hmc_settings(30, step_factor=0.6, window=5)),
+    "windowed-persistent": (make_hmc, hmc_settings(10, step_factor=0.6, window=3, persistence=0.8)),
+    "random-step": (make_hmc, hmc_settings(30, step_factor=0.5, step_nu=0.2)),
+    "metropolis": (make_metropolis, hmc_settings(step_factor=1.0)),
 }
 
 
@@ -72,7 +65,7 @@ def test_stochastic_dynamics_is_biased_as_predicted(step):
     step and a full momentum refresh on N(0, 1), q' = q (1 - h^2/2) + h p, whose
     stationary variance is 1 / (1 - h^2/4), not 1: the bias grows with h."""
     target = GaussianTarget(np.zeros(4), np.eye(4))
-    draws = _run(target, make_stochastic_dynamics, HMCParams(1, step_size=step), 40_000, 5, np.zeros(4))
+    draws = _run(target, make_stochastic_dynamics, hmc_settings(1, step_size=step), 40_000, 5, np.zeros(4))
     sq = draws[2000:] ** 2
     est, mcse = sq.mean(), batch_means_mcse(sq.mean(axis=1))
     predicted = 1.0 / (1.0 - step ** 2 / 4)
@@ -93,7 +86,7 @@ def test_gibbs_precision_conditionals_have_gamma_moments():
     tau = np.empty((n, h.tau.size))
     noise = np.empty((n, 2))
     for i in range(n):
-        gibbs_hyper(q, h.tau, h.top, h.noise, model.prior, t.arch, t.XT, t.YT, t.work, rng)
+        gibbs_hyper(q, h, model.prior, t.arch, t.XT, t.YT, t.work, rng)
         tau[i], noise[i] = h.tau, h.noise
     g = {grp.name: grp for grp in spec.groups}
     for slot, name in enumerate(model.slot_names):
@@ -145,7 +138,7 @@ def test_bnn_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
     n = 20_000
     preds = np.empty((n, 3))
     for i in range(n):
-        st, _ = hmc(st, HMCParams(20, step_factor=0.4, jitter=True), rng)
+        st, _ = hmc(st, hmc_settings(20, step_factor=0.4, jitter=True), rng)
         preds[i] = model.predict(st.position, x_star)[:, 0]
     preds = preds[1000:]
     hmc_se = batch_means_mcse(preds)

@@ -1,7 +1,7 @@
 """A Bayesian MLP on a data set: spec + priors + training data, as a sampling
-target with step-size heuristic and Gibbs updates of its hyperparameters.
+target (the kernels of :mod:`adaptive_hmc.models.base`'s interface).
 
-Flow position: data -> **model** -> transitions. Ties together
+Flow position: data -> **model** -> samplers. Ties together
 :mod:`~adaptive_hmc.models.mlp` and :mod:`~adaptive_hmc.models.priors`.
 """
 from __future__ import annotations
@@ -10,29 +10,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..targets import MLP, Target, energy_grad
-from .mlp import MLPSpec, mlp_step_scales, pad_cases, predict
-from .priors import (
-    Hyper,
-    PriorSpec,
-    build_prior,
-    gibbs_hyper,
-    initial_hyper,
-    precisions,
-)
-
-
-class GibbsInfo(NamedTuple):
-    accepted: bool = True
-    accept_prob: float = 1.0
-    energy_error: float = 0.0
-    divergent: bool = False
-    num_steps: int = 0
+from ..data import check_finite
+from ..jit import njit
+from .base import Model, TargetKernels
+from .mlp import LIKELIHOOD, MLPSpec, forward, mlp_energy_grad, mlp_step_scales, pad_cases, predict
+from .predictive import accumulate
+from .priors import Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper
 
 
 def check_data(spec: MLPSpec, X, Y, name: str = "data"):
     """Validated float64 copies of X (N, n_in) and Y (N, n_targets); raises
-    ValueError naming what is wrong."""
+    ValueError naming what is wrong (rows and columns counted from 0)."""
     X = np.asarray(X, dtype=np.float64)
     Y = np.asarray(Y, dtype=np.float64)
     if Y.ndim == 1:
@@ -44,11 +32,9 @@ def check_data(spec: MLPSpec, X, Y, name: str = "data"):
         raise ValueError(f"{name}: targets have shape {Y.shape}; expected ({X.shape[0]}, {n_t}) "
                          f"for a {spec.likelihood} network with {spec.n_outputs} outputs")
     for what, arr in (("inputs", X), ("targets", Y)):
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            r, c = np.argwhere(bad)[0]
-            raise ValueError(f"{name}: {what} contain {bad.sum()} non-finite values (first at row {r}, "
-                             f"column {c}); only finite numbers are allowed")
+        problem = check_finite(arr, what, first_row=0)
+        if problem:
+            raise ValueError(f"{name}: {problem}")
     if spec.likelihood == "logistic" and not np.isin(Y, (0.0, 1.0)).all():
         raise ValueError(f"{name}: logistic targets must be 0 or 1")
     if spec.likelihood == "softmax" and not (np.isin(Y, np.arange(spec.n_outputs))).all():
@@ -56,7 +42,49 @@ def check_data(spec: MLPSpec, X, Y, name: str = "data"):
     return X, Y
 
 
-class BayesianMLP:
+class MLPTarget(NamedTuple):
+    """The posterior of an MLP's weights given hyperparameters, as arrays."""
+
+    arch: np.ndarray    # (5 + n_layers,) int64, see models.mlp
+    XT: np.ndarray      # (n_in, N padded) training inputs, cases along rows
+    YT: np.ndarray      # (n_targets, N)
+    work: np.ndarray    # scratch of the kernels
+    prior: Prior
+    sumsq: np.ndarray   # (n_in,) sum over training cases of each squared input
+
+
+@njit
+def _energy_grad(q, grad, t, hyper):
+    return mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work)
+
+
+@njit
+def _step_scales(t, hyper, out):
+    return mlp_step_scales(t.arch, hyper.prec, hyper.noise, t.sumsq, float(t.YT.shape[1]), out)
+
+
+@njit
+def _gibbs(q, t, hyper, rng):
+    gibbs_hyper(q, hyper, t.prior, t.arch, t.XT, t.YT, t.work, rng)
+
+
+@njit
+def _hyper_values(hyper, out):
+    S, T = hyper.tau.size, hyper.top.size
+    out[:S] = hyper.tau
+    out[S:S + T] = hyper.top
+    out[S + T:] = hyper.noise
+
+
+@njit
+def _accumulate(q, t, hyper, acc):
+    accumulate(acc, forward(q, t.arch, acc.XT, acc.work), hyper.noise, t.arch[LIKELIHOOD])
+
+
+MLPTarget.kernels = TargetKernels(_energy_grad, _step_scales, _gibbs, _hyper_values, _accumulate)
+
+
+class BayesianMLP(Model):
     """Posterior of an MLP's weights and hyperparameters on training data (X, Y).
 
     Y is (N, n_outputs) for regression, 0/1 labels for logistic, and class
@@ -69,31 +97,19 @@ class BayesianMLP:
         self.X, self.Y = X, Y
         self.prior, self.slot_names = build_prior(spec, priors)
         XT = pad_cases(X.T)
-        self.target = Target(MLP, spec.arch, XT, np.ascontiguousarray(Y.T), np.empty(spec.n_params),
-                             np.ones(spec.n_outputs), spec.workspace(XT.shape[1]),
-                             np.empty((0, 0)), np.empty(0))
-        self.sumsq = np.ascontiguousarray((XT ** 2).sum(axis=1))
+        self.target = MLPTarget(spec.arch, XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]),
+                                self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)))
         self.n_cases = X.shape[0]
         self.dim = spec.n_params
 
     def initial_hyper(self, value=None) -> Hyper:
+        """Hyperparameters at their prior means, or every free precision at ``value``."""
         return initial_hyper(self.prior, value)
 
-    def load(self, hyper: Hyper):
-        """Write the weight precisions and noise precisions of ``hyper`` into the target."""
-        precisions(self.prior, hyper.tau, self.target.prec)
-        self.target.noise[:] = hyper.noise
-
-    def scales(self, hyper: Hyper) -> np.ndarray:
-        """Heuristic step scales s_k (see :func:`~adaptive_hmc.models.mlp.mlp_step_scales`)."""
-        self.load(hyper)
-        return mlp_step_scales(self.target.arch, self.target.prec, self.target.noise, self.sumsq,
-                               float(self.n_cases), np.empty(self.dim))
-
-    def energy_grad(self, q, hyper: Hyper):
-        self.load(hyper)
-        g = np.empty(self.dim)
-        return energy_grad(np.ascontiguousarray(q, dtype=np.float64), g, self.target), g
+    def hyper_names(self) -> list:
+        T = self.prior.top_shape.size
+        return (list(self.slot_names) + [f"ard_mean_{t}" for t in range(T)]
+                + [f"noise_{o}" for o in range(self.spec.n_outputs)])
 
     def initial_position(self, rng=None, scale: float = 0.0) -> np.ndarray:
         """Zero weights (FBM's default start), or N(0, scale^2) weights when scale > 0."""
@@ -103,13 +119,3 @@ class BayesianMLP:
 
     def predict(self, Q, X) -> np.ndarray:
         return predict(self.spec, Q, X)
-
-    def gibbs(self, state, params=None, rng=None):
-        """Gibbs update of every free hyperparameter given the weights, as a
-        transition ``(state, params, rng) -> (state, info)``; the energy and
-        gradient are re-evaluated under the new hyperparameters."""
-        h = state.hyper.copy()
-        t = self.target
-        gibbs_hyper(state.position, h.tau, h.top, h.noise, self.prior, t.arch, t.XT, t.YT, t.work, rng)
-        u, g = self.energy_grad(state.position, h)
-        return state._replace(energy=float(u), grad=g, hyper=h), GibbsInfo()

@@ -13,9 +13,13 @@ Layout of the flat parameter vector ``q`` (all float64)::
 input->output connections (n_in x n_out) of Rasmussen (1996) section 2.1. Every
 matrix is row-major (fan_in x fan_out). Hidden units are tanh, outputs identity.
 
-Compiled kernels receive the architecture as an int64 array ``arch``::
+Compiled kernels receive the architecture as an int64 array ``arch``, read
+through the named positions below (never bare indices)::
 
-    arch = [n_in, n_out, likelihood, has_io, n_layers, H_1, ..., H_m]
+    arch[N_IN], arch[N_OUT], arch[LIKELIHOOD], arch[HAS_IO], arch[N_LAYERS],
+    arch[HIDDEN + l] (size of hidden layer l, from 0)
+
+:meth:`MLPSpec.from_arch` rebuilds the spec from a stored ``arch``.
 """
 from __future__ import annotations
 
@@ -29,6 +33,9 @@ from ..jit import fast_tanh, njit
 
 GAUSSIAN, LOGISTIC, SOFTMAX = 0, 1, 2
 LIKELIHOODS = {"gaussian": GAUSSIAN, "logistic": LOGISTIC, "softmax": SOFTMAX}
+
+#: Positions in ``arch`` (compile-time constants inside the kernels).
+N_IN, N_OUT, LIKELIHOOD, HAS_IO, N_LAYERS, HIDDEN = 0, 1, 2, 3, 4, 5
 
 
 class Group(NamedTuple):
@@ -91,6 +98,13 @@ class MLPSpec:
         return np.array([self.n_inputs, self.n_outputs, LIKELIHOODS[self.likelihood],
                          int(self.direct), len(self.hidden), *self.hidden], dtype=np.int64)
 
+    @classmethod
+    def from_arch(cls, arch) -> "MLPSpec":
+        """The spec whose :attr:`arch` is ``arch`` (as a run directory stores it)."""
+        a = [int(v) for v in arch]
+        names = {v: k for k, v in LIKELIHOODS.items()}
+        return cls(a[N_IN], tuple(a[HIDDEN:HIDDEN + a[N_LAYERS]]), a[N_OUT], names[a[LIKELIHOOD]], bool(a[HAS_IO]))
+
     @property
     def groups(self) -> list:
         out, off, fan_in = [], 0, self.n_inputs
@@ -150,9 +164,9 @@ def pad_cases(XT) -> np.ndarray:
 def _layer_offset(arch, layer):
     """Offset of W_layer in q (layer counts from 0); layer == n_layers gives W_out."""
     off = 0
-    fan_in = arch[0]
+    fan_in = arch[N_IN]
     for l in range(layer):
-        h = arch[5 + l]
+        h = arch[HIDDEN + l]
         off += fan_in * h + h
         fan_in = h
     return off
@@ -167,13 +181,13 @@ def forward(q, arch, XT, work):
     case) and returns the view ``work[2*sum(H) : 2*sum(H)+n_out]`` holding the
     outputs (n_out, N). The case loop is innermost so that it vectorises.
     """
-    n_in, n_out, has_io, n_layers = arch[0], arch[1], arch[3], arch[4]
+    n_in, n_out, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[HAS_IO], arch[N_LAYERS]
     N = XT.shape[1]
     off = 0
     row = 0
     fan_in = n_in
     for l in range(n_layers):
-        h = arch[5 + l]
+        h = arch[HIDDEN + l]
         for j in range(h):
             # z = tanh(b_j + sum_i W_ij src_i): bias folded into the first pass,
             # tanh into the last, so each unit costs fan_in passes over the cases.
@@ -285,12 +299,12 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work):
     (Gaussian likelihood only). ``XT`` (n_in, N_padded) may carry zero padding
     columns (:func:`pad_cases`); the N cases are those of ``YT`` (n_targets, N).
     """
-    n_in, n_out, lik, has_io, n_layers = arch[0], arch[1], arch[2], arch[3], arch[4]
+    n_in, n_out, lik, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[LIKELIHOOD], arch[HAS_IO], arch[N_LAYERS]
     N = XT.shape[1]
     out = forward(q, arch, XT, work)
     sum_h = 0
     for l in range(n_layers):
-        sum_h += arch[5 + l]
+        sum_h += arch[HIDDEN + l]
     dout = work[2 * sum_h + n_out:2 * sum_h + 2 * n_out]
     energy = _likelihood_and_deriv(out, YT, noise, lik, dout)
     for k in range(q.size):
@@ -299,7 +313,7 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work):
 
     # Output layer: output biases and direct connections.
     off = _layer_offset(arch, n_layers)
-    h = arch[4 + n_layers]
+    h = arch[HIDDEN - 1 + n_layers]
     top = sum_h - h
     for o in range(n_out):
         d = dout[o]
@@ -345,8 +359,8 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work):
     # Backpropagate through the hidden layers.
     row = top
     for l in range(n_layers - 1, -1, -1):
-        h = arch[5 + l]
-        fan_in = n_in if l == 0 else arch[4 + l]
+        h = arch[HIDDEN + l]
+        fan_in = n_in if l == 0 else arch[HIDDEN - 1 + l]
         off = _layer_offset(arch, l)
         for j in range(h):
             # dU/db_j and dU/dW_ij = sum_n d_j src_i: the bias and sources 0 and 1
@@ -408,7 +422,7 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work):
 def mlp_predict(Q, arch, XT, work):
     """Outputs (S, n_out, N) of the S networks in the rows of ``Q`` (S, D)."""
     S = Q.shape[0]
-    res = np.empty((S, arch[1], XT.shape[1]))
+    res = np.empty((S, arch[N_OUT], XT.shape[1]))
     for s in range(S):
         res[s] = forward(Q[s], arch, XT, work)
     return res
@@ -456,16 +470,16 @@ def mlp_step_scales(arch, prec, noise, sumsq, n_cases, out):
 
     ``sumsq`` (n_in,) holds the sum over training cases of each squared input.
     """
-    n_in, n_out, lik, has_io, n_layers = arch[0], arch[1], arch[2], arch[3], arch[4]
+    n_in, n_out, lik, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[LIKELIHOOD], arch[HAS_IO], arch[N_LAYERS]
     c_out = np.empty(n_out)
     for o in range(n_out):
         c_out[o] = noise[o] if lik == GAUSSIAN else 0.25
     sum_h = 0
     for l in range(n_layers):
-        sum_h += arch[5 + l]
+        sum_h += arch[HIDDEN + l]
     c = np.zeros(sum_h)
     off = _layer_offset(arch, n_layers)
-    h = arch[4 + n_layers]
+    h = arch[HIDDEN - 1 + n_layers]
     row = sum_h - h
     for j in range(h):
         s = 0.0
@@ -473,8 +487,8 @@ def mlp_step_scales(arch, prec, noise, sumsq, n_cases, out):
             s += c_out[o] / prec[off + j * n_out + o]
         c[row + j] = s
     for l in range(n_layers - 1, 0, -1):
-        h = arch[5 + l]
-        fan_in = arch[4 + l]
+        h = arch[HIDDEN + l]
+        fan_in = arch[HIDDEN - 1 + l]
         off_l = _layer_offset(arch, l)
         below = row - fan_in
         for i in range(fan_in):
@@ -488,7 +502,7 @@ def mlp_step_scales(arch, prec, noise, sumsq, n_cases, out):
     row = 0
     fan_in = n_in
     for l in range(n_layers):
-        h = arch[5 + l]
+        h = arch[HIDDEN + l]
         off_l = _layer_offset(arch, l)
         for i in range(fan_in):
             x2 = sumsq[i] if l == 0 else n_cases

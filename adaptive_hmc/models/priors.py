@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from .mlp import GAUSSIAN, MLPSpec, forward
+from .mlp import GAUSSIAN, LIKELIHOOD, MLPSpec, forward
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,18 @@ class Prior(NamedTuple):
 
 
 class Hyper(NamedTuple):
-    """Hyperparameter values: slot precisions, ARD means, noise precisions."""
+    """Hyperparameter values: slot precisions, ARD means, noise precisions, and
+    ``prec``, the prior precision of every weight that ``tau`` implies
+    (derived: :func:`precisions`; kept in step by :func:`initial_hyper` and
+    :func:`gibbs_hyper`)."""
 
     tau: np.ndarray
     top: np.ndarray
     noise: np.ndarray
+    prec: np.ndarray
 
     def copy(self) -> Hyper:
-        return Hyper(self.tau.copy(), self.top.copy(), self.noise.copy())
+        return Hyper(self.tau.copy(), self.top.copy(), self.noise.copy(), self.prec.copy())
 
 
 def build_prior(spec: MLPSpec, priors: PriorSpec):
@@ -140,7 +144,7 @@ def initial_hyper(prior: Prior, value: float | None = None) -> Hyper:
         tau[np.isfinite(prior.slot_shape)] = value
         top[:] = value
         noise[np.isfinite(prior.noise_shape)] = value
-    return Hyper(tau, top, noise)
+    return Hyper(tau, top, noise, precisions(prior, tau, np.empty(prior.param_slot.size)))
 
 
 @njit
@@ -183,8 +187,9 @@ def slice_log_mu(u0, c_lin, c_neg, c_pos, rng):
 
 
 @njit
-def gibbs_hyper(q, tau, top, noise, prior, arch, XT, YT, work, rng):
-    """Gibbs updates of all free hyperparameters given the weights ``q``, in place.
+def gibbs_hyper(q, hyper, prior, arch, XT, YT, work, rng):
+    """Gibbs updates of all free hyperparameters given the weights ``q``, in
+    place on ``hyper`` (whose ``prec`` is refreshed at the end).
 
     Slot precision (n weights, sum of scaled squares SS) - conjugate:
         tau | q ~ Gamma(shape alpha/2 + n/2, rate alpha/(2 mu) + SS/2).
@@ -198,6 +203,7 @@ def gibbs_hyper(q, tau, top, noise, prior, arch, XT, YT, work, rng):
     Noise precision (Gaussian likelihood), N cases, residual sum of squares RSS:
         tau_noise | q ~ Gamma(shape alpha/2 + N/2, rate alpha/(2 mu) + RSS/2).
     """
+    tau, top, noise = hyper.tau, hyper.top, hyper.noise
     S = tau.size
     ss = np.zeros(S)
     cnt = np.zeros(S)
@@ -225,7 +231,7 @@ def gibbs_hyper(q, tau, top, noise, prior, arch, XT, YT, work, rng):
             continue
         mu = top[prior.slot_top[s]] if prior.slot_top[s] >= 0 else prior.slot_mean[s]
         tau[s] = rng.gamma(0.5 * a + 0.5 * cnt[s], 1.0 / (0.5 * a / mu + 0.5 * ss[s]))
-    if arch[2] == GAUSSIAN:
+    if arch[LIKELIHOOD] == GAUSSIAN:
         out = forward(q, arch, XT, work)
         N = YT.shape[1]  # XT may carry zero padding columns
         for o in range(noise.size):
@@ -237,3 +243,4 @@ def gibbs_hyper(q, tau, top, noise, prior, arch, XT, YT, work, rng):
                 r = out[o, n] - YT[o, n]
                 rss += r * r
             noise[o] = rng.gamma(0.5 * a + 0.5 * N, 1.0 / (0.5 * a / prior.noise_mean[o] + 0.5 * rss))
+    precisions(prior, tau, hyper.prec)

@@ -1,34 +1,34 @@
 """Leapfrog integrator with per-coordinate step sizes (Neal 1992, eqs 20-22).
 
-Flow position: target -> **integrator** -> transition. Knows nothing of Metropolis.
+Flow position: models -> **integrator** -> transition. Knows nothing of Metropolis.
 A step of eps_k per coordinate is the leapfrog for unit masses in the rescaled
 coordinates q_k / eps_k, so it stays reversible and volume preserving.
 """
 import math
 
 from ..jit import njit
-from ..targets import energy_grad
+from ..models.base import energy_grad
 
 
 @njit
-def leapfrog(q, p, g, step, n_steps, target):
-    """Advance (q, p) by ``n_steps`` leapfrog steps in place; ``g`` holds
+def leapfrog(q, p, g, step_sizes, num_steps, target, hyper):
+    """Advance (q, p) by ``num_steps`` leapfrog steps in place; ``g`` holds
     dU/dq at q on entry and on exit. Returns (U, steps_done, finite): the
     trajectory stops at the first non-finite energy or gradient."""
     u = math.nan
     D = q.size
-    for s in range(n_steps):
+    for s in range(num_steps):
         for k in range(D):
-            p[k] -= 0.5 * step[k] * g[k]          # eq 20
-            q[k] += step[k] * p[k]                # eq 21
-        u = energy_grad(q, g, target)
+            p[k] -= 0.5 * step_sizes[k] * g[k]          # eq 20
+            q[k] += step_sizes[k] * p[k]                # eq 21
+        u = energy_grad(q, g, target, hyper)
         gsum = 0.0
         for k in range(D):
-            p[k] -= 0.5 * step[k] * g[k]          # eq 22
+            p[k] -= 0.5 * step_sizes[k] * g[k]          # eq 22
             gsum += g[k]
         if not (math.isfinite(u) and math.isfinite(gsum)):
             return u, s + 1, False
-    return u, n_steps, True
+    return u, num_steps, True
 
 
 @njit

@@ -14,6 +14,7 @@ import numpy as np
 from scipy.stats import qmc
 
 from .acquisition import maximize, ucb, ucb_beta
+from .base import TellInfo
 from .gp import GPRewardModel
 from .schedules import Exponential, schedule_from_dict, schedule_to_dict
 
@@ -113,7 +114,7 @@ class BanditTuner:
         """The action to try next (the same until the next tell)."""
         return dict(self._pending)
 
-    def tell(self, action: dict, reward: float) -> None:
+    def tell(self, action: dict, reward: float) -> TellInfo:
         """Record ``reward`` (higher is better) for ``action`` and choose the next action."""
         x = self._unit(action)
         if not math.isfinite(reward):
@@ -132,6 +133,7 @@ class BanditTuner:
         self._history.append({"action": {n: action[n] for n in self.names}, "reward": float(reward),
                               "p": p, "moved": moved})
         self._pending = nxt
+        return TellInfo(p, moved)
 
     def _fit(self):
         X = np.array([v[0] for v in self._sums.values()])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from .base import TellInfo
+
 
 class FixedTuner:
     """``FixedTuner(step_factor=0.3, num_steps=2000)``: same interface as
@@ -21,8 +23,9 @@ class FixedTuner:
     def ask(self) -> dict:
         return dict(self.action)
 
-    def tell(self, action: dict, reward: float) -> None:
+    def tell(self, action: dict, reward: float) -> TellInfo:
         self._history.append({"action": dict(action), "reward": float(reward), "p": 0.0, "moved": False})
+        return TellInfo(0.0, False)
 
     @property
     def history(self) -> list:

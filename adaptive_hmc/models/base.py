@@ -1,0 +1,157 @@
+"""The target interface: what a model implements so that every sampler runs on it.
+
+Flow position: data -> **models** -> samplers. A target is a NamedTuple of
+arrays (the model's data: inputs, prior arrays, scratch space). Its class
+carries a :class:`TargetKernels` of compiled functions in the attribute
+``kernels``; the generic functions below call them, from compiled code (by
+Numba ``overload``, resolved once per target type at compile time, so a call
+costs nothing) and from Python alike. A new model (another parameterisation, a
+user's own log density) defines its NamedTuple, its kernels and a small Python
+class (:class:`Model`); no sampler changes.
+
+The hyperparameters are not part of the target: they are a NamedTuple of arrays
+in the chain's state (``hyper``), updated in place by ``gibbs`` and read by
+``energy_grad`` and ``step_scales``. A target without hyperparameters uses
+:class:`NoHyper`.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import numpy as np
+from numba.extending import overload
+
+
+class TargetKernels(NamedTuple):
+    """Compiled functions (``numba.njit``, ``cache=True``) of one target type.
+
+    energy_grad(q, grad, target, hyper) -> U : potential energy -log p(q | hyper, data)
+        up to a constant; writes dU/dq into ``grad``.
+    step_scales(target, hyper, out) -> out : per-parameter step scales (estimates of
+        (d^2 U/dq_k^2)^-1/2) from the hyperparameters and data only, never from q.
+    gibbs(q, target, hyper, rng) : Gibbs update of ``hyper`` given q, in place
+        (a function that does nothing where there are none).
+    hyper_values(hyper, out) : the hyperparameters as one flat row (for records).
+    accumulate(q, target, hyper, acc) : add the predictions of the sample (q, hyper)
+        on the cases of ``acc`` (an :class:`~adaptive_hmc.models.predictive.Accumulator`);
+        ``None`` for targets that predict nothing.
+    """
+
+    energy_grad: Callable
+    step_scales: Callable
+    gibbs: Callable
+    hyper_values: Callable
+    accumulate: Callable | None = None
+
+
+class NoHyper(NamedTuple):
+    """The hyperparameter state of a target that has none."""
+
+    values: np.ndarray
+
+    @classmethod
+    def empty(cls) -> NoHyper:
+        return cls(np.empty(0))
+
+    def copy(self) -> NoHyper:
+        return self
+
+
+class Model:
+    """The Python side of a model, as transitions and replicas use it.
+
+    A subclass sets ``target`` (the NamedTuple whose class has ``kernels``) and
+    ``dim`` (number of parameters) and defines :meth:`initial_hyper` and
+    :meth:`hyper_names`.
+    """
+
+    target: NamedTuple
+    dim: int
+
+    def initial_hyper(self, value=None):
+        """A hyperparameter state (NamedTuple of arrays with ``copy()``)."""
+        return NoHyper.empty()
+
+    def hyper_names(self) -> list:
+        """Names of the entries of :func:`hyper_values`."""
+        return []
+
+    def scales(self, hyper=None) -> np.ndarray:
+        """Heuristic step scales s_k at ``hyper``: a step factor eps gives steps eps * s_k."""
+        hyper = self.initial_hyper() if hyper is None else hyper
+        return step_scales(self.target, hyper, np.empty(self.dim))
+
+    def energy_grad(self, q, hyper) -> tuple:
+        """(U(q), dU/dq) at ``hyper``."""
+        g = np.empty(self.dim)
+        return energy_grad(np.ascontiguousarray(q, dtype=np.float64), g, self.target, hyper), g
+
+
+def _kernels(target_type) -> TargetKernels:
+    kernels = getattr(target_type, "kernels", None)
+    if not isinstance(kernels, TargetKernels):
+        raise TypeError(f"{target_type!r} is not a sampling target: its class needs a TargetKernels "
+                        f"attribute 'kernels' (see adaptive_hmc.models.base)")
+    return kernels
+
+
+def energy_grad(q, grad, target, hyper):
+    """U(q) of ``target`` at ``hyper``; writes dU/dq into ``grad``."""
+    return _kernels(type(target)).energy_grad(q, grad, target, hyper)
+
+
+def step_scales(target, hyper, out):
+    """Heuristic per-parameter step scales into ``out``."""
+    return _kernels(type(target)).step_scales(target, hyper, out)
+
+
+def gibbs(q, target, hyper, rng):
+    """Gibbs update of ``hyper`` given ``q``, in place."""
+    _kernels(type(target)).gibbs(q, target, hyper, rng)
+
+
+def hyper_values(target, hyper, out):
+    """The hyperparameters as one flat row, into ``out`` (returned)."""
+    _kernels(type(target)).hyper_values(hyper, out)
+    return out
+
+
+def accumulate(q, target, hyper, acc):
+    """Add the predictions of the sample (q, hyper) to the accumulator ``acc``."""
+    _kernels(type(target)).accumulate(q, target, hyper, acc)
+
+
+@overload(energy_grad)
+def _energy_grad(q, grad, target, hyper):
+    fn = _kernels(target.instance_class).energy_grad
+    return lambda q, grad, target, hyper: fn(q, grad, target, hyper)
+
+
+@overload(step_scales)
+def _step_scales(target, hyper, out):
+    fn = _kernels(target.instance_class).step_scales
+    return lambda target, hyper, out: fn(target, hyper, out)
+
+
+@overload(gibbs)
+def _gibbs(q, target, hyper, rng):
+    fn = _kernels(target.instance_class).gibbs
+    return lambda q, target, hyper, rng: fn(q, target, hyper, rng)
+
+
+@overload(hyper_values)
+def _hyper_values(target, hyper, out):
+    fn = _kernels(target.instance_class).hyper_values
+
+    def impl(target, hyper, out):
+        fn(hyper, out)
+        return out
+    return impl
+
+
+@overload(accumulate)
+def _accumulate(q, target, hyper, acc):
+    fn = _kernels(target.instance_class).accumulate
+    if fn is None:
+        raise TypeError(f"{target.instance_class.__name__} has no accumulate kernel: it makes no predictions")
+    return lambda q, target, hyper, acc: fn(q, target, hyper, acc)

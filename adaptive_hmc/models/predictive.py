@@ -1,0 +1,204 @@
+"""Predictions of sampled networks: accumulation while the chains run, pooling
+into the Bayesian model average, metrics, labels and class probabilities (one
+place each: rewards, replicas, estimators, reports and plots use these).
+
+Flow position: **models** (predictive side) -> samplers' observers, rewards, reports.
+Orientation: accumulators hold outputs as (n_out, N); functions on outputs of
+several samples take (..., n_out, N) where said, otherwise (..., N, n_out).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy.stats import norm
+
+from ..jit import njit
+from .mlp import GAUSSIAN, LOGISTIC, MLPSpec, pad_cases, softmax_norm
+
+
+class Accumulator(NamedTuple):
+    """Predictions of the samples on the inputs XT (n_in, N padded) with targets YT (n_t, N).
+    pred/sq: sums of the outputs (regression) or class probabilities
+    (classification) and of their squares, (n_out, N); var: sum of the noise
+    variances (n_out,); lse: log sum over samples of p(y_n | sample), (N,);
+    count: [number of samples]."""
+
+    XT: np.ndarray
+    YT: np.ndarray
+    work: np.ndarray
+    pred: np.ndarray
+    sq: np.ndarray
+    var: np.ndarray
+    lse: np.ndarray
+    count: np.ndarray
+
+
+def new_accumulator(spec: MLPSpec, X, Y) -> Accumulator:
+    """An empty accumulator for the cases X (N, n_in) with targets Y (N, n_t)."""
+    N = X.shape[0]
+    n_out = spec.n_outputs
+    XT = pad_cases(X.T)
+    return Accumulator(XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]),
+                       np.zeros((n_out, N)), np.zeros((n_out, N)), np.zeros(n_out),
+                       np.full(N, -np.inf), np.zeros(1))
+
+
+def reset(acc: Accumulator) -> None:
+    for a in (acc.pred, acc.sq, acc.var, acc.count):
+        a[:] = 0.0
+    acc.lse[:] = -np.inf
+
+
+def snapshot(acc: Accumulator) -> Accumulator:
+    """A copy of the sums (inputs and targets shared)."""
+    return acc._replace(pred=acc.pred.copy(), sq=acc.sq.copy(), var=acc.var.copy(), lse=acc.lse.copy(),
+                        count=acc.count.copy())
+
+
+@njit
+def _logaddexp(a, b):
+    m = max(a, b)
+    if m == -math.inf:
+        return m
+    return m + math.log(math.exp(a - m) + math.exp(b - m))
+
+
+@njit
+def _log_sigmoid(f):
+    return -math.log1p(math.exp(-f)) if f >= 0 else f - math.log1p(math.exp(f))
+
+
+@njit
+def accumulate(acc, out, noise, lik):
+    """Add the predictions of one sample (network outputs ``out``, (n_out, N))
+    to ``acc``: Gaussian means and noise variances, or class probabilities;
+    and log p(y | sample) of each target case."""
+    n_out, N = acc.pred.shape
+    acc.count[0] += 1.0
+    for n in range(N):
+        if lik == GAUSSIAN:
+            lp = 0.0
+            for o in range(n_out):
+                f = out[o, n]
+                acc.pred[o, n] += f
+                acc.sq[o, n] += f * f
+                r = acc.YT[o, n] - f
+                lp += 0.5 * math.log(noise[o] / (2.0 * math.pi)) - 0.5 * noise[o] * r * r
+        elif lik == LOGISTIC:
+            f = out[0, n]
+            pr = 1.0 / (1.0 + math.exp(-f))
+            acc.pred[0, n] += pr
+            acc.sq[0, n] += pr * pr
+            lp = _log_sigmoid(f) if acc.YT[0, n] > 0.5 else _log_sigmoid(-f)
+        else:
+            m, s = softmax_norm(out, n)
+            for o in range(n_out):
+                pr = math.exp(out[o, n] - m) / s
+                acc.pred[o, n] += pr
+                acc.sq[o, n] += pr * pr
+            lp = out[int(acc.YT[0, n]), n] - m - math.log(s)
+        acc.lse[n] = _logaddexp(acc.lse[n], lp)
+    if lik == GAUSSIAN:
+        for o in range(n_out):
+            acc.var[o] += 1.0 / noise[o]
+
+
+# -- labels, errors, probabilities ------------------------------------------------------
+
+def predicted_labels(mean_outputs) -> np.ndarray:
+    """Labels from averaged class probabilities (..., n_out, N): P(class 1) > 1/2
+    for a logistic output (n_out = 1), the most probable class otherwise."""
+    m = np.asarray(mean_outputs)
+    if m.shape[-2] == 1:
+        return (m[..., 0, :] > 0.5).astype(int)
+    return m.argmax(axis=-2)
+
+
+def squared_errors(mean, Y) -> np.ndarray:
+    """Squared error of each case summed over outputs (Neal 1992's test error),
+    for means and targets (..., N, n_out)."""
+    return np.sum((np.asarray(mean) - Y) ** 2, axis=-1)
+
+
+def class_probabilities(F, likelihood: str) -> np.ndarray:
+    """Class probabilities (..., N, K) of network outputs (logits) F (..., N, n_out)."""
+    if likelihood == "logistic":
+        p1 = 1.0 / (1.0 + np.exp(-F[..., 0]))
+        return np.stack([1.0 - p1, p1], axis=-1)
+    E = np.exp(F - F.max(axis=-1, keepdims=True))
+    return E / E.sum(axis=-1, keepdims=True)
+
+
+def predictive_moments(F, noise) -> tuple:
+    """Predictive mean and variance (noise included) of Gaussian-noise networks
+    with outputs F (S, N, n_out) and noise precisions (S, n_out)."""
+    return F.mean(axis=0), F.var(axis=0) + (1.0 / noise).mean(axis=0)
+
+
+# -- the model average --------------------------------------------------------------------
+
+class Prediction(NamedTuple):
+    """Model-average predictions on N cases. Regression: mean and variance
+    (including the noise) per output, central interval of the Gaussian with that
+    mean and variance. Classification: class probabilities (N, K), the pooled
+    label and the majority vote of the replicas' own averages (ties go to the
+    pooled label). lpd: log predictive density of each target (N,)."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    probs: np.ndarray | None
+    label: np.ndarray | None
+    vote: np.ndarray | None
+    lpd: np.ndarray
+    n_samples: int
+
+    @property
+    def sd(self) -> np.ndarray:
+        return np.sqrt(self.var)
+
+
+def pool_predictions(likelihood: str, pred, sq, var, lse, count, level: float = 0.95) -> Prediction:
+    """Pool per-chain sums (R, n_out, N) into one :class:`Prediction`; chains
+    without samples are left out."""
+    count = np.asarray(count, float)
+    n = count.sum()
+    if n == 0:
+        raise ValueError("no retained samples yet (burn-in longer than the run so far?)")
+    used = count > 0
+    mean = pred.sum(0) / n
+    lpd = np.logaddexp.reduce(lse[used], axis=0) - math.log(n)
+    if likelihood == "gaussian":
+        v = np.maximum(sq.sum(0) / n - mean ** 2, 0.0) + (var.sum(0) / n)[:, None]
+        z = norm.ppf(0.5 + level / 2)
+        return Prediction(mean.T, v.T, (mean - z * np.sqrt(v)).T, (mean + z * np.sqrt(v)).T,
+                          None, None, None, lpd, int(n))
+    probs = mean.T if likelihood == "softmax" else np.column_stack([1 - mean[0], mean[0]])
+    own_labels = predicted_labels(pred[used] / count[used][:, None, None])      # (R, N)
+    label = predicted_labels(mean)
+    K = probs.shape[1]
+    votes = np.stack([(own_labels == c).sum(0) for c in range(K)], axis=1)
+    vote = votes.argmax(axis=1)
+    tie = (votes == votes.max(axis=1, keepdims=True)).sum(axis=1) > 1
+    vote[tie] = label[tie]
+    pv = probs * (1 - probs)
+    return Prediction(probs, pv, probs, probs, probs, label, vote, lpd, int(n))
+
+
+def test_metrics(pr: Prediction, Y, likelihood: str) -> dict:
+    """Mean squared error (summed over outputs, averaged over cases, Neal 1992)
+    with its standard error, mean log predictive density, and for
+    classification the error rates of the pooled label and of the vote."""
+    out = {"mlpd": float(pr.lpd.mean()), "n_samples": pr.n_samples}
+    if likelihood == "gaussian":
+        se = squared_errors(pr.mean, Y)
+        out.update(mse=float(se.mean()), mse_se=float(se.std(ddof=1) / math.sqrt(se.size)))
+    else:
+        y = Y[:, 0].astype(int)
+        wrong = pr.label != y
+        out.update(error_rate=float(wrong.mean()), error_rate_se=float(wrong.std(ddof=1) / math.sqrt(y.size)),
+                   vote_error_rate=float((pr.vote != y).mean()))
+    return out

@@ -1,0 +1,183 @@
+"""The iteration every chain runs, compiled: [Gibbs update of the
+hyperparameters, HMC transition], with optional observers of each sample.
+
+Flow position: transition -> **iteration** -> super-transition. The replicas run
+:func:`run_chain` on their threads; :func:`make_hmc` wraps the very same compiled
+loop (one iteration) as a ``(state, settings, rng) -> (state, info)`` transition,
+so the statistical tests exercise the production path.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..jit import njit
+from ..models.base import accumulate, energy_grad, gibbs, hyper_values, step_scales
+from .hmc import hmc_kernel
+from .settings import HMCSettings, check_settings
+
+
+class Chain(NamedTuple):
+    """A chain's state, updated in place by :func:`run_chain`: position,
+    gradient, momentum (kept for persistence), the target's hyperparameter
+    state, and counters = [leapfrog steps, iterations] since the start."""
+
+    q: np.ndarray
+    g: np.ndarray
+    p: np.ndarray
+    hyper: NamedTuple
+    counters: np.ndarray
+
+
+class Record(NamedTuple):
+    """Per-iteration diagnostics, (..., n_iter); ``hyper`` rows are the target's
+    :func:`~adaptive_hmc.models.base.hyper_values`."""
+
+    accepted: np.ndarray
+    accept_prob: np.ndarray
+    energy_error: np.ndarray
+    divergent: np.ndarray
+    num_steps: np.ndarray
+    energy: np.ndarray
+    squared_jump: np.ndarray
+    hyper: np.ndarray
+
+
+def new_record(n_chains: int, n_iter: int, n_hyper: int) -> Record:
+    """Zeroed records of ``n_chains`` chains (arrays (n_chains, n_iter[, n_hyper]))."""
+    R, n = n_chains, n_iter
+    return Record(np.zeros((R, n), np.bool_), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n), np.bool_),
+                  np.zeros((R, n), np.int64), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n, n_hyper)))
+
+
+class Observers(NamedTuple):
+    """What is done with each sample besides recording it: its predictions on
+    ``held`` (every sample) and ``test`` (samples of iterations numbered above
+    ``retain_after``), both :class:`~adaptive_hmc.models.predictive.Accumulator`
+    (empty ones are skipped), and every ``thin``-th retained sample's
+    [q, hyper values] as a row of ``kept`` (``thin`` 0 keeps none)."""
+
+    held: NamedTuple
+    test: NamedTuple
+    retain_after: int
+    thin: int
+    kept: np.ndarray
+
+
+@njit
+def fill_step_sizes(target, hyper, settings, out):
+    """The absolute step sizes of ``settings`` at ``hyper``: its ``step_size``
+    (one value or one per parameter), or ``step_factor`` times the target's
+    heuristic scales."""
+    n = settings.step_size.size
+    if n > 0:
+        for k in range(out.size):
+            out[k] = settings.step_size[k if n > 1 else 0]
+        return out
+    step_scales(target, hyper, out)
+    out *= settings.step_factor
+    return out
+
+
+@njit
+def run_chain(target, chain, settings, n_iter, rec, obs, rng):
+    """``n_iter`` iterations of [Gibbs update of the hyperparameters (when
+    ``settings.gibbs``, once ``settings.initial_phase_steps`` leapfrog steps are
+    done), HMC transition] on ``chain``, in place. Iteration i is written to
+    ``rec[..., i]``; ``obs`` is an :class:`Observers` or None. Returns the
+    number of rows of ``obs.kept`` written."""
+    D = chain.q.size
+    step_sizes = fill_step_sizes(target, chain.hyper, settings, np.empty(D))
+    u = energy_grad(chain.q, chain.g, target, chain.hyper)
+    n_kept = 0
+    for i in range(n_iter):
+        if settings.gibbs and chain.counters[0] >= settings.initial_phase_steps:
+            gibbs(chain.q, target, chain.hyper, rng)
+            fill_step_sizes(target, chain.hyper, settings, step_sizes)
+            u = energy_grad(chain.q, chain.g, target, chain.hyper)
+        acc, prob, dh, div, used, u, jump = hmc_kernel(chain.q, u, chain.g, chain.p, step_sizes, settings,
+                                                       target, chain.hyper, rng)
+        chain.counters[0] += used
+        chain.counters[1] += 1
+        rec.accepted[i] = acc
+        rec.accept_prob[i] = prob
+        rec.energy_error[i] = dh
+        rec.divergent[i] = div
+        rec.num_steps[i] = used
+        rec.energy[i] = u
+        rec.squared_jump[i] = jump
+        hyper_values(target, chain.hyper, rec.hyper[i])
+        if obs is not None:
+            if obs.held.YT.shape[1] > 0:
+                accumulate(chain.q, target, chain.hyper, obs.held)
+            if chain.counters[1] > obs.retain_after:
+                if obs.test.YT.shape[1] > 0:
+                    accumulate(chain.q, target, chain.hyper, obs.test)
+                if obs.thin > 0 and chain.counters[1] % obs.thin == 0:
+                    obs.kept[n_kept, :D] = chain.q
+                    hyper_values(target, chain.hyper, obs.kept[n_kept, D:])
+                    n_kept += 1
+    return n_kept
+
+
+# -- Python-level transitions ----------------------------------------------------------
+
+class ChainState(NamedTuple):
+    """Position, cached energy and gradient, momentum (kept for persistence),
+    the hyperparameter state, and counters = [leapfrog steps, iterations]."""
+
+    position: np.ndarray
+    energy: float
+    grad: np.ndarray
+    momentum: np.ndarray
+    hyper: NamedTuple
+    counters: np.ndarray
+
+
+class TransitionInfo(NamedTuple):
+    accepted: bool        # moved to the proposal (accept window); always True for uncorrected dynamics
+    accept_prob: float    # min(1, exp(-energy_error)); 1 for uncorrected dynamics
+    energy_error: float   # H(proposal) - H(current); for windows log(sum_reject e^-H / sum_accept e^-H)
+    divergent: bool       # non-finite energy or gradient, or energy error above the limit
+    num_steps: int        # leapfrog steps (gradient evaluations) used
+
+
+def init_state(model, position, hyper=None) -> ChainState:
+    """A chain state of ``model`` at ``position`` with energy and gradient
+    evaluated, zero momentum, and ``hyper`` (default: the model's initial one)."""
+    q = np.array(position, dtype=np.float64)
+    if q.shape != (model.dim,):
+        raise ValueError(f"position has shape {q.shape}; expected ({model.dim},)")
+    hyper = model.initial_hyper() if hyper is None else hyper.copy()
+    u, g = model.energy_grad(q, hyper)
+    return ChainState(q, float(u), g, np.zeros_like(q), hyper, np.zeros(2, np.int64))
+
+
+def checked(settings: HMCSettings, dim: int) -> HMCSettings:
+    """``settings`` checked for a transition of a ``dim``-parameter model."""
+    s = check_settings(settings)
+    if s.step_size.size not in (0, 1, dim):
+        raise ValueError(f"step_size has {s.step_size.size} entries; give one or {dim}")
+    return s
+
+
+def make_hmc(model):
+    """The [Gibbs, HMC] iteration of :func:`run_chain` as a transition
+    ``(state, settings, rng) -> (state, info)`` for ``model`` (a
+    :class:`~adaptive_hmc.models.base.Model`); ``settings`` an
+    :class:`~adaptive_hmc.samplers.settings.HMCSettings` (with ``gibbs`` false,
+    the hyperparameters stay fixed). The state given is not changed."""
+    n_hyper = len(model.hyper_names())
+
+    def transition(state: ChainState, settings: HMCSettings, rng):
+        s = checked(settings, model.dim)
+        chain = Chain(state.position.copy(), state.grad.copy(), state.momentum.copy(), state.hyper.copy(),
+                      state.counters.copy())
+        rec = Record(*(a[0] for a in new_record(1, 1, n_hyper)))
+        run_chain(model.target, chain, s, 1, rec, None, rng)
+        info = TransitionInfo(bool(rec.accepted[0]), float(rec.accept_prob[0]), float(rec.energy_error[0]),
+                              bool(rec.divergent[0]), int(rec.num_steps[0]))
+        return ChainState(chain.q, float(rec.energy[0]), chain.g, chain.p, chain.hyper, chain.counters), info
+
+    return transition

@@ -1,0 +1,104 @@
+"""The settings of every transition, in one type that is passed into compiled code.
+
+Flow position: **samplers** (read by every kernel, built by replicas, the
+config and the estimators).
+"""
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+_NO_STEP = np.empty(0)
+
+
+class SettingsError(ValueError):
+    """A setting out of range: ``field``, ``value`` and what is ``allowed``."""
+
+    def __init__(self, field: str, value, allowed: str):
+        super().__init__(f"{field}={value!r}: {allowed}")
+        self.field, self.value, self.allowed = field, value, allowed
+
+
+class HMCSettings(NamedTuple):
+    """Settings of the [Gibbs update, HMC transition] iteration (also read by
+    random-walk Metropolis and stochastic dynamics).
+
+    num_steps : trajectory length L (leapfrog steps).
+    step_factor : multiplies the target's per-parameter heuristic scales (FBM's
+        stepsize adjustment factor); 0 when ``step_size`` is given.
+    step_size : absolute steps, one value or one per parameter; empty when
+        ``step_factor`` is given.
+    window : acceptance window W (1 = plain HMC). The trajectory has L + 1
+        states, the current one placed uniformly among the first W (Neal 1994);
+        W is at most L (with ``jitter``, a drawn L below W uses W = L + 1).
+    persistence : alpha of the partial momentum refresh p <- alpha p +
+        sqrt(1 - alpha^2) n, with momentum negation on rejection (Neal 1993 eq 16).
+    jitter : draw L uniformly from 1..num_steps each transition.
+    step_nu : randomise the step as eps exp(nu C), C standard Cauchy (Neal 1992 eq 23).
+    max_energy_error : energy errors above this count as divergences.
+    gibbs : update the hyperparameters by Gibbs sampling before each HMC
+        transition (a no-op for targets without hyperparameters) ...
+    initial_phase_steps : ... once this many leapfrog steps are done
+        (Rasmussen 1996 section 2.3: hyperparameters fixed at first).
+
+    Build a checked instance with :func:`hmc_settings`; a template for the
+    replicas (step and L come from the tuner's action) with ``HMCSettings(...)``.
+    """
+
+    num_steps: int = 1
+    step_factor: float = 0.0
+    step_size: np.ndarray = _NO_STEP
+    window: int = 1
+    persistence: float = 0.0
+    jitter: bool = False
+    step_nu: float = 0.0
+    max_energy_error: float = 1000.0
+    gibbs: bool = True
+    initial_phase_steps: int = 0
+
+
+def _whole(name, v, lo):
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
+            isinstance(v, float) and v.is_integer()) or v < lo:
+        raise SettingsError(name, v, f"must be an integer >= {lo}")
+    return int(v)
+
+
+def check_settings(s: HMCSettings, need_step: bool = True) -> HMCSettings:
+    """``s`` validated, with every field of the one type the kernels compile for
+    (so a compiled kernel is reused from the cache whatever Python types came in).
+    ``need_step=False`` checks a template whose step comes later."""
+    num_steps = _whole("num_steps", s.num_steps, 1)
+    window = _whole("window", s.window, 1)
+    if window > num_steps and need_step:
+        raise SettingsError("window", window, f"must be in 1..num_steps ({num_steps})")
+    step_size = np.atleast_1d(np.asarray(s.step_size, dtype=np.float64)).ravel()
+    step_factor = float(s.step_factor)
+    if need_step and (step_factor > 0) == (step_size.size > 0):
+        raise SettingsError("step_factor", s.step_factor, "give exactly one of step_factor and step_size")
+    if not (math.isfinite(step_factor) and step_factor >= 0):
+        raise SettingsError("step_factor", s.step_factor, "must be a finite number > 0")
+    if not np.all(step_size > 0):
+        raise SettingsError("step_size", s.step_size, "every entry must be > 0")
+    if not 0.0 <= s.persistence < 1.0:
+        raise SettingsError("persistence", s.persistence, "must be in [0, 1)")
+    if not s.step_nu >= 0:
+        raise SettingsError("step_nu", s.step_nu, "must be >= 0")
+    if not s.max_energy_error > 0:
+        raise SettingsError("max_energy_error", s.max_energy_error, "must be > 0")
+    return HMCSettings(num_steps, step_factor, step_size, window, float(s.persistence), bool(s.jitter),
+                       float(s.step_nu), float(s.max_energy_error), bool(s.gibbs),
+                       _whole("initial_phase_steps", s.initial_phase_steps, 0))
+
+
+def hmc_settings(num_steps: int = 1, *, step_factor: float | None = None, step_size=None,
+                 **options) -> HMCSettings:
+    """Checked :class:`HMCSettings` of one transition: exactly one of
+    ``step_factor`` (> 0) and ``step_size`` (> 0, scalar or per parameter);
+    ``options`` are the other fields (ValueError names any problem)."""
+    if step_factor is not None and not step_factor > 0:
+        raise SettingsError("step_factor", step_factor, "must be > 0")
+    return check_settings(HMCSettings(num_steps, 0.0 if step_factor is None else step_factor,
+                                      _NO_STEP if step_size is None else step_size, **options))
