@@ -10,18 +10,18 @@ import numpy as np
 
 from adaptive_hmc.jit import njit
 from adaptive_hmc.models import reference
+from adaptive_hmc.models.base import energy_grad
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
-from adaptive_hmc.samplers import HMCParams, init_state
+from adaptive_hmc.samplers import hmc_settings, init_state
 from adaptive_hmc.samplers.hmc import hmc_kernel
-from adaptive_hmc.targets import energy_grad
 
 
 @njit(cache=False)
-def _grad_loop(n, q, g, target):
+def _grad_loop(n, q, g, target, hyper):
     s = 0.0
     for _ in range(n):
-        s += energy_grad(q, g, target)
+        s += energy_grad(q, g, target, hyper)
     return s
 
 
@@ -42,27 +42,27 @@ def measure(hidden, n_cases, seed=0):
     Y = np.column_stack([np.cos(X[:, 0]), np.sin(X[:, 1])]) + 0.05 * rng.normal(size=(n_cases, 2))
     model = BayesianMLP(spec, X, Y)
     hyper = model.initial_hyper()
-    model.load(hyper)
     q = 0.3 * rng.normal(size=model.dim)
     g = np.empty_like(q)
     t = model.target
-    _grad_loop(1, q, g, t)
+    _grad_loop(1, q, g, t, hyper)
     n = max(200, int(2e7 / (hidden * n_cases)))
-    grad_rate = _best_rate(lambda k: _grad_loop(k, q, g, t), n)
-    prec, noise = t.prec.copy(), t.noise.copy()
+    grad_rate = _best_rate(lambda k: _grad_loop(k, q, g, t, hyper), n)
+    prec, noise = hyper.prec.copy(), hyper.noise.copy()
     np_rate = _best_rate(lambda k: [reference.energy_grad(spec, q, X, Y, prec, noise) for _ in range(k)],
                          max(20, n // 20), repeats=3)
     # HMC: 200 iterations of L = 100, the trajectory loop compiled (hmc_kernel).
     st = init_state(model, q, hyper)
-    step = HMCParams(100, step_factor=0.3).steps(model, hyper)
+    settings = hmc_settings(100, step_factor=0.3)
+    step = 0.3 * model.scales(hyper)
     qq, gg, pp = st.position.copy(), st.grad.copy(), st.momentum.copy()
     u = st.energy
-    hmc_kernel(qq, u, gg, pp, step, 100, 1, 0.0, False, 0.0, 1000.0, t, rng)
+    hmc_kernel(qq, u, gg, pp, step, settings, t, hyper, rng)
     iters = 200 if hidden * n_cases <= 3200 else 20
     t0 = time.perf_counter()
     acc = 0
     for _ in range(iters):
-        a, _, _, _, _, u, _ = hmc_kernel(qq, u, gg, pp, step, 100, 1, 0.0, False, 0.0, 1000.0, t, rng)
+        a, _, _, _, _, u, _ = hmc_kernel(qq, u, gg, pp, step, settings, t, hyper, rng)
         acc += a
     lf_rate = iters * 100 / (time.perf_counter() - t0)
     return dict(hidden=hidden, cases=n_cases, grad_evals_per_s=grad_rate, numpy_grad_evals_per_s=np_rate,

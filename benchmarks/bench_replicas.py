@@ -16,7 +16,8 @@ import numpy as np
 
 from adaptive_hmc.data import load_robot_arm
 from adaptive_hmc.models.mlp import MLPSpec
-from adaptive_hmc.replicas import ReplicaSet, TransitionOptions, super_transition
+from adaptive_hmc.replicas import ReplicaSet, super_transition
+from adaptive_hmc.samplers import HMCSettings
 
 
 def make(threads):
@@ -24,7 +25,7 @@ def make(threads):
     X, Y = arm.rows(1, 200)
     return ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=8, seed=3, threads=threads,
                       test_sets={"test_201_400": arm.rows(201, 400), "test_401_600": arm.rows(401, 600)},
-                      options=TransitionOptions(window=10))
+                      settings=HMCSettings(window=10))
 
 
 def rate(threads, budget, repeats):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from adaptive_hmc.config import load
+from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
-from adaptive_hmc.reports import read_run
+from adaptive_hmc.results import RunDir, read_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"robot_arm_human": "FBM-style hand-tuned HMC, one chain (ours)",
@@ -36,14 +36,14 @@ PUBLISHED = [
 
 
 def get_run(config: str, seed: int, runs: Path) -> dict:
-    out = runs / f"{config}-seed{seed}"
-    if not (out / "summary.json").is_file():
+    out = RunDir(runs / f"{config}-seed{seed}")
+    if not out.is_finished:
         path = ROOT / "configs" / f"{config}.yaml"
-        cfg = load(path, {"run.seed": seed})
-        resume = (out / "checkpoint.pkl").is_file()
-        print(f"{'resuming' if resume else 'running'} {config} seed {seed} -> {out}", flush=True)
-        run_experiment(cfg, out, source=str(path), resume=resume, quiet=True)
-    return read_run(out)["summary"]
+        cfg = read_config(path, {"run.seed": seed})
+        resume = out.has_checkpoint
+        print(f"{'resuming' if resume else 'running'} {config} seed {seed} -> {out.path}", flush=True)
+        run_experiment(cfg, out.path, source=str(path), resume=resume, quiet=True)
+    return read_run(out.path).summary
 
 
 def fmt(values):
