@@ -14,10 +14,10 @@ import numpy as np
 from .config import Config, ConfigError
 from .data import Standardizer
 from .results import RunDir, RunError
-from .runner import Run, make_run, run_super_transitions
+from .runner import RunSetup, make_run, run_super_transitions
 
 
-def build(cfg: Config, source: str = "<config>") -> Run:
+def build(cfg: Config, source: str = "<config>") -> RunSetup:
     """The run's parts (:func:`~adaptive_hmc.runner.make_run`) for ``cfg``; raises ConfigError."""
     split = cfg.data.split(cfg.model.likelihood, source)
     (X, Y), tests = split.train, dict(split.tests)

@@ -94,7 +94,7 @@ def run_super_transitions(replicas: ReplicaSet, tuner, super_transitions: int, b
     return log
 
 
-class Run(NamedTuple):
+class RunSetup(NamedTuple):
     """The parts of a run: replicas, tuner, reward function and the CV metric it logs."""
 
     replicas: ReplicaSet
@@ -104,7 +104,7 @@ class Run(NamedTuple):
 
 
 def make_run(spec, X, Y, *, tuner: dict, seed: int = 0, reward: str = "cv", cv_metric: str | None = None,
-             **replica_options) -> Run:
+             **replica_options) -> RunSetup:
     """Build a run from one seed: the replicas (``replica_options`` as for
     :class:`~adaptive_hmc.replicas.ReplicaSet`) and the tuner, each with its
     own child of the seed's ``SeedSequence``. ``tuner`` is ``{"kind": "bandit",
@@ -127,4 +127,4 @@ def make_run(spec, X, Y, *, tuner: dict, seed: int = 0, reward: str = "cv", cv_m
         fn = partial(cv_reward, metric=cv_metric) if replicas.n_cv else (lambda result: math.nan)
     else:
         raise ValueError(f"reward {reward!r}: allowed are 'cv' and 'esjd'")
-    return Run(replicas, t, fn, cv_metric)
+    return RunSetup(replicas, t, fn, cv_metric)
