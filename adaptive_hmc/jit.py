@@ -5,8 +5,9 @@ Flow position: used by every layer that runs compiled code (model, samplers, rep
 import math
 
 import numba
+from llvmlite import binding as ll
 from llvmlite import ir
-from numba.core import types
+from numba.core import codegen, types
 from numba.extending import intrinsic
 
 #: fastmath subset: reassociation, FMA contraction, no signed zeros, reciprocal
@@ -18,6 +19,35 @@ FASTMATH = set({"reassoc", "contract", "nsz", "arcp"})
 #: ``error_model="numpy"``: no zero-division checks, which would block vectorisation.
 #: ``nogil``: replicas run kernels concurrently from Python threads.
 JIT_OPTIONS = dict(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+
+
+def _private_copies(optimize_final_module):
+    """Numba links a copy of every compiled callee into each caller's module,
+    with "linkonce_odr" linkage, which the object code marks WEAK. A process
+    that compiled a callee on its own (a fresh compile) binds the caller's calls
+    to that separately optimised standalone copy, while a process that loads the
+    caller from the cache runs the caller's own copy; under the fastmath flags
+    the two copies can round differently, so results depended on the state of
+    the compile cache (tests/test_reproducible.py). Before our kernels' modules
+    are optimised, the linked-in copies get internal linkage, so every caller
+    runs its own copy, the very code its cache entry holds, whatever else the
+    process has loaded. The libraries' own functions keep their linkage."""
+
+    def patched(self):
+        mod = self._final_module
+        if any("adaptive_hmc" in fn.name for fn in mod.functions
+               if not fn.is_declaration and fn.linkage == ll.Linkage.external):
+            for fn in mod.functions:
+                if not fn.is_declaration and fn.linkage == ll.Linkage.linkonce_odr:
+                    fn.linkage = "internal"
+        return optimize_final_module(self)
+
+    patched.__wrapped__ = optimize_final_module
+    return patched
+
+
+if not hasattr(codegen.CPUCodeLibrary._optimize_final_module, "__wrapped__"):
+    codegen.CPUCodeLibrary._optimize_final_module = _private_copies(codegen.CPUCodeLibrary._optimize_final_module)
 
 
 def njit(*args, **kwargs):
