@@ -1,21 +1,24 @@
 """Command line: ``adaptive-hmc run | compare | plot | export``.
 
 Flow position: the edge. Bad input (config, paths) ends with a message on
-stderr and exit code 2 before anything is written.
+stderr and exit code 2 before anything is written; Ctrl-C or SIGTERM during a
+run ends with exit code 130 and says how to resume; a failing disk (full,
+read-only) ends with exit code 1 and says what was kept. Never a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
 from .config import ConfigError, read_config
+from .experiment import Interrupted, run_experiment
 from .results import RunError
 
 
 def _run(args) -> int:
-    from .experiment import run_experiment
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
     if args.out:
@@ -38,7 +41,10 @@ def _compare(args) -> int:
     print(table(rows, markdown=False))
     md = table(rows, markdown=True)
     if args.markdown:
-        Path(args.markdown).write_text(md + "\n")
+        target = Path(args.markdown)
+        if target.is_dir():
+            raise ConfigError(f"--markdown {target}: is a directory; give a file name, e.g. {target / 'table.md'}")
+        target.write_text(md + "\n")
         print(f"markdown table: {args.markdown}")
     return 0
 
@@ -77,11 +83,31 @@ def main(argv=None) -> int:
     e.add_argument("dir")
     e.set_defaults(fn=_export)
     args = ap.parse_args(argv)
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.fn(args)
+    except Interrupted as err:
+        print(f"adaptive-hmc {args.command}: {err}", file=sys.stderr)
+        return 130
+    except KeyboardInterrupt:
+        print(f"adaptive-hmc {args.command}: interrupted before any super-transition ran; nothing to resume",
+              file=sys.stderr)
+        return 130
     except (ConfigError, RunError) as err:
         print(f"adaptive-hmc {args.command}: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"adaptive-hmc {args.command}: error: {err.strerror or err}{where}; files already written, the last "
+              f"checkpoint among them, are intact (resume with --resume once the problem is fixed)", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate(signum, frame):
+    """SIGTERM is handled like Ctrl-C: the run stops and says how to resume."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -82,8 +82,8 @@ class DataConfig(_Strict):
     standardize_inputs: bool = False
 
     def split(self, likelihood: str, source: str) -> Split:
-        """The training and test cases this section names (relative paths are
-        looked up in the working directory, then beside the config file)."""
+        """The training and test cases this section names (a relative path is
+        relative to the config file's folder)."""
         try:
             return load_split(dataset=self.dataset, file=self.file, path=self.path,
                               base_dir=Path(source).parent, target_columns=self.target_columns,
@@ -187,7 +187,7 @@ class RunConfig(_Strict):
 
 
 class Config(_Strict):
-    name: str
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
     data: DataConfig
     model: ModelConfig
     sampler: SamplerConfig = Field(default_factory=SamplerConfig)
@@ -228,11 +228,12 @@ def _check(cfg: Config, source: str):
             _fail(source, "tuner.bounds", t.bounds, "a bandit needs bounds for both step_factor and num_steps")
         for name, (lo, hi) in t.bounds.items():
             if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
-                _fail(source, f"tuner.bounds.{name}", [lo, hi], "need finite 0 < lower < upper")
+                shown = [int(v) if name == "num_steps" and math.isfinite(v) and v == int(v) else v for v in (lo, hi)]
+                _fail(source, f"tuner.bounds.{name}", shown, "need finite 0 < lower < upper")
         if any(v != int(v) for v in t.bounds["num_steps"]):
             _fail(source, "tuner.bounds.num_steps", list(t.bounds["num_steps"]), "need whole numbers")
         if t.bounds["num_steps"][1] > cfg.run.budget:
-            _fail(source, "tuner.bounds.num_steps", list(t.bounds["num_steps"]),
+            _fail(source, "tuner.bounds.num_steps", [int(v) for v in t.bounds["num_steps"]],
                   f"upper bound must be <= run.budget ({cfg.run.budget})")
         if t.reward == "cv" and r.k < 2:
             _fail(source, "replicas.k", r.k, "the cv reward needs k >= 2 cross-validation replicas")
@@ -255,7 +256,8 @@ def _check(cfg: Config, source: str):
         check_settings(cfg.sampler.settings()._replace(num_steps=shortest, step_factor=1.0))
     except SettingsError as e:
         where = "tuner.num_steps" if t.kind == "fixed" else "the lower bound of tuner.bounds.num_steps"
-        allowed = f"must be <= {where} ({shortest})" if e.field == "window" else e.allowed
+        too_long = e.field == "window" and e.allowed.startswith("must be in 1..num_steps")
+        allowed = f"must be <= {where} ({shortest})" if too_long else e.allowed
         _fail(source, f"sampler.{e.field}", e.value, allowed)
     if cfg.model.likelihood == "logistic" and t.cv_metric == "mse" or \
             cfg.model.likelihood == "gaussian" and t.cv_metric == "error_rate":
@@ -272,10 +274,39 @@ def _format(err: ValidationError, source: str, raw) -> str:
         if e["type"] == "missing":
             lines.append(f"{source}: {loc}: missing (required)")
         elif e["type"] == "extra_forbidden":
-            lines.append(f"{source}: {loc} = {value!r}: unknown key")
+            lines.append(f"{source}: {loc} = {value!r}: unknown key; allowed keys here: {_allowed_keys(e['loc'])}")
+        elif loc == "name" and e["type"] == "string_pattern_mismatch":
+            lines.append(f"{source}: name = {value!r}: a plain name (letters, digits, '.', '_' and '-', starting "
+                         f"with a letter or digit; it names the run directory)")
         else:
             lines.append(f"{source}: {loc} = {value!r}: {e['msg']}")
     return "\n".join(dict.fromkeys(lines))
+
+
+def _allowed_keys(loc) -> str:
+    """The keys of the section at ``loc`` (the path of an unknown key)."""
+    model = Config
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        ann = getattr(field, "annotation", None)
+        inner = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not inner:
+            return "see docs"
+        model = inner[0]
+    return ", ".join(model.model_fields)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
 
 
 def parse(raw, source: str = "<config>") -> Config:
@@ -293,15 +324,28 @@ def parse(raw, source: str = "<config>") -> Config:
 def read_config(path, overrides: Optional[dict] = None) -> Config:
     """Read and validate a YAML file; ``overrides`` maps "section.key" to values."""
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory; give a YAML config file")
     if not path.is_file():
         raise ConfigError(f"{path}: no such config file")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (a YAML config is UTF-8 text)") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML: {getattr(e, 'problem', None) or e}{where}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(raw).__name__}")
     for key, value in (overrides or {}).items():
         sec, k = key.split(".")
-        raw.setdefault(sec, {})[k] = value
+        section = raw.setdefault(sec, {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: {sec} = {section!r}: must be a mapping (to set {key})")
+        section[k] = value
     return parse(raw, str(path))
 
 

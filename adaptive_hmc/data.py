@@ -9,6 +9,7 @@ raised as :class:`DataError`, which names the config key they concern.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -133,12 +134,19 @@ def read_table(path: Path, target_columns, key: str, value) -> tuple:
     if not path.is_file():
         raise DataError(key, value, f"no such file ({path})")
     try:
-        A = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)
-    except ValueError as e:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)      # numpy warns, and returns nothing, on an empty file
+            A = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)
+    except UserWarning:
+        raise DataError(key, value, f"the file has no rows ({path})") from None
+    except (ValueError, UnicodeDecodeError) as e:
         raise DataError(key, value, f"not a numeric table: {e}") from None
     if any(not -A.shape[1] <= c < A.shape[1] for c in target_columns):
         raise DataError("data.target_columns", list(target_columns), f"the file has {A.shape[1]} columns")
     cols = [c % A.shape[1] for c in target_columns]
+    if len(set(cols)) < len(cols):
+        raise DataError("data.target_columns", list(target_columns),
+                        f"names a column twice (as columns {cols}, counted from 0); each target column once")
     return np.delete(A, cols, axis=1), A[:, cols]
 
 
@@ -153,9 +161,9 @@ def select_rows(A, rows, key: str):
 def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows,
                test_sets=None, likelihood="gaussian") -> Split:
     """Read a named data set (``dataset``, and ``file`` in its folder unless it is
-    the robot arm) or a table at ``path`` (relative paths: the working
-    directory, then ``base_dir``), select the training and test rows, and check
-    that the data are finite and fit the likelihood."""
+    the robot arm) or a table at ``path`` (a relative path is relative to
+    ``base_dir``, the config file's folder), select the training and test rows,
+    and check that the data are finite and fit the likelihood."""
     if dataset == "robot_arm":
         try:
             arm = load_robot_arm()
@@ -171,7 +179,7 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
             key, value = "data.file", file
         else:
             p = Path(path)
-            if not p.is_absolute() and not p.exists():
+            if not p.is_absolute():
                 p = Path(base_dir) / p
             key, value = "data.path", path
         X, Y = read_table(p, target_columns, key, value)

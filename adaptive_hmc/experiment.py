@@ -6,6 +6,7 @@ Flow position: config -> **experiment** (runner + results).
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -13,6 +14,7 @@ import numpy as np
 
 from .config import Config, ConfigError
 from .data import Standardizer
+from .replicas import memory_estimate
 from .results import RunDir, RunError
 from .runner import RunSetup, make_run, run_super_transitions
 
@@ -26,6 +28,7 @@ def build(cfg: Config, source: str = "<config>") -> RunSetup:
         X = sc.transform(X)
         tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     s, r, t = cfg.sampler, cfg.run, cfg.tuner
+    _check_fit(cfg, source, X, Y, tests, split.n_outputs)
     try:
         return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=t.options(), seed=r.seed,
                         reward=t.reward, cv_metric=t.cv_metric, k=cfg.replicas.k,
@@ -36,6 +39,31 @@ def build(cfg: Config, source: str = "<config>") -> RunSetup:
                         burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin, threads=r.threads)
     except ValueError as e:
         raise ConfigError(f"{source}: model/data: {e}") from None
+
+
+def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int) -> None:
+    """Checks of the config against its data, each naming its key."""
+    m, k = cfg.model, cfg.replicas.k
+    if k > len(X):
+        raise ConfigError(f"{source}: replicas.k = {k}: at most the number of training cases ({len(X)})")
+    if m.likelihood == "logistic" and not np.isin(Y, (0.0, 1.0)).all():
+        raise ConfigError(f"{source}: model.likelihood = 'logistic': needs targets that are 0 or 1 labels; "
+                          f"these are real numbers (use gaussian for regression)")
+    if m.likelihood == "softmax" and not (np.all(Y >= 0) and np.all(Y == np.round(Y))):
+        raise ConfigError(f"{source}: model.likelihood = 'softmax': needs class indices 0, 1, 2, ... as targets")
+    spec = m.spec(X.shape[1], n_outputs)
+    t, run = cfg.tuner, cfg.run
+    shortest = t.num_steps if t.kind == "fixed" else int(t.bounds["num_steps"][0])
+    kept = run.super_transitions * (run.budget // shortest // run.thin + 1) * (k + cfg.replicas.full_data_chain) \
+        if run.thin else 0
+    need = memory_estimate(spec, len(X), sum(len(a) for a, _ in tests.values()), k, cfg.replicas.full_data_chain,
+                           kept)
+    limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    if need > limit:
+        raise ConfigError(f"{source}: model.hidden = {list(m.hidden)}: a network of {spec.n_params:,} parameters "
+                          f"on these chains and cases needs about {need / 2**30:.1f} GiB; at most "
+                          f"{limit / 2**30:.1f} GiB (half of this machine's memory) is allowed (fewer or smaller "
+                          f"hidden layers, fewer replicas, or a larger run.thin)")
 
 
 class Progress:
@@ -65,24 +93,63 @@ class Progress:
             self.bar.close()
 
 
+class Interrupted(RunError):
+    """The run was stopped by Ctrl-C or SIGTERM; its last checkpoint is intact."""
+
+
+def _prepare(rd: RunDir, resume: bool, say) -> bool:
+    """Decide from the directory's state whether the run resumes (True) or
+    starts (False); RunError when neither is right. Writes nothing."""
+    status = rd.status()
+    if status == "foreign":
+        raise RunError(f"{rd.path}: not a run directory of this package (it is not a directory, or holds files "
+                       f"this package did not write); choose another --out")
+    if status == "finished":
+        raise RunError(f"{rd.path}: holds a finished run (its results are there); use another --out to run again")
+    if status == "checkpointed":
+        if not resume:
+            raise RunError(f"{rd.path}: holds an unfinished run with a checkpoint; add --resume to continue it, "
+                           f"or use another --out")
+        return True
+    if status == "started":
+        say(f"{rd.path}: the run there stopped before its first checkpoint; starting it over")
+    elif resume:
+        say(f"{rd.path}: nothing to resume (no checkpoint); starting the run")
+    return False
+
+
 def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = False, quiet: bool = False,
                    stop_after=None) -> dict:
-    """Run (or resume) ``cfg`` into directory ``out``; returns the summary.
+    """Run ``cfg`` into directory ``out``, or resume it from its last
+    checkpoint (``resume``); a directory whose run stopped before its first
+    checkpoint starts over. Returns the summary ({} when stopped early).
     ``stop_after`` ends the process's work after that many super-transitions
-    (as an interruption would), leaving the checkpoint behind."""
+    (as an interruption would), leaving the checkpoint behind. Ctrl-C or
+    SIGTERM raise :class:`Interrupted`, saying how to resume."""
     rd = RunDir(out)
-    if resume and not rd.has_checkpoint:
-        raise RunError(f"{rd.path}: nothing to resume (no checkpoint)")
-    if not resume and not rd.is_empty():
-        raise RunError(f"{rd.path}: the run directory exists and is not empty; use --resume or another --out")
+
+    def say(message):
+        print(message, file=sys.stderr, flush=True)
+
+    _prepare(rd, resume, say)                       # refusals come before any work or writing
     replicas, tuner, reward, cv_metric = build(cfg, source)   # all validation happens before anything is written
-    if resume:
+    lock = rd.lock()
+    try:
+        return _run_locked(rd, cfg, source, _prepare(rd, resume, lambda m: None), quiet, stop_after,
+                           replicas, tuner, reward, cv_metric)
+    finally:
+        lock.close()
+
+
+def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, reward, cv_metric) -> dict:
+    if resuming:
         rd.check_same_config(cfg)
         tuner, log, wall = rd.restore(replicas, type(tuner))
         meta = rd.read_metadata()
         meta.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S"))
         rd.write_metadata(meta)
     else:
+        rd.clear_start()
         meta = rd.start(cfg, source, replicas.threads)
         log, wall = [], 0.0
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
@@ -104,6 +171,11 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
     try:
         run_super_transitions(replicas, tuner, cfg.run.super_transitions, cfg.run.budget, reward, cv_metric,
                               callback=after_each, warmup=cfg.tuner.warmup_super_transitions, log=log)
+    except KeyboardInterrupt:
+        saved = rd.load_checkpoint().replicas["n_super"] if rd.has_checkpoint else 0
+        raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "
+                          f"{cfg.run.super_transitions}; the last checkpoint holds {saved}; resume with: "
+                          f"adaptive-hmc run {source} --out {rd.path} --resume") from None
     finally:
         progress.close()
     if replicas.n_super < cfg.run.super_transitions:

@@ -45,6 +45,18 @@ def as_seed_sequence(seed) -> np.random.SeedSequence:
     return np.random.SeedSequence(int(seed))
 
 
+def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, k: int, full_data_chain: bool,
+                    kept_rows: int = 0) -> int:
+    """Bytes a :class:`ReplicaSet` needs, roughly: per chain, the kernels'
+    scratch space over its training, held-out and test cases, some twenty
+    parameter-sized vectors, and ``kept_rows`` kept samples over the run."""
+    R = k + int(full_data_chain)
+    rows = 2 * sum(spec.hidden) + 2 * spec.n_outputs
+    cases = 2 * n_train + n_test + 3 * 8                    # training + held-out <= 2 N; padding
+    return 8 * (R * (rows * cases + 4 * spec.n_outputs * n_test + 20 * spec.n_params)
+                + kept_rows * (spec.n_params + spec.n_outputs))
+
+
 class Replica:
     """One chain: a model on its training cases, its state, its held-out fold
     (empty for the full-data chain) and its test accumulator."""

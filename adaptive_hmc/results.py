@@ -4,18 +4,24 @@ summary, and :func:`read_run`, which returns a finished run as one typed object.
 Flow position: runner -> **results** -> reports, plots, CLI. Everything else
 reads and writes run directories only through this module. Layout::
 
-    config.resolved.yaml  metadata.json  log.jsonl  checkpoint.pkl
+    config.resolved.yaml  metadata.json  log.jsonl  checkpoint.npz  .lock
     predictions.npz  samples.npz  tuner.json  summary.json  plots/
+
+Checkpoints are data, never pickles: arrays in an npz, the tuner and the log as
+JSON inside it, with a format version and a SHA-256 checksum; anything else is
+refused. A run holds an exclusive lock on its directory while it works.
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import io
 import json
 import os
-import pickle
 import platform
 import sys
 import time
+import zipfile
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import NamedTuple
@@ -30,8 +36,11 @@ from .runner import LogEntry
 from .tuners import BanditTuner, FixedTuner
 
 CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
-CHECKPOINT, PREDICTIONS, SAMPLES = "checkpoint.pkl", "predictions.npz", "samples.npz"
-TUNER, SUMMARY, PLOTS = "tuner.json", "summary.json", "plots"
+CHECKPOINT, PREDICTIONS, SAMPLES = "checkpoint.npz", "predictions.npz", "samples.npz"
+TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
+#: Files a run writes when it starts, before its first checkpoint.
+START_FILES = {CONFIG, METADATA, LOG, LOCK}
+CHECKPOINT_FORMAT = 1
 
 
 class RunError(ValueError):
@@ -104,6 +113,59 @@ class Checkpoint(NamedTuple):
     wall_s: float      # sampling time so far
 
 
+def _checksum(arrays: dict) -> str:
+    h = hashlib.sha256()
+    for k in sorted(arrays):
+        a = np.ascontiguousarray(arrays[k])
+        h.update(f"{k}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def _stack(rows: list) -> np.ndarray:
+    return np.array(rows) if len(rows) else np.empty((0,))
+
+
+def pack_checkpoint(ck: Checkpoint) -> bytes:
+    """The checkpoint as npz bytes: arrays, one JSON record, a checksum."""
+    st = ck.replicas
+    arrays = {f"chain/{r}/{i}": a for r, chain in enumerate(st["chains"]) for i, a in enumerate(chain)}
+    arrays.update({f"test/{k}": v for k, v in st["test"].items()})
+    arrays.update({k: _stack(st[k]) for k in ("history_pred", "history_count", "history_hyper")})
+    arrays.update({f"kept/{r}": _stack(rows) for r, rows in enumerate(st["kept"])})
+    record = {"format": CHECKPOINT_FORMAT, "n_super": st["n_super"], "streams_spawned": st["streams_spawned"],
+              "chain_arrays": [len(c) for c in st["chains"]], "test": sorted(st["test"]),
+              "tuner": ck.tuner, "log": ck.log, "wall_s": ck.wall_s}
+    arrays["record"] = np.frombuffer(json.dumps(record).encode(), np.uint8)
+    arrays["checksum"] = np.frombuffer(_checksum(arrays).encode(), np.uint8)
+    return _npz(**arrays)
+
+
+def unpack_checkpoint(data: bytes) -> Checkpoint:
+    """Inverse of :func:`pack_checkpoint`; ValueError for anything that is not
+    an intact checkpoint of this format."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+        raise ValueError(f"not an npz archive ({e})") from None
+    if "checksum" not in arrays or "record" not in arrays:
+        raise ValueError("no checksum or record: not a checkpoint of this package")
+    stored = arrays.pop("checksum").tobytes().decode("ascii", "replace")
+    if stored != _checksum(arrays):
+        raise ValueError("checksum mismatch: the file is damaged")
+    record = json.loads(arrays["record"].tobytes())
+    if record.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"format {record.get('format')!r}; this version reads format {CHECKPOINT_FORMAT}")
+    R = len(record["chain_arrays"])
+    replicas = {"n_super": record["n_super"], "streams_spawned": record["streams_spawned"],
+                "chains": [[arrays[f"chain/{r}/{i}"] for i in range(n)] for r, n in enumerate(record["chain_arrays"])],
+                "test": {k: arrays[f"test/{k}"] for k in record["test"]},
+                "kept": [list(arrays[f"kept/{r}"]) for r in range(R)]}
+    replicas.update({k: list(arrays[k]) for k in ("history_pred", "history_count", "history_hyper")})
+    return Checkpoint(replicas, record["tuner"], record["log"], float(record["wall_s"]))
+
+
 class RunDir:
     """One run directory (it need not exist yet)."""
 
@@ -121,8 +183,53 @@ class RunDir:
     def has_checkpoint(self) -> bool:
         return self.file(CHECKPOINT).is_file()
 
-    def is_empty(self) -> bool:
-        return not self.path.exists() or not any(self.path.iterdir())
+    def status(self) -> str:
+        """"new" (absent or empty), "started" (stopped before its first
+        checkpoint), "checkpointed", "finished", or "foreign" (holds files this
+        package did not write, or is not a directory)."""
+        if not self.path.exists():
+            return "new"
+        if not self.path.is_dir():
+            return "foreign"
+        names = {p.name.removesuffix(".tmp") for p in self.path.iterdir()}   # a kill may leave a .tmp
+        if not names or names == {LOCK}:
+            return "new"
+        if SUMMARY in names:
+            return "finished"
+        if CHECKPOINT in names:
+            return "checkpointed"
+        if names <= START_FILES:
+            return "started"
+        return "foreign"
+
+    def clear_start(self) -> None:
+        """Remove the files of a run that stopped before its first checkpoint."""
+        for name in START_FILES - {LOCK}:
+            self.file(name).unlink(missing_ok=True)
+            self.file(name + ".tmp").unlink(missing_ok=True)
+
+    def lock(self):
+        """Create the directory and hold an exclusive lock on it until the
+        returned file is closed (or the process ends); RunError names the
+        process holding it."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            f = open(self.file(LOCK), "a+")
+        except OSError as e:
+            raise RunError(f"{self.path}: cannot create the run directory or its lock ({e.strerror})") from None
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            f.seek(0)
+            holder = f.read().strip() or "unknown"
+            f.close()
+            raise RunError(f"{self.path}: in use by another run (process {holder}); wait for it to end or use "
+                           f"another --out") from None
+        f.seek(0)
+        f.truncate()
+        f.write(str(os.getpid()))
+        f.flush()
+        return f
 
     # -- starting and resuming --------------------------------------------------------
     def start(self, cfg: Config, source: str, threads: int) -> dict:
@@ -137,6 +244,9 @@ class RunDir:
         return meta
 
     def check_same_config(self, cfg: Config) -> None:
+        if not self.file(CONFIG).is_file():
+            raise RunError(f"{self.path}: {CONFIG} is missing, so the checkpoint cannot be matched to a config; "
+                           f"start the run again in a new directory")
         if self.file(CONFIG).read_bytes() != resolved_config(cfg):
             raise RunError(f"{self.path}: the config differs from the one this run started with "
                            f"({self.file(CONFIG)})")
@@ -160,18 +270,17 @@ class RunDir:
 
     # -- checkpoints ------------------------------------------------------------------------
     def save_checkpoint(self, replicas: ReplicaSet, tuner, log: list, wall_s: float) -> None:
-        state = Checkpoint(replicas.state(), tuner.state_dict(), list(log), wall_s)._asdict()
-        atomic_write(self.file(CHECKPOINT), pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+        atomic_write(self.file(CHECKPOINT),
+                     pack_checkpoint(Checkpoint(replicas.state(), tuner.state_dict(), list(log), wall_s)))
 
     def load_checkpoint(self) -> Checkpoint:
         """The last checkpoint; a damaged or foreign file is a :class:`RunError`."""
         path = self.file(CHECKPOINT)
         try:
-            state = pickle.loads(path.read_bytes())
-            return Checkpoint(**state)
-        except Exception as e:   # any damage: truncated, empty, random bytes, another program's pickle
-            raise RunError(f"{path}: not a readable checkpoint of this package ({type(e).__name__}: {e}); "
-                           f"it cannot be resumed: start the run again in a new directory") from None
+            return unpack_checkpoint(path.read_bytes())
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            raise RunError(f"{path}: not an intact checkpoint of this package ({e}); it cannot be resumed: "
+                           f"start the run again in a new directory") from None
 
     def restore(self, replicas: ReplicaSet, tuner_type) -> tuple:
         """(tuner, log, wall_s) from the last checkpoint, with ``replicas`` restored in place."""

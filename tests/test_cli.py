@@ -1,7 +1,6 @@
 """Configs, the command line and run directories, end to end (smoke tier):
 malformed configs, every quick config through the CLI, resume, plots, compare, export."""
 import json
-import pickle
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +10,7 @@ import yaml
 from adaptive_hmc.cli import main
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
+from adaptive_hmc.results import RunDir
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 QUICK = sorted(CONFIGS.glob("*_quick.yaml"))
@@ -68,15 +68,122 @@ CASES = {
 }
 
 
+def _table(t, name="t.csv", rows=None):
+    """A small numeric table (4 columns) in the test folder."""
+    rows = rows if rows is not None else [[i, 2 * i, 3 * i, i % 2] for i in range(30)]
+    (t / name).write_text("\n".join(",".join(str(v) for v in r) for r in rows) + "\n")
+    return str(t / name)
+
+
+def _use_table(r, t, **data):
+    r["data"] = {"path": _table(t), "target_columns": [-1], "train_rows": [1, 20], "test_sets": {"rest": [21, 30]}}
+    r["data"].update(data)
+
+
+def _text(t, text, name="raw.yaml"):
+    (t / name).write_text(text)
+    return t / name
+
+
+def _fixed(r):
+    r["tuner"] = {"kind": "fixed", "step_factor": 0.3, "num_steps": 50}
+
+
+CASES.update({
+    # names, files, YAML
+    "name escapes the runs folder": (lambda r, t: r.update(name="../../escaped"),
+                                     "name = '../../escaped': a plain name"),
+    "name with a slash": (lambda r, t: r.update(name="a/b"), "name = 'a/b': a plain name"),
+    "empty name": (lambda r, t: r.update(name=""), "name = '': a plain name"),
+    "duplicate YAML key": (lambda r, t: _text(t, "name: x\nrun: {budget: 10, super_transitions: 1}\n"
+                                                 "run: {budget: 20, super_transitions: 2}\n"), "duplicate key 'run'"),
+    "empty config file": (lambda r, t: _text(t, ""), "the top level must be a mapping"),
+    "list at the top level": (lambda r, t: _text(t, "- a\n- b\n"), "the top level must be a mapping"),
+    "scalar section with --seed": (lambda r, t: _text(t, "name: x\nrun: 5\n"), "run = 5: must be a mapping"),
+    "binary config": (lambda r, t: (t / "bin.yaml").write_bytes(bytes(range(256)) * 4) and t / "bin.yaml",
+                      "not a text file"),
+    "directory as config": (lambda r, t: (t / "adir").mkdir() or t / "adir", "is a directory"),
+    "not YAML": (lambda r, t: _text(t, "name: [unclosed\n"), "not valid YAML"),
+    "unknown key lists the allowed": (lambda r, t: r["sampler"].update(windw=3), "allowed keys here: window"),
+    # sampler settings (their rules live in the samplers)
+    "window above every L": (lambda r, t: r["sampler"].update(window=30),
+                             "sampler.window = 30: must be <= the lower bound of tuner.bounds.num_steps (20)"),
+    "window above fixed L": (lambda r, t: (_fixed(r), r["sampler"].update(window=60)),
+                             "sampler.window = 60: must be <= tuner.num_steps (50)"),
+    "window zero": (lambda r, t: r["sampler"].update(window=0), "sampler.window = 0: must be an integer >= 1"),
+    "persistence one": (lambda r, t: r["sampler"].update(persistence=1.0), "sampler.persistence = 1.0"),
+    "negative step_nu": (lambda r, t: r["sampler"].update(step_nu=-0.1), "sampler.step_nu = -0.1"),
+    "zero max_energy_error": (lambda r, t: r["sampler"].update(max_energy_error=0), "sampler.max_energy_error = 0"),
+    "negative initial phase": (lambda r, t: r["sampler"].update(initial_phase_steps=-1),
+                               "sampler.initial_phase_steps = -1"),
+    # model and data
+    "hidden layer of 0": (lambda r, t: r["model"].update(hidden=[0]), "every hidden layer needs >= 1 unit"),
+    "huge network": (lambda r, t: r["model"].update(hidden=[100000000]),
+                     "model.hidden = [100000000]: a network of"),
+    "duplicate target columns": (lambda r, t: _use_table(r, t, target_columns=[3, -1]),
+                                 "data.target_columns = [3, -1]: names a column twice"),
+    "target column beyond the file": (lambda r, t: _use_table(r, t, target_columns=[7]),
+                                      "data.target_columns = [7]: the file has 4 columns"),
+    "empty data file": (lambda r, t: _use_table(r, t, path=_text(t, "", "empty.csv").as_posix()),
+                        "the file has no rows"),
+    "header row": (lambda r, t: _use_table(r, t, path=_text(t, "a,b,c,d\n1,2,3,4\n", "h.csv").as_posix()),
+                   "not a numeric table"),
+    "k above the training cases": (lambda r, t: r["data"].update(train_rows=[1, 5]),
+                                   "replicas.k = 8: at most the number of training cases (5)"),
+    "logistic on real targets": (lambda r, t: (_use_table(r, t, target_columns=[2]),
+                                               r["model"].update(likelihood="logistic")),
+                                 "model.likelihood = 'logistic': needs targets that are 0 or 1"),
+    "softmax on real targets": (lambda r, t: (_use_table(r, t, path=_table(t, "s.csv", [[i, 0.5 * i] for i in
+                                                                                         range(30)])),
+                                              r["model"].update(likelihood="softmax")),
+                                "model.likelihood = 'softmax': needs class indices"),
+    "one fold": (lambda r, t: r["replicas"].update(k=1), "replicas.k = 1: the cv reward needs k >= 2"),
+    "no chain at all": (lambda r, t: (_fixed(r), r["replicas"].update(k=0)), "replicas.full_data_chain = False"),
+    "unknown data set": (lambda r, t: r["data"].update(dataset="nosuch", file="x.data", target_columns=[-1]),
+                         "data.dataset = 'nosuch': data set 'nosuch' not found"),
+    "dataset and path": (lambda r, t: r["data"].update(path="x.csv"), "give exactly one of dataset and path"),
+    "robot arm with columns": (lambda r, t: r["data"].update(target_columns=[1]),
+                               "robot_arm is read by its own loader"),
+    "rows first above last": (lambda r, t: r["data"].update(train_rows=[10, 5]), "rows are numbered from 1"),
+    "row zero": (lambda r, t: r["data"].update(train_rows=[0, 5]), "data.train_rows = [0, 5]"),
+    # tuner and run
+    "fixed tuner without L": (lambda r, t: r.update(tuner={"kind": "fixed", "step_factor": 0.3}),
+                              "a fixed tuner needs step_factor > 0 and num_steps >= 1"),
+    "bandit without bounds": (lambda r, t: r["tuner"].pop("bounds"), "tuner.bounds = None"),
+    "bounds on a fixed tuner": (lambda r, t: r.update(tuner={"kind": "fixed", "step_factor": 0.3, "num_steps": 50,
+                                                             "bounds": {"step_factor": [0.1, 1]}}),
+                                "bounds are for kind: bandit"),
+    "schedule without its parameter": (lambda r, t: r["tuner"].update(schedule={"kind": "polynomial"}),
+                                       "tuner.schedule.gamma = None"),
+    "metric of another likelihood": (lambda r, t: r["tuner"].update(cv_metric="error_rate"),
+                                     "tuner.cv_metric = 'error_rate'"),
+    "fractional L bounds": (lambda r, t: r["tuner"]["bounds"].update(num_steps=[20.5, 100]), "need whole numbers"),
+    "integer bounds shown as integers": (lambda r, t: r["tuner"]["bounds"].update(num_steps=[20, 9000]),
+                                         "tuner.bounds.num_steps = [20, 9000]: upper bound"),
+    "zero budget": (lambda r, t: r["run"].update(budget=0), "run.budget = 0"),
+    "zero checkpoint interval": (lambda r, t: r["run"].update(checkpoint_every=0), "run.checkpoint_every = 0"),
+})
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_malformed_config_exits_2_with_a_clear_message_and_writes_nothing(case, tmp_path, capsys):
+def test_bad_input_exits_2_with_a_clear_message_and_writes_nothing(case, tmp_path, capsys):
+    """Every bad input ends before any work: exit 2, one message naming the file
+    and the key or what is wrong, no traceback, no run directory."""
     mutate, expected = CASES[case]
-    cfg = _write(tmp_path, _bad(mutate, tmp_path))
+    raw = _raw()
+    replaced = mutate(raw, tmp_path)
+    cfg = replaced if isinstance(replaced, Path) else _write(tmp_path, raw)
     out = tmp_path / "run"
-    assert main(["run", str(cfg), "--out", str(out)]) == 2
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["run", str(cfg), "--out", str(out), "--seed", "3"]) == 2
     err = capsys.readouterr().err
     assert expected in err and str(cfg) in err, err
-    assert not out.exists()
+    assert "Traceback" not in err and err.count("\n") <= 2, err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_there_are_at_least_40_bad_input_cases():
+    assert len(CASES) >= 40
 
 
 def test_named_table_data_set_from_the_data_folder(tmp_path, monkeypatch):
@@ -118,7 +225,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     out = tmp_path / "run"
     assert main(["run", str(cfg), "--out", str(out), "--seed", "4"]) == 0
     for f in ("config.resolved.yaml", "metadata.json", "log.jsonl", "predictions.npz", "summary.json",
-              "checkpoint.pkl", "tuner.json"):
+              "checkpoint.npz", "tuner.json"):
         assert (out / f).is_file(), f
     s = json.loads((out / "summary.json").read_text())
     assert set(s["test_mse"]) == {"test_201_400", "test_401_600"} and s["seed"] == 4
@@ -160,7 +267,7 @@ def test_resume_after_interruption_gives_the_same_summary(tmp_path):
     # A kill after a super-transition but before its checkpoint: log has one entry too many.
     with open(part / "log.jsonl", "a") as f:
         f.write(json.dumps({"i": 3}) + "\n")
-    assert pickle.loads((part / "checkpoint.pkl").read_bytes())["replicas"]["n_super"] == 3
+    assert RunDir(part).load_checkpoint().replicas["n_super"] == 3
     assert run_experiment(cfg, part, source=str(path), quiet=True, resume=True, stop_after=2) == {}
     resumed = run_experiment(cfg, part, source=str(path), quiet=True, resume=True)
     full.pop("wall_s")
@@ -184,3 +291,141 @@ def test_resume_refuses_a_changed_config(tmp_path, capsys):
     _write(tmp_path, raw)
     assert main(["run", str(path), "--out", str(out), "--resume"]) == 2
     assert "differs from the one this run started with" in capsys.readouterr().err
+
+
+# -- run directories: damage, locks, interruptions ---------------------------------------
+
+def _checkpointed(tmp_path, n=3, stop_after=1):
+    path = _write(tmp_path, _small(_raw(), n=n))
+    out = tmp_path / "run"
+    summary = run_experiment(read_config(path), out, source=str(path), quiet=True, stop_after=stop_after)
+    assert (summary == {}) == (stop_after is not None)
+    return path, out
+
+
+class _Payload:
+    def __reduce__(self):
+        import os
+        return (os.system, ("touch pwned",))
+
+
+DAMAGE = {
+    "truncated": lambda b: b[: len(b) // 2],
+    "empty": lambda b: b"",
+    "random bytes": lambda b: np.random.default_rng(0).bytes(4000),
+    "a pickle": lambda b: __import__("pickle").dumps(_Payload()),
+    "one flipped byte": lambda b: b[:-200] + bytes([b[-200] ^ 1]) + b[-199:],
+    "another npz": lambda b: (lambda buf: (np.savez(buf, x=np.arange(3)), buf.getvalue())[1])(__import__("io").BytesIO()),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_checkpoint_is_refused_with_a_message(damage, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path, out = _checkpointed(tmp_path)
+    ck = out / "checkpoint.npz"
+    ck.write_bytes(DAMAGE[damage](ck.read_bytes()))
+    assert main(["run", str(path), "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "not an intact checkpoint" in err and str(ck) in err and "Traceback" not in err, err
+    assert not (tmp_path / "pwned").exists()          # nothing in the file was executed
+
+
+def test_missing_resolved_config_is_refused(tmp_path, capsys):
+    path, out = _checkpointed(tmp_path)
+    (out / "config.resolved.yaml").unlink()
+    assert main(["run", str(path), "--out", str(out), "--resume"]) == 2
+    assert "config.resolved.yaml is missing" in capsys.readouterr().err
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_over(tmp_path, capsys):
+    path = _write(tmp_path, _small(_raw(), n=2))
+    cfg = read_config(path)
+    for i, extra in enumerate(([], ["--resume"])):
+        out = tmp_path / f"run{i}"
+        RunDir(out).start(cfg, str(path), 1)              # what a kill during the first super-transition leaves
+        RunDir(out).write_log([])
+        assert RunDir(out).status() == "started"
+        assert main(["run", str(path), "--out", str(out), *extra]) == 0
+        err = capsys.readouterr().err
+        assert "stopped before its first checkpoint; starting it over" in err, err
+        assert RunDir(out).is_finished
+    assert main(["run", str(path), "--out", str(tmp_path / "fresh"), "--resume"]) == 0
+    assert "nothing to resume (no checkpoint); starting the run" in capsys.readouterr().err
+
+
+def test_resume_of_a_finished_run_is_refused_and_changes_nothing(tmp_path, capsys):
+    path, out = _checkpointed(tmp_path, n=3, stop_after=None)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert main(["run", str(path), "--out", str(out), "--resume"]) == 2
+    assert "holds a finished run" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+
+
+def test_a_locked_run_directory_is_refused(tmp_path, capsys):
+    path, out = _checkpointed(tmp_path)
+    held = RunDir(out).lock()
+    try:
+        assert main(["run", str(path), "--out", str(out), "--resume"]) == 2
+        err = capsys.readouterr().err
+        assert f"in use by another run (process {__import__('os').getpid()})" in err, err
+    finally:
+        held.close()
+    assert main(["run", str(path), "--out", str(out), "--resume"]) == 0
+
+
+def test_out_that_is_a_file_or_below_one(tmp_path, capsys):
+    path = _write(tmp_path, _small(_raw(), n=2))
+    (tmp_path / "f").write_text("x")
+    assert main(["run", str(path), "--out", str(tmp_path / "f")]) == 2
+    assert "not a run directory of this package" in capsys.readouterr().err
+    assert main(["run", str(path), "--out", str(tmp_path / "f" / "sub")]) == 2
+    assert "cannot create the run directory" in capsys.readouterr().err
+    assert (tmp_path / "f").read_text() == "x"
+
+
+def test_compare_with_damaged_or_missing_files(tmp_path, capsys):
+    path, out = _checkpointed(tmp_path, n=3, stop_after=None)
+    assert main(["compare", str(out), "--markdown", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    (out / "summary.json").write_text("{garbage")
+    assert main(["compare", str(out)]) == 2
+    assert "missing or damaged" in capsys.readouterr().err
+    (out / "summary.json").write_text("{}")
+    (out / "predictions.npz").unlink()
+    assert main(["compare", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "missing or damaged" in err and "Traceback" not in err
+
+
+def test_a_failing_disk_ends_with_a_message_and_keeps_the_checkpoint(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from adaptive_hmc import results
+    path, out = _checkpointed(tmp_path, n=3)
+    kept = (out / "checkpoint.npz").read_bytes()
+    real = results.atomic_write
+
+    def full(p, data):
+        if p.name == "checkpoint.npz":
+            raise OSError(errno.ENOSPC, "No space left on device", str(p))
+        real(p, data)
+    monkeypatch.setattr(results, "atomic_write", full)
+    assert main(["run", str(path), "--out", str(out), "--resume"]) == 1
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "resume with --resume" in err and "Traceback" not in err
+    assert (out / "checkpoint.npz").read_bytes() == kept
+
+
+def test_relative_data_path_is_relative_to_the_config_file(tmp_path, monkeypatch):
+    from adaptive_hmc.experiment import build
+    (tmp_path / "sub").mkdir()
+    _table(tmp_path / "sub")
+    (tmp_path / "t.csv").write_text("not,a,table\n")          # a decoy in the working directory
+    raw = _small(_raw(), n=2)
+    raw["data"] = {"path": "t.csv", "target_columns": [-1], "train_rows": [1, 20], "test_sets": {"rest": [21, 30]}}
+    raw["replicas"]["k"] = 4
+    path = _write(tmp_path / "sub", raw)
+    monkeypatch.chdir(tmp_path)
+    replicas = build(read_config(path), str(path)).replicas
+    assert replicas.X_test.shape == (10, 3)

@@ -2,44 +2,114 @@
 whose kernels come from the filled Numba cache agree bit for bit."""
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 import yaml
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
-def _run(config: Path, out: Path, cache: Path):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
-    proc = subprocess.run([sys.executable, "-m", "adaptive_hmc.cli", "run", str(config), "--out", str(out), "--quiet"],
-                          env=env, capture_output=True, text=True, timeout=600)
+def _command(config: Path, out: Path, *extra):
+    return [sys.executable, "-m", "adaptive_hmc.cli", "run", str(config), "--out", str(out), "--quiet", *extra]
+
+
+def _env(cache: Path) -> dict:
+    return dict(os.environ, NUMBA_CACHE_DIR=str(cache))
+
+
+def _run(config: Path, out: Path, cache: Path, *extra):
+    proc = subprocess.run(_command(config, out, *extra), env=_env(cache), capture_output=True, text=True,
+                          timeout=600)
     assert proc.returncode == 0, proc.stderr
 
 
-def test_fresh_compile_and_cached_kernels_give_identical_results(tmp_path):
+def _config(tmp_path: Path, super_transitions=8, budget=800) -> Path:
     raw = yaml.safe_load((CONFIGS / "robot_arm_bandit_quick.yaml").read_text())
-    raw["run"].update(super_transitions=8, budget=800, burn_in={"super_transitions": 2}, thin=5)
+    raw["run"].update(super_transitions=super_transitions, budget=budget, burn_in={"super_transitions": 2}, thin=5)
     raw["tuner"].update(bounds={"step_factor": [0.01, 1.01], "num_steps": [10, 100]}, warmup_super_transitions=1,
                         maxfun=200)
     raw["sampler"]["initial_phase_steps"] = 200
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(raw))
-    cache = tmp_path / "numba_cache"
-    _run(config, tmp_path / "fresh", cache)                  # every kernel compiled in the process
-    assert any(cache.rglob("*.nbc")), "the first run should have filled the cache"
-    _run(config, tmp_path / "cached", cache)                 # every kernel loaded from the cache
-    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("fresh", "cached"))
-    a.pop("wall_s"), b.pop("wall_s")
-    assert a == b
+    return config
+
+
+def _assert_same_run(a: Path, b: Path):
+    """Everything two run directories hold agrees bit for bit, but for timings."""
+    sa, sb = (json.loads((d / "summary.json").read_text()) for d in (a, b))
+    sa.pop("wall_s"), sb.pop("wall_s")
+    assert sa == sb
     for name in ("predictions.npz", "samples.npz"):
-        with np.load(tmp_path / "fresh" / name) as x, np.load(tmp_path / "cached" / name) as y:
+        with np.load(a / name) as x, np.load(b / name) as y:
             assert x.files == y.files
             for k in x.files:
                 assert np.array_equal(x[k], y[k]), (name, k)
-    strip = [{k: v for k, v in json.loads(line).items() if k != "seconds"}
-             for line in (tmp_path / "fresh" / "log.jsonl").read_text().splitlines()]
-    assert strip == [{k: v for k, v in json.loads(line).items() if k != "seconds"}
-                     for line in (tmp_path / "cached" / "log.jsonl").read_text().splitlines()]
+    logs = [[{k: v for k, v in json.loads(line).items() if k != "seconds"}
+             for line in (d / "log.jsonl").read_text().splitlines()] for d in (a, b)]
+    assert logs[0] == logs[1]
+
+
+@pytest.fixture(scope="module")
+def warm_cache(tmp_path_factory):
+    """A Numba cache filled by a run that compiled every kernel (and that run)."""
+    d = tmp_path_factory.mktemp("fresh")
+    cache = d / "numba_cache"
+    _run(_config(d), d / "fresh", cache)                      # every kernel compiled in the process
+    assert any(cache.rglob("*.nbc")), "the first run should have filled the cache"
+    return cache, d / "fresh"
+
+
+def test_fresh_compile_and_cached_kernels_give_identical_results(tmp_path, warm_cache):
+    cache, fresh = warm_cache
+    _run(_config(tmp_path), tmp_path / "cached", cache)      # every kernel loaded from the cache
+    _assert_same_run(fresh, tmp_path / "cached")
+
+
+def test_killed_and_resumed_runs_end_as_uninterrupted_ones(tmp_path, warm_cache):
+    """kill -9 at random points (the first during a run compiling its kernels
+    into an empty cache: before any checkpoint), each time followed by
+    --resume, and a SIGTERM after a checkpoint, which says how to resume (exit
+    130): every run ends exactly as an uninterrupted one."""
+    config = _config(tmp_path, super_transitions=12, budget=1500)
+    cache = warm_cache[0]
+    rng = random.Random(2026)
+    out = tmp_path / "killed"
+    delays = [rng.uniform(3, 12)] + [rng.uniform(2.0, 4.0) for _ in range(5)]
+    kills = 0
+    for i, delay in enumerate(delays):
+        if (out / "summary.json").exists():
+            break
+        proc = subprocess.Popen(_command(config, out, "--resume"), env=_env(tmp_path / "cold" if i == 0 else cache),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            proc.wait(timeout=delay)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            kills += 1
+    assert kills >= 2, delays
+    if not (out / "summary.json").exists():
+        _run(config, out, cache, "--resume")
+    _run(config, tmp_path / "whole", cache)
+    _assert_same_run(tmp_path / "whole", out)
+
+    term = tmp_path / "terminated"
+    proc = subprocess.Popen(_command(config, term), env=_env(cache), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while not (term / "checkpoint.npz").exists() and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    if proc.returncode != 0:        # the run may have ended before the signal came
+        assert proc.returncode == 130, err
+        assert "interrupted at super-transition" in err and "--resume" in err and "Traceback" not in err, err
+        _run(config, term, cache, "--resume")
+    _assert_same_run(tmp_path / "whole", term)
