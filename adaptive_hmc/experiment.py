@@ -80,12 +80,14 @@ class Progress:
     def update(self, e: dict):
         acc = float(np.mean(e["acceptance"]))
         reward = "failed" if e["reward"] is None else f"{e['reward']:.6g}"
+        stuck = f" STUCK: chains {e['stuck_chains']} accepted nothing" if e["stuck_chains"] else ""
         if self.bar is not None:
-            self.bar.set_postfix_str(f"eps={e['step_factor']:.3f} L={e['num_steps']} reward={reward} acc={acc:.2f}")
+            self.bar.set_postfix_str(f"eps={e['step_factor']:.3f} L={e['num_steps']} reward={reward} acc={acc:.2f}"
+                                     + (f" stuck={len(e['stuck_chains'])}" if stuck else ""))
             self.bar.update(1)
         elif not self.quiet:
             print(f"super-transition {e['i'] + 1}/{self.total}: eps={e['step_factor']:.4f} L={e['num_steps']} "
-                  f"reward={reward} acceptance={acc:.3f} divergences={e['divergences']} {e['seconds']:.2f}s",
+                  f"reward={reward} acceptance={acc:.3f} divergences={e['divergences']} {e['seconds']:.2f}s{stuck}",
                   flush=True)
 
     def close(self):
@@ -182,4 +184,9 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rd.write_metadata(meta)
-    return rd.write_results(replicas, tuner, log, wall, cfg)
+    summary = rd.write_results(replicas, tuner, log, wall, cfg)
+    if summary["stuck_super_transitions"]:
+        print(f"{rd.path}: warning: in {summary['stuck_super_transitions']} of {len(log)} super-transitions some "
+              f"chain accepted no trajectory (see stuck_chains in {rd.path / 'log.jsonl'}); its samples repeat "
+              f"one state, so the step factor or L is too large for it", file=sys.stderr, flush=True)
+    return summary

@@ -47,7 +47,10 @@ def test_ess(run: Run) -> dict:
 
 
 def compare(dirs) -> list:
-    """One row (dict) per run directory."""
+    """One row (dict) per run directory: test errors, CV error, acceptance, the
+    share of post-warm-up super-transitions with mean acceptance below 0.2, the
+    super-transitions with a stuck chain, divergences, cost, and the ESS of the
+    test predictions (the table adds it per 1000 gradient evaluations of all chains)."""
     rows = []
     for d in dirs:
         run = read_run(d)
@@ -56,21 +59,27 @@ def compare(dirs) -> list:
         rows.append({"run": str(d), "tuner": s["tuner"], "seed": s["seed"], "metric": key,
                      "test": s[key], "test_se": s[key + "_se"], "cv_error": s["cv_error"],
                      "acceptance": s["acceptance"], "divergences": s["divergences"],
+                     "stuck": s.get("stuck_super_transitions"), "low_acceptance_share": s.get("low_acceptance_share"),
                      "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"], "ess": test_ess(run)})
     return rows
 
 
 def table(rows, markdown: bool = True) -> str:
     names = sorted({n for r in rows for n in r["test"]})
-    head = ["run", "tuner"] + [f"{n} ± se" for n in names] + ["CV error", "acceptance", "divergences",
-                                                             "leapfrog steps", "wall s"] + [f"ESS {n}" for n in names]
+    head = (["run", "tuner"] + [f"{n} ± se" for n in names]
+            + ["CV error", "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps", "wall s"]
+            + [f"ESS {n}" for n in names] + [f"ESS/1000 grad {n}" for n in names])
     body = []
     for r in rows:
         cells = [r["run"], r["tuner"]]
         cells += [f"{r['test'][n]:.5f} ± {r['test_se'][n]:.5f}" if n in r["test"] else "-" for n in names]
+        low = r["low_acceptance_share"]
         cells += ["-" if r["cv_error"] is None else f"{r['cv_error']:.5f}", f"{r['acceptance']:.3f}",
+                  "-" if low is None else f"{low:.2f}", "-" if r["stuck"] is None else str(r["stuck"]),
                   str(r["divergences"]), f"{r['leapfrog_steps']:,}", f"{r['wall_s']:.1f}"]
         cells += [f"{r['ess'][n]:.0f}" if n in r["ess"] else "-" for n in names]
+        cells += [f"{1000 * r['ess'][n] / r['leapfrog_steps']:.3f}" if n in r["ess"] and r["leapfrog_steps"] else "-"
+                  for n in names]
         body.append(cells)
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -82,9 +82,14 @@ def versions() -> dict:
     return out
 
 
+#: A super-transition whose mean acceptance is below this mixes poorly (issue of tuning, not of luck).
+LOW_ACCEPTANCE = 0.2
+
+
 def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config) -> dict:
     """summary.json: test errors per test set, CV error, acceptance, divergences,
-    leapfrog steps, wall time, final action."""
+    stuck chains and the share of post-warm-up super-transitions with mean
+    acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps, wall time, final action."""
     metrics = replicas.metrics() if replicas.test_count.sum() > 0 else {}
     burn = cfg.run.burn_in.super_transitions
     kept = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
@@ -97,11 +102,20 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config) -> di
         "cv_error": float(np.mean(kept)) if kept else None,
         "acceptance": float(np.mean([np.mean(e["acceptance"]) for e in log])) if log else None,
         "divergences": int(sum(e["divergences"] for e in log)),
+        "stuck_super_transitions": sum(1 for e in log if e.get("stuck_chains")),
+        "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions:]),
         "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)),
         "super_transitions": len(log), "samples_retained": int(replicas.test_count.sum()),
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
         "wall_s": round(wall_s, 2),
     }
+
+
+def _low_share(log: list) -> float | None:
+    """Share of the super-transitions in ``log`` whose mean acceptance is below :data:`LOW_ACCEPTANCE`."""
+    if not log:
+        return None
+    return float(np.mean([np.mean(e["acceptance"]) < LOW_ACCEPTANCE for e in log]))
 
 
 class Checkpoint(NamedTuple):

@@ -30,6 +30,7 @@ class LogEntry(TypedDict):
     told: float | None      # the reward told (the fallback for a failure; None: warm-up)
     cv_error: float | None  # held-out error with the run's CV metric (the reward's, for a cv reward)
     acceptance: list        # acceptance rate of each chain
+    stuck_chains: list      # chains that accepted no trajectory in this super-transition
     divergences: int
     iterations: int         # [Gibbs, HMC] iterations per chain
     leapfrog_steps: int     # gradient evaluations, all chains
@@ -65,6 +66,7 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, cv_metric: 
                      reward=raw if math.isfinite(raw) else None, told=value,
                      cv_error=cv_error(result, cv_metric) if result.held_out else None,
                      acceptance=[round(float(a), 6) for a in result.acceptance],
+                     stuck_chains=[int(j) for j in np.flatnonzero(result.acceptance == 0)],
                      divergences=int(rec.divergent.sum()), iterations=result.n_iter,
                      leapfrog_steps=result.leapfrog_steps, seconds=round(result.seconds, 4))
     return entry, result

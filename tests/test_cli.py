@@ -429,3 +429,26 @@ def test_relative_data_path_is_relative_to_the_config_file(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     replicas = build(read_config(path), str(path)).replicas
     assert replicas.X_test.shape == (10, 3)
+
+
+def test_stuck_chains_are_flagged_in_log_progress_summary_and_compare(tmp_path, capsys):
+    """A hand setting far past the stability limit accepts nothing: every place a
+    user looks says so."""
+    raw = _small(_raw(), n=3)
+    raw["tuner"] = {"kind": "fixed", "step_factor": 20.0, "num_steps": 50}
+    raw["replicas"]["full_data_chain"] = True
+    path = _write(tmp_path, raw)
+    out = tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "STUCK: chains [0, 1, 2, 3, 4, 5, 6, 7, 8] accepted nothing" in captured.out
+    assert "warning: in 3 of 3 super-transitions some chain accepted no trajectory" in captured.err
+    log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
+    assert all(e["stuck_chains"] == list(range(9)) for e in log)
+    s = json.loads((out / "summary.json").read_text())
+    assert s["stuck_super_transitions"] == 3 and s["low_acceptance_share"] == 1.0
+    md = tmp_path / "t.md"
+    assert main(["compare", str(out), "--markdown", str(md)]) == 0
+    head, _, row = md.read_text().splitlines()[:3]
+    cells = dict(zip(head.split(" | "), row.split(" | ")))
+    assert cells["acc < 0.2 share"] == "1.00" and cells["stuck"] == "3"
