@@ -37,7 +37,7 @@ def _run(args) -> int:
 
 def _compare(args) -> int:
     from .reports import compare, table
-    rows = compare(args.dirs)
+    rows = compare(args.dirs, args.chains)
     print(table(rows, markdown=False))
     md = table(rows, markdown=True)
     if args.markdown:
@@ -75,6 +75,8 @@ def main(argv=None) -> int:
     c = sub.add_parser("compare", help="table of test errors, CV error, acceptance, cost and ESS")
     c.add_argument("dirs", nargs="+")
     c.add_argument("--markdown", help="also write the table as markdown to this file")
+    c.add_argument("--chains", choices=["all", "full", "replicas"],
+                   help="test errors of these chains' samples (default: each run's replicas.predict_from)")
     c.set_defaults(fn=_compare)
     p = sub.add_parser("plot", help="write PNG figures into DIR/plots")
     p.add_argument("dir")

@@ -133,6 +133,8 @@ class SamplerConfig(_Strict):
 class ReplicasConfig(_Strict):
     k: int = Field(8, ge=0)
     full_data_chain: bool = False
+    #: the chains whose retained samples make the test predictions
+    predict_from: Literal["all", "full", "replicas"] = "all"
 
 
 class ScheduleConfig(_Strict):
@@ -246,6 +248,10 @@ def _check(cfg: Config, source: str):
         _fail(source, "replicas.k", 1, "0 (full-data chain only) or >= 2 folds")
     if r.k == 0 and not r.full_data_chain:
         _fail(source, "replicas.full_data_chain", False, "must be true when replicas.k is 0")
+    if r.predict_from == "full" and not r.full_data_chain:
+        _fail(source, "replicas.predict_from", "full", "needs replicas.full_data_chain: true")
+    if r.predict_from == "replicas" and r.k == 0:
+        _fail(source, "replicas.predict_from", "replicas", "needs replicas.k >= 2")
     s = t.schedule
     need = {"exponential": "rate", "polynomial": "gamma", "wang2013": "burn_in"}[s.kind]
     if t.kind == "bandit" and getattr(s, need) is None:

@@ -45,6 +45,25 @@ def as_seed_sequence(seed) -> np.random.SeedSequence:
     return np.random.SeedSequence(int(seed))
 
 
+CHAINS = ("all", "full", "replicas")
+
+
+def chain_indices(chains: str, n_cv: int, n_chains: int) -> np.ndarray:
+    """Rows of the chains named by ``chains`` among ``n_cv`` CV replicas
+    followed (when ``n_chains`` > ``n_cv``) by the full-data chain."""
+    if chains == "all":
+        return np.arange(n_chains)
+    if chains == "full":
+        if n_chains == n_cv:
+            raise ValueError("chains='full': this set has no full-data chain (full_data_chain=False)")
+        return np.array([n_cv])
+    if chains == "replicas":
+        if n_cv == 0:
+            raise ValueError("chains='replicas': this set has no cross-validation replicas (k=0)")
+        return np.arange(n_cv)
+    raise ValueError(f"chains={chains!r}: allowed are {CHAINS}")
+
+
 def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, k: int, full_data_chain: bool,
                     kept_rows: int = 0) -> int:
     """Bytes a :class:`ReplicaSet` needs, roughly: per chain, the kernels'
@@ -161,17 +180,24 @@ class ReplicaSet:
         return len(self.replicas)
 
     # -- predictions ------------------------------------------------------------
-    def prediction(self, name: str, level: float = 0.95) -> Prediction:
-        """Bayesian model average of all retained samples of all chains on test set ``name``."""
+    def chain_indices(self, chains: str = "all") -> np.ndarray:
+        """Rows of the chains whose samples predict: "all", "full" (the
+        full-data chain) or "replicas" (the CV replicas, each trained on
+        (k-1)/k of the data)."""
+        return chain_indices(chains, self.n_cv, self.n_replicas)
+
+    def prediction(self, name: str, level: float = 0.95, chains: str = "all") -> Prediction:
+        """Bayesian model average of the retained samples of ``chains`` (see
+        :meth:`chain_indices`) on test set ``name``."""
         if name not in self.test_slices:
             raise KeyError(f"test set {name!r}: known are {self.test_names}")
-        sl = self.test_slices[name]
-        return pool_predictions(self.spec.likelihood, self.test_pred[:, :, sl], self.test_sq[:, :, sl],
-                                self.test_var, self.test_lse[:, sl], self.test_count, level)
+        sl, rows = self.test_slices[name], self.chain_indices(chains)
+        return pool_predictions(self.spec.likelihood, self.test_pred[rows][:, :, sl], self.test_sq[rows][:, :, sl],
+                                self.test_var[rows], self.test_lse[rows][:, sl], self.test_count[rows], level)
 
-    def metrics(self) -> dict:
-        """{test set: {mse, mse_se, mlpd, error_rate, ...}} of the model average."""
-        return {name: test_metrics(self.prediction(name), self.Y_test[self.test_slices[name]],
+    def metrics(self, chains: str = "all") -> dict:
+        """{test set: {mse, mse_se, mlpd, error_rate, ...}} of the model average of ``chains``."""
+        return {name: test_metrics(self.prediction(name, chains=chains), self.Y_test[self.test_slices[name]],
                                    self.spec.likelihood) for name in self.test_names}
 
     def samples(self) -> tuple:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .results import Run, read_run
+from .models.predictive import predicted_labels, squared_errors
+from .results import Run, RunError, read_run
 
 
 def _arviz():
@@ -46,18 +47,45 @@ def test_ess(run: Run) -> dict:
     return out
 
 
-def compare(dirs) -> list:
+def model_average_errors(run: Run, chains: str) -> tuple:
+    """({test set: error}, {test set: its standard error}) of the model average
+    of the retained samples of ``chains`` ("all", "full", "replicas"): mean
+    squared error for regression, error rate for classification."""
+    rows = run.chain_indices(chains)
+    n = run.predictions["history_count"][:, rows].sum()
+    if n == 0:
+        return {}, {}
+    mean = run.predictions["history_pred"][:, rows].sum(axis=(0, 1)) / n         # (out, N)
+    Y = run.predictions["Y_test"]
+    err, se = {}, {}
+    for name, cases in run.test_sets():
+        if run.likelihood == "gaussian":
+            e = squared_errors(mean[:, cases].T, Y[cases])
+        else:
+            e = (predicted_labels(mean[:, cases]) != Y[cases, 0]).astype(float)
+        err[name], se[name] = float(e.mean()), float(e.std(ddof=1) / np.sqrt(e.size))
+    return err, se
+
+
+def compare(dirs, chains: str | None = None) -> list:
     """One row (dict) per run directory: test errors, CV error, acceptance, the
     share of post-warm-up super-transitions with mean acceptance below 0.2, the
     super-transitions with a stuck chain, divergences, cost, and the ESS of the
-    test predictions (the table adds it per 1000 gradient evaluations of all chains)."""
+    test predictions (the table adds it per 1000 gradient evaluations of all
+    chains). Test errors are those of each run's summary (its
+    ``replicas.predict_from``), or, with ``chains``, of those chains' samples."""
     rows = []
     for d in dirs:
         run = read_run(d)
         s = run.summary
         key = "test_mse" if "test_mse" in s else "test_error_rate"
+        try:
+            test, test_se = (s[key], s[key + "_se"]) if chains is None else model_average_errors(run, chains)
+        except ValueError as e:
+            raise RunError(f"{d}: {e}") from None
         rows.append({"run": str(d), "tuner": s["tuner"], "seed": s["seed"], "metric": key,
-                     "test": s[key], "test_se": s[key + "_se"], "cv_error": s["cv_error"],
+                     "chains": chains or s.get("predict_from", "all"),
+                     "test": test, "test_se": test_se, "cv_error": s["cv_error"],
                      "acceptance": s["acceptance"], "divergences": s["divergences"],
                      "stuck": s.get("stuck_super_transitions"), "low_acceptance_share": s.get("low_acceptance_share"),
                      "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"], "ess": test_ess(run)})
@@ -66,12 +94,12 @@ def compare(dirs) -> list:
 
 def table(rows, markdown: bool = True) -> str:
     names = sorted({n for r in rows for n in r["test"]})
-    head = (["run", "tuner"] + [f"{n} ± se" for n in names]
+    head = (["run", "tuner", "chains"] + [f"{n} ± se" for n in names]
             + ["CV error", "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps", "wall s"]
             + [f"ESS {n}" for n in names] + [f"ESS/1000 grad {n}" for n in names])
     body = []
     for r in rows:
-        cells = [r["run"], r["tuner"]]
+        cells = [r["run"], r["tuner"], r["chains"]]
         cells += [f"{r['test'][n]:.5f} ± {r['test_se'][n]:.5f}" if n in r["test"] else "-" for n in names]
         low = r["low_acceptance_share"]
         cells += ["-" if r["cv_error"] is None else f"{r['cv_error']:.5f}", f"{r['acceptance']:.3f}",

@@ -31,7 +31,7 @@ import yaml
 
 from .config import Config, ConfigError, parse, to_dict
 from .models.mlp import MLPSpec
-from .replicas import ReplicaSet
+from .replicas import ReplicaSet, chain_indices
 from .runner import LogEntry
 from .tuners import BanditTuner, FixedTuner
 
@@ -90,12 +90,14 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config) -> di
     """summary.json: test errors per test set, CV error, acceptance, divergences,
     stuck chains and the share of post-warm-up super-transitions with mean
     acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps, wall time, final action."""
-    metrics = replicas.metrics() if replicas.test_count.sum() > 0 else {}
+    chains = cfg.replicas.predict_from
+    rows = replicas.chain_indices(chains)
+    metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
     burn = cfg.run.burn_in.super_transitions
     kept = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
     key = "mse" if replicas.spec.likelihood == "gaussian" else "error_rate"
     return {
-        "name": cfg.name, "seed": cfg.run.seed, "tuner": cfg.tuner.kind,
+        "name": cfg.name, "seed": cfg.run.seed, "tuner": cfg.tuner.kind, "predict_from": chains,
         f"test_{key}": {n: m[key] for n, m in metrics.items()},
         f"test_{key}_se": {n: m[f"{key}_se"] for n, m in metrics.items()},
         "test_mlpd": {n: m["mlpd"] for n, m in metrics.items()},
@@ -316,9 +318,10 @@ class RunDir:
                   "test_bounds": np.array([[replicas.test_slices[n].start, replicas.test_slices[n].stop]
                                            for n in replicas.test_names]).reshape(-1, 2),
                   "hyper_names": np.array(replicas.hyper_names)}
-        if replicas.test_count.sum() > 0:
+        chains = cfg.replicas.predict_from
+        if replicas.test_count[replicas.chain_indices(chains)].sum() > 0:
             for n in replicas.test_names:
-                pr = replicas.prediction(n)
+                pr = replicas.prediction(n, chains=chains)
                 for f in ("mean", "var", "lower", "upper", "lpd"):
                     arrays[f"{n}/{f}"] = getattr(pr, f)
         atomic_write(self.file(PREDICTIONS), _npz(**arrays))
@@ -353,6 +356,10 @@ class Run(NamedTuple):
     def retained(self) -> np.ndarray:
         """Mask of the super-transitions in which every chain retained samples (after burn-in)."""
         return np.all(self.predictions["history_count"] > 0, axis=1)
+
+    def chain_indices(self, chains: str) -> np.ndarray:
+        """Rows of ``chains`` ("all", "full", "replicas") in the per-chain arrays."""
+        return chain_indices(chains, self.config.replicas.k, self.predictions["history_count"].shape[1])
 
     def test_sets(self) -> list:
         """(name, slice of the test cases) of each test set."""

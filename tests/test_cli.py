@@ -161,6 +161,8 @@ CASES.update({
     "integer bounds shown as integers": (lambda r, t: r["tuner"]["bounds"].update(num_steps=[20, 9000]),
                                          "tuner.bounds.num_steps = [20, 9000]: upper bound"),
     "zero budget": (lambda r, t: r["run"].update(budget=0), "run.budget = 0"),
+    "predictions from a chain that is not there": (lambda r, t: r["replicas"].update(predict_from="full"),
+                                                   "replicas.predict_from = 'full': needs replicas.full_data_chain"),
     "zero checkpoint interval": (lambda r, t: r["run"].update(checkpoint_every=0), "run.checkpoint_every = 0"),
 })
 
@@ -249,7 +251,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     md = tmp_path / "table.md"
     assert main(["compare", str(out), str(out), "--markdown", str(md)]) == 0
     text = md.read_text()
-    assert text.startswith("| run | tuner | test_201_400 ± se") and text.count("\n") == 4
+    assert text.startswith("| run | tuner | chains | test_201_400 ± se") and text.count("\n") == 4
     assert main(["export", str(out)]) == 0
     import arviz as az
     idata = az.from_netcdf(str(out / "inference_data.nc"))
@@ -452,3 +454,32 @@ def test_stuck_chains_are_flagged_in_log_progress_summary_and_compare(tmp_path, 
     head, _, row = md.read_text().splitlines()[:3]
     cells = dict(zip(head.split(" | "), row.split(" | ")))
     assert cells["acc < 0.2 share"] == "1.00" and cells["stuck"] == "3"
+
+
+def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
+    """replicas.predict_from picks the chains of the summary's test errors, and
+    compare --chains recomputes them from any run's per-chain sums."""
+    raw = _small(_raw(), n=4)
+    raw["replicas"]["full_data_chain"] = True
+    runs = {}
+    for chains in ("all", "full"):
+        raw["replicas"]["predict_from"] = chains
+        path = _write(tmp_path, raw, f"{chains}.yaml")
+        runs[chains] = tmp_path / chains
+        assert main(["run", str(path), "--out", str(runs[chains]), "--quiet"]) == 0
+    s = {c: json.loads((d / "summary.json").read_text()) for c, d in runs.items()}
+    assert s["all"]["predict_from"] == "all" and s["full"]["predict_from"] == "full"
+    assert s["full"]["test_mse"] != s["all"]["test_mse"]          # the same samples, other chains pooled
+    from adaptive_hmc.reports import compare
+    for chains in ("all", "full"):
+        row = compare([runs["all"]], chains)[0]
+        assert row["chains"] == chains
+        for name, v in s[chains]["test_mse"].items():
+            assert row["test"][name] == pytest.approx(v, rel=1e-12)
+            assert row["test_se"][name] == pytest.approx(s[chains]["test_mse_se"][name], rel=1e-9)
+    capsys.readouterr()
+    raw["replicas"].update(full_data_chain=False, predict_from="all")
+    path = _write(tmp_path, raw, "nofull.yaml")
+    assert main(["run", str(path), "--out", str(tmp_path / "nofull"), "--quiet"]) == 0
+    assert main(["compare", str(tmp_path / "nofull"), "--chains", "full"]) == 2
+    assert "has no full-data chain" in capsys.readouterr().err

@@ -311,3 +311,19 @@ def test_bandit_drives_replicas():
     assert [e["i"] for e in log] == [0, 1, 2, 3]
     assert all(math.isfinite(e["reward"]) and e["reward"] == -e["cv_error"] for e in log)
     assert [h["action"]["num_steps"] for h in tuner.history] == [e["num_steps"] for e in log]
+
+
+def test_predictions_from_chosen_chains_match_numpy_from_kept_samples():
+    rs = _replicas(full_data_chain=True)
+    for _ in range(2):
+        super_transition(rs, 0.3, 5, 100)
+    D = rs.spec.n_params
+    kept = [np.array(k)[:, :D] for k in rs.kept]
+    for chains, rows in (("full", [rs.n_cv]), ("replicas", range(rs.n_cv)), ("all", range(rs.n_replicas))):
+        Q = np.concatenate([kept[r] for r in rows])
+        mean = predict(rs.spec, Q, rs.X_test).mean(0)
+        np.testing.assert_allclose(rs.prediction("test", chains=chains).mean, mean, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="allowed are"):
+        rs.prediction("test", chains="some")
+    with pytest.raises(ValueError, match="no full-data chain"):
+        _replicas().prediction("test", chains="full")
