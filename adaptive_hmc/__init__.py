@@ -10,6 +10,7 @@ from .models.gaussian import GaussianTarget
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .replicas import ReplicaSet, super_transition
+from .results import read_run
 from .rewards import cv_reward, esjd_reward
 from .runner import make_run, run_super_transitions
 from .samplers import HMCSettings, hmc_settings, init_state, make_hmc, make_metropolis, make_stochastic_dynamics
@@ -18,5 +19,5 @@ from .tuners import BanditTuner, FixedTuner
 __all__ = ["BNNClassifier", "BNNRegressor", "BanditTuner", "BayesianMLP", "FixedTuner", "GammaPrior",
            "GaussianTarget", "HMCSettings", "MLPSpec", "PriorSpec", "ReplicaSet", "cv_reward", "esjd_reward",
            "hmc_settings", "init_state", "make_hmc", "make_metropolis", "make_run", "make_stochastic_dynamics",
-           "run_super_transitions", "super_transition"]
+           "read_run", "run_super_transitions", "super_transition"]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""Command line: ``adaptive-hmc run | compare | plot | export``.
+"""Command line: ``adaptive-hmc run | compare | predict | plot | export``.
 
 Flow position: the edge. Bad input (config, paths) ends with a message on
 stderr and exit code 2 before anything is written; Ctrl-C or SIGTERM during a
@@ -49,6 +49,27 @@ def _compare(args) -> int:
     return 0
 
 
+def _predict(args) -> int:
+    from .data import read_inputs
+    from .reports import prediction_table
+    from .results import read_run
+    if not 0 < args.level < 1:
+        raise ConfigError(f"--level {args.level}: must be between 0 and 1")
+    run = read_run(args.dir)
+    try:
+        X = read_inputs(args.input, run.spec.n_inputs)
+    except ValueError as e:
+        raise ConfigError(f"{e}") from None
+    names, values = prediction_table(run, X, args.chains, args.level)
+    text = ",".join(names) + "\n" + "".join(",".join(f"{v:.10g}" for v in row) + "\n" for row in values)
+    if args.out:
+        Path(args.out).write_text(text)
+        print(f"predictions for {len(X)} cases: {args.out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _plot(args) -> int:
     from .plots import plot_run
     for p in plot_run(args.dir):
@@ -78,6 +99,15 @@ def main(argv=None) -> int:
     c.add_argument("--chains", choices=["all", "full", "replicas"],
                    help="test errors of these chains' samples (default: each run's replicas.predict_from)")
     c.set_defaults(fn=_compare)
+    q = sub.add_parser("predict", help="predictions of a finished run for new inputs (CSV out)")
+    q.add_argument("dir", help="a finished run directory (its config must keep samples: run.thin > 0)")
+    q.add_argument("input", help="a numeric table of inputs, one column per input, in the original units "
+                                 "(comma-separated if it ends in .csv, white space otherwise)")
+    q.add_argument("--out", help="write the CSV here (default: standard output)")
+    q.add_argument("--chains", choices=["all", "full", "replicas"],
+                   help="whose samples predict (default: the run's replicas.predict_from)")
+    q.add_argument("--level", type=float, default=0.95, help="central interval probability (regression)")
+    q.set_defaults(fn=_predict)
     p = sub.add_parser("plot", help="write PNG figures into DIR/plots")
     p.add_argument("dir")
     p.set_defaults(fn=_plot)

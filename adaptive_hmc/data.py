@@ -90,6 +90,10 @@ class Standardizer(NamedTuple):
     sd: np.ndarray
 
     @classmethod
+    def identity(cls, n_columns: int):
+        return cls(np.zeros(n_columns), np.ones(n_columns))
+
+    @classmethod
     def fit(cls, A):
         A = np.asarray(A, float)
         sd = A.std(axis=0)
@@ -148,6 +152,28 @@ def read_table(path: Path, target_columns, key: str, value) -> tuple:
         raise DataError("data.target_columns", list(target_columns),
                         f"names a column twice (as columns {cols}, counted from 0); each target column once")
     return np.delete(A, cols, axis=1), A[:, cols]
+
+
+def read_inputs(path, n_inputs: int):
+    """Inputs (N, n_inputs) for prediction from a numeric table (comma-separated
+    when the name ends in .csv, white space otherwise); ValueError says what is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", UserWarning)
+            X = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)
+    except UserWarning:
+        raise ValueError(f"{path}: the file has no rows") from None
+    except (ValueError, UnicodeDecodeError) as e:
+        raise ValueError(f"{path}: not a numeric table: {e}") from None
+    if X.shape[1] != n_inputs:
+        raise ValueError(f"{path}: {X.shape[1]} columns; the network takes {n_inputs} inputs (one column each)")
+    problem = check_finite(X, "inputs", first_row=1)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
+    return X
 
 
 def select_rows(A, rows, key: str):

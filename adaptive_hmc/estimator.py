@@ -42,7 +42,7 @@ class _BNN(BaseEstimator):
         self.log_ = run_super_transitions(self.replicas_, self.tuner_, self.super_transitions, self.budget,
                                           reward, cv_metric)
         self.spec_ = spec
-        self.weights_, self.noise_ = self.replicas_.samples()
+        self.weights_, self.noise_, _ = self.replicas_.samples()
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
         return self

@@ -16,17 +16,18 @@ from .config import Config, ConfigError
 from .data import Standardizer
 from .replicas import memory_estimate
 from .results import RunDir, RunError
-from .runner import RunSetup, make_run, run_super_transitions
+from .runner import make_run, run_super_transitions
 
 
-def build(cfg: Config, source: str = "<config>") -> RunSetup:
-    """The run's parts (:func:`~adaptive_hmc.runner.make_run`) for ``cfg``; raises ConfigError."""
+def build(cfg: Config, source: str = "<config>") -> tuple:
+    """(the run's parts, :func:`~adaptive_hmc.runner.make_run`'s
+    :class:`~adaptive_hmc.runner.RunSetup`; the input transform, a
+    :class:`~adaptive_hmc.data.Standardizer`) for ``cfg``; raises ConfigError."""
     split = cfg.data.split(cfg.model.likelihood, source)
     (X, Y), tests = split.train, dict(split.tests)
-    if cfg.data.standardize_inputs:
-        sc = Standardizer.fit(X)
-        X = sc.transform(X)
-        tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
+    sc = Standardizer.fit(X) if cfg.data.standardize_inputs else Standardizer.identity(X.shape[1])
+    X = sc.transform(X)
+    tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     s, r, t = cfg.sampler, cfg.run, cfg.tuner
     _check_fit(cfg, source, X, Y, tests, split.n_outputs)
     try:
@@ -36,7 +37,8 @@ def build(cfg: Config, source: str = "<config>") -> RunSetup:
                         settings=s.settings(), test_sets=tests,
                         initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
                         init_scale=float(s.init_scale), burn_in_samples=r.burn_in.samples,
-                        burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin, threads=r.threads)
+                        burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin,
+                        threads=r.threads), sc
     except ValueError as e:
         raise ConfigError(f"{source}: model/data: {e}") from None
 
@@ -134,16 +136,16 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
         print(message, file=sys.stderr, flush=True)
 
     _prepare(rd, resume, say)                       # refusals come before any work or writing
-    replicas, tuner, reward, cv_metric = build(cfg, source)   # all validation happens before anything is written
+    (replicas, tuner, reward, cv_metric), x_scale = build(cfg, source)   # all validation before any writing
     lock = rd.lock()
     try:
         return _run_locked(rd, cfg, source, _prepare(rd, resume, lambda m: None), quiet, stop_after,
-                           replicas, tuner, reward, cv_metric)
+                           replicas, tuner, reward, cv_metric, x_scale)
     finally:
         lock.close()
 
 
-def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, reward, cv_metric) -> dict:
+def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, reward, cv_metric, x_scale) -> dict:
     if resuming:
         rd.check_same_config(cfg)
         tuner, log, wall = rd.restore(replicas, type(tuner))
@@ -184,7 +186,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rd.write_metadata(meta)
-    summary = rd.write_results(replicas, tuner, log, wall, cfg)
+    summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale)
     if summary["stuck_super_transitions"]:
         print(f"{rd.path}: warning: in {summary['stuck_super_transitions']} of {len(log)} super-transitions some "
               f"chain accepted no trajectory (see stuck_chains in {rd.path / 'log.jsonl'}); its samples repeat "

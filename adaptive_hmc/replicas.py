@@ -201,13 +201,14 @@ class ReplicaSet:
                                    self.spec.likelihood) for name in self.test_names}
 
     def samples(self) -> tuple:
-        """Kept weight vectors (S, D) and noise precisions (S, n_out) of all
-        chains (needs ``thin`` > 0)."""
+        """Kept weight vectors (S, D), noise precisions (S, n_out) and the chain
+        of each (S,), of all chains (needs ``thin`` > 0)."""
         D = self.spec.n_params
         rows = [q for chain in self.kept for q in chain]
         A = np.array(rows) if rows else np.empty((0, D + len(self.hyper_names)))
         noise = [D + i for i, n in enumerate(self.hyper_names) if n.startswith("noise_")]
-        return A[:, :D], A[:, noise]
+        chain = np.repeat(np.arange(self.n_replicas), [len(k) for k in self.kept])
+        return A[:, :D], A[:, noise], chain
 
     # -- checkpoints --------------------------------------------------------------
     def state(self) -> dict:

@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from scipy.stats import norm
 
 from .models.predictive import predicted_labels, squared_errors
 from .results import Run, RunError, read_run
@@ -114,6 +115,22 @@ def table(rows, markdown: bool = True) -> str:
         return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in body])
     widths = [max(len(x) for x in col) for col in zip(head, *body)]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in [head] + body)
+
+
+def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95) -> tuple:
+    """(column names, values (N, columns)) of the predictions of ``run`` at inputs
+    X: for regression the predictive mean, sd (noise included) and central
+    ``level`` interval of the Gaussian with that mean and sd, per output; for
+    classification the class probabilities and the label."""
+    if run.likelihood == "gaussian":
+        mean, sd = run.predict(X, return_std=True, chains=chains)
+        z = norm.ppf(0.5 + level / 2)
+        outs = range(mean.shape[1])
+        names = ([f"mean_{o}" for o in outs] + [f"sd_{o}" for o in outs] + [f"lower_{o}" for o in outs]
+                 + [f"upper_{o}" for o in outs])
+        return names, np.column_stack([mean, sd, mean - z * sd, mean + z * sd])
+    P = run.predict_proba(X, chains=chains)
+    return [f"p_{k}" for k in range(P.shape[1])] + ["label"], np.column_stack([P, P.argmax(axis=1)])
 
 
 def export(d) -> Path:

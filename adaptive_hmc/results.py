@@ -30,7 +30,9 @@ import numpy as np
 import yaml
 
 from .config import Config, ConfigError, parse, to_dict
-from .models.mlp import MLPSpec
+from .data import Standardizer
+from .models.mlp import MLPSpec, predict
+from .models.predictive import class_probabilities, predictive_moments
 from .replicas import ReplicaSet, chain_indices
 from .runner import LogEntry
 from .tuners import BanditTuner, FixedTuner
@@ -310,7 +312,8 @@ class RunDir:
         return tuner, ck.log, ck.wall_s
 
     # -- results -----------------------------------------------------------------------------
-    def write_results(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, cfg: Config) -> dict:
+    def write_results(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, cfg: Config,
+                      x_scale: Standardizer) -> dict:
         arrays = {"history_pred": np.array(replicas.history_pred),
                   "history_count": np.array(replicas.history_count),
                   "history_hyper": np.array(replicas.history_hyper), "X_test": replicas.X_test,
@@ -325,8 +328,9 @@ class RunDir:
                 for f in ("mean", "var", "lower", "upper", "lpd"):
                     arrays[f"{n}/{f}"] = getattr(pr, f)
         atomic_write(self.file(PREDICTIONS), _npz(**arrays))
-        Q, noise = replicas.samples()
-        atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, arch=replicas.spec.arch))
+        Q, noise, chain = replicas.samples()
+        atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, chain=chain, arch=replicas.spec.arch,
+                                              input_mean=x_scale.mean, input_sd=x_scale.sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
         summary = summarize(replicas, log, wall_s, cfg)
         atomic_write(self.file(SUMMARY), _json(summary))
@@ -334,7 +338,8 @@ class RunDir:
 
 
 class Run(NamedTuple):
-    """A finished run, as read from its directory."""
+    """A finished run, as read from its directory; :meth:`predict` and
+    :meth:`predict_proba` use its kept samples on new inputs."""
 
     dir: Path
     config: Config
@@ -360,6 +365,37 @@ class Run(NamedTuple):
     def chain_indices(self, chains: str) -> np.ndarray:
         """Rows of ``chains`` ("all", "full", "replicas") in the per-chain arrays."""
         return chain_indices(chains, self.config.replicas.k, self.predictions["history_count"].shape[1])
+
+    def _outputs(self, X, chains: str | None):
+        """Network outputs (S, N, n_out) of the kept samples of ``chains`` (default:
+        the config's ``replicas.predict_from``) at inputs X (N, n_in), and their noise precisions."""
+        chains = chains or self.config.replicas.predict_from
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.spec.n_inputs:
+            raise ValueError(f"inputs have shape {X.shape}; the network takes (N, {self.spec.n_inputs})")
+        keep = np.isin(self.samples["chain"], self.chain_indices(chains))
+        if not keep.any():
+            raise RunError(f"{self.dir}: no kept samples of chains {chains!r} (run.thin: 0 keeps none, and "
+                           f"burn-in keeps none of its super-transitions); rerun with run.thin > 0")
+        Xs = (X - self.samples["input_mean"]) / self.samples["input_sd"]
+        return predict(self.spec, self.samples["weights"][keep], Xs), self.samples["noise_precision"][keep]
+
+    def predict(self, X, return_std: bool = False, chains: str | None = None):
+        """Regression: posterior predictive mean (N, n_out), and with
+        ``return_std`` its sd, noise included. Classification: the label
+        (class index) of the averaged class probabilities."""
+        F, noise = self._outputs(X, chains)
+        if self.likelihood != "gaussian":
+            return class_probabilities(F, self.likelihood).mean(axis=0).argmax(axis=1)
+        mean, var = predictive_moments(F, noise)
+        return (mean, np.sqrt(var)) if return_std else mean
+
+    def predict_proba(self, X, chains: str | None = None) -> np.ndarray:
+        """Class probabilities (N, K), averaged over the kept samples."""
+        if self.likelihood == "gaussian":
+            raise RunError(f"{self.dir}: a regression run has no class probabilities; use predict")
+        F, _ = self._outputs(X, chains)
+        return class_probabilities(F, self.likelihood).mean(axis=0)
 
     def test_sets(self) -> list:
         """(name, slice of the test cases) of each test set."""

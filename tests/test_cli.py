@@ -429,7 +429,7 @@ def test_relative_data_path_is_relative_to_the_config_file(tmp_path, monkeypatch
     raw["replicas"]["k"] = 4
     path = _write(tmp_path / "sub", raw)
     monkeypatch.chdir(tmp_path)
-    replicas = build(read_config(path), str(path)).replicas
+    replicas = build(read_config(path), str(path))[0].replicas
     assert replicas.X_test.shape == (10, 3)
 
 
@@ -483,3 +483,67 @@ def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
     assert main(["run", str(path), "--out", str(tmp_path / "nofull"), "--quiet"]) == 0
     assert main(["compare", str(tmp_path / "nofull"), "--chains", "full"]) == 2
     assert "has no full-data chain" in capsys.readouterr().err
+
+
+def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run"):
+    """A finished run on a 3-input table with standardised inputs (the inputs' scales differ 100-fold)."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(60, 3)) * [1, 10, 100]
+    f = np.sin(X[:, 0]) + X[:, 1] / 10
+    y = (f > 0).astype(float) if likelihood == "logistic" else f + 0.05 * rng.normal(size=60)
+    np.savetxt(tmp_path / "d.csv", np.column_stack([X, y]), delimiter=",")
+    raw = _small(_raw(), n=4)
+    raw["data"] = {"path": str(tmp_path / "d.csv"), "target_columns": [-1], "train_rows": [1, 45],
+                   "test_sets": {"rest": [46, 60]}, "standardize_inputs": True}
+    raw["model"]["likelihood"] = likelihood
+    raw["model"]["priors"].pop("noise") if likelihood != "gaussian" else None
+    raw["replicas"].update(k=3, full_data_chain=True)
+    raw["run"]["thin"] = thin
+    if likelihood != "gaussian":
+        raw["tuner"]["cv_metric"] = "log_loss"
+    path = _write(tmp_path, raw, f"{name}.yaml")
+    assert main(["run", str(path), "--out", str(tmp_path / name), "--quiet"]) == 0
+    return tmp_path / name, X, y
+
+
+def test_predict_from_a_finished_run(tmp_path, capsys):
+    from adaptive_hmc.models.mlp import predict as mlp_predict
+    from adaptive_hmc.results import read_run
+    out, X, y = _table_run(tmp_path)
+    np.savetxt(tmp_path / "new.csv", X[45:], delimiter=",")
+    capsys.readouterr()
+    assert main(["predict", str(out), str(tmp_path / "new.csv"), "--out", str(tmp_path / "p.csv")]) == 0
+    header = (tmp_path / "p.csv").read_text().splitlines()[0].split(",")
+    assert header == ["mean_0", "sd_0", "lower_0", "upper_0"]
+    P = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
+    with np.load(out / "samples.npz") as z:       # the same from the stored samples and transform, by hand
+        keep = z["chain"] >= 0
+        F = mlp_predict(read_run(out).spec, z["weights"][keep], (X[45:] - z["input_mean"]) / z["input_sd"])
+        sd = np.sqrt(F.var(0) + (1 / z["noise_precision"][keep]).mean(0))
+    np.testing.assert_allclose(P[:, 0], F.mean(0)[:, 0], rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(P[:, 1], sd[:, 0], rtol=1e-8)
+    np.testing.assert_allclose(P[:, 3] - P[:, 0], 1.959963984540054 * sd[:, 0], rtol=1e-8)
+    assert np.mean((P[:, 0] - y[45:]) ** 2) < 0.5 * np.var(y[45:])      # it learned, in original units
+    mean, s = read_run(out).predict(X[45:], return_std=True, chains="full")
+    assert mean.shape == s.shape == (15, 1) and not np.allclose(mean[:, 0], P[:, 0])
+    np.savetxt(tmp_path / "bad.csv", X[45:, :2], delimiter=",")
+    assert main(["predict", str(out), str(tmp_path / "bad.csv")]) == 2
+    assert "2 columns; the network takes 3 inputs" in capsys.readouterr().err
+    assert main(["predict", str(out), str(tmp_path / "new.csv"), "--level", "1.5"]) == 2
+
+
+def test_predict_needs_kept_samples_and_gives_class_probabilities(tmp_path, capsys):
+    from adaptive_hmc.results import read_run
+    out, X, y = _table_run(tmp_path, thin=0, name="nothin")
+    np.savetxt(tmp_path / "new.csv", X[:5], delimiter=",")
+    capsys.readouterr()
+    assert main(["predict", str(out), str(tmp_path / "new.csv")]) == 2
+    assert "no kept samples" in capsys.readouterr().err
+    out, X, y = _table_run(tmp_path, likelihood="logistic", name="cls")
+    capsys.readouterr()
+    assert main(["predict", str(out), str(tmp_path / "new.csv")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "p_0,p_1,label" and len(lines) == 6
+    P = read_run(out).predict_proba(X[:5])
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert np.array_equal(read_run(out).predict(X[:5]), P.argmax(axis=1))

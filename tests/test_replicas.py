@@ -168,7 +168,7 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood):
     assert rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
     for _ in range(2):
         super_transition(rs, 0.3, 5, 100)
-    Q, noise = rs.samples()
+    Q, noise, _ = rs.samples()
     assert len(Q) == rs.test_count.sum() == 2 * 20 * rs.n_replicas
     Xt, Yt = rs.X_test, rs.Y_test
     F = predict(spec, Q, Xt)
