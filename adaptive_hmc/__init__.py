@@ -2,22 +2,35 @@
 
 Everything needed to build and run a model without deep imports: the network
 and its priors, the transitions and their settings, the replicas, the tuners,
-the rewards and the outer loop, and the scikit-learn style estimators.
+the rewards, the outer loop, finished runs, and the scikit-learn style
+estimators. Names are imported on first use (PEP 562), so that the command
+line starts at once.
 """
-from .estimator import BNNClassifier, BNNRegressor
-from .models.bnn import BayesianMLP
-from .models.gaussian import GaussianTarget
-from .models.mlp import MLPSpec
-from .models.priors import GammaPrior, PriorSpec
-from .replicas import ReplicaSet, super_transition
-from .results import read_run
-from .rewards import cv_reward, esjd_reward
-from .runner import make_run, run_super_transitions
-from .samplers import HMCSettings, hmc_settings, init_state, make_hmc, make_metropolis, make_stochastic_dynamics
-from .tuners import BanditTuner, FixedTuner
+from importlib import import_module
 
-__all__ = ["BNNClassifier", "BNNRegressor", "BanditTuner", "BayesianMLP", "FixedTuner", "GammaPrior",
-           "GaussianTarget", "HMCSettings", "MLPSpec", "PriorSpec", "ReplicaSet", "cv_reward", "esjd_reward",
-           "hmc_settings", "init_state", "make_hmc", "make_metropolis", "make_run", "make_stochastic_dynamics",
-           "read_run", "run_super_transitions", "super_transition"]
+_WHERE = {
+    "BNNClassifier": "estimator", "BNNRegressor": "estimator",
+    "BayesianMLP": "models.bnn", "GaussianTarget": "models.gaussian", "MLPSpec": "models.mlp",
+    "GammaPrior": "models.priors", "PriorSpec": "models.priors",
+    "ReplicaSet": "replicas", "super_transition": "replicas",
+    "read_run": "results",
+    "cv_reward": "rewards", "esjd_reward": "rewards",
+    "make_run": "runner", "run_super_transitions": "runner",
+    "HMCSettings": "samplers", "hmc_settings": "samplers", "init_state": "samplers", "make_hmc": "samplers",
+    "make_metropolis": "samplers", "make_stochastic_dynamics": "samplers",
+    "BanditTuner": "tuners", "FixedTuner": "tuners",
+}
+__all__ = sorted(_WHERE)
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    if name not in _WHERE:
+        raise AttributeError(f"module 'adaptive_hmc' has no attribute {name!r}")
+    value = getattr(import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

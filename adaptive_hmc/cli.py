@@ -1,4 +1,4 @@
-"""Command line: ``adaptive-hmc run | compare | predict | plot | export``.
+"""Command line: ``adaptive-hmc run | validate | compare | predict | plot | export | reference``.
 
 Flow position: the edge. Bad input (config, paths) ends with a message on
 stderr and exit code 2 before anything is written; Ctrl-C or SIGTERM during a
@@ -13,12 +13,40 @@ import signal
 import sys
 from pathlib import Path
 
-from .config import ConfigError, read_config
-from .experiment import Interrupted, run_experiment
-from .results import RunError
+# The package's modules are imported after the arguments are parsed, so that
+# `--help` answers at once (the compiled layers take a second or two to import).
+
+
+def _validate(args) -> int:
+    """Check a config and its data as a run would, without running; print the resolved config."""
+    import yaml
+
+    from .config import read_config, to_dict
+    from .experiment import build
+    overrides = {} if args.seed is None else {"run.seed": args.seed}
+    cfg = read_config(args.config, overrides)
+    (replicas, _, _, _), _ = build(cfg, args.config)
+    print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+    tests = ", ".join(f"{n} ({s.stop - s.start} cases)" for n, s in replicas.test_slices.items()) or "none"
+    spec = replicas.spec
+    n_train = replicas.replicas[-1].model.n_cases if replicas.n_cv == 0 else sum(len(f) for f in replicas.folds)
+    shape = "-".join(str(n) for n in (spec.n_inputs, *spec.hidden, spec.n_outputs))
+    print(f"# {args.config}: valid. Network {shape} ({spec.likelihood}, {spec.n_params:,} parameters), "
+          f"{replicas.n_replicas} chains, {n_train} training cases; test sets: {tests}", file=sys.stderr)
+    return 0
+
+
+def _reference(args) -> int:
+    from .config import reference
+    print(reference())
+    return 0
 
 
 def _run(args) -> int:
+    from .config import read_config
+    from .experiment import run_experiment
+    if args.dry_run:
+        return _validate(args)
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
     if args.out:
@@ -43,6 +71,7 @@ def _compare(args) -> int:
     if args.markdown:
         target = Path(args.markdown)
         if target.is_dir():
+            from .config import ConfigError
             raise ConfigError(f"--markdown {target}: is a directory; give a file name, e.g. {target / 'table.md'}")
         target.write_text(md + "\n")
         print(f"markdown table: {args.markdown}")
@@ -53,6 +82,7 @@ def _predict(args) -> int:
     from .data import read_inputs
     from .reports import prediction_table
     from .results import read_run
+    from .config import ConfigError
     if not 0 < args.level < 1:
         raise ConfigError(f"--level {args.level}: must be between 0 and 1")
     run = read_run(args.dir)
@@ -92,7 +122,13 @@ def main(argv=None) -> int:
     r.add_argument("--seed", type=int, help="override run.seed")
     r.add_argument("--resume", action="store_true", help="continue from the run directory's last checkpoint")
     r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--dry-run", action="store_true", help="check the config and its data, print the resolved "
+                                                          "config, run nothing (as validate)")
     r.set_defaults(fn=_run)
+    v = sub.add_parser("validate", help="check a config and its data without running; print the resolved config")
+    v.add_argument("config")
+    v.add_argument("--seed", type=int, help="override run.seed")
+    v.set_defaults(fn=_validate)
     c = sub.add_parser("compare", help="table of test errors, CV error, acceptance, cost and ESS")
     c.add_argument("dirs", nargs="+")
     c.add_argument("--markdown", help="also write the table as markdown to this file")
@@ -114,7 +150,12 @@ def main(argv=None) -> int:
     e = sub.add_parser("export", help="write DIR/inference_data.nc (ArviZ InferenceData)")
     e.add_argument("dir")
     e.set_defaults(fn=_export)
+    f = sub.add_parser("reference", help="print the config reference (every key, type, default; docs/CONFIG.md)")
+    f.set_defaults(fn=_reference)
     args = ap.parse_args(argv)
+    from .config import ConfigError
+    from .experiment import Interrupted
+    from .results import RunError
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.fn(args)

@@ -9,9 +9,10 @@ allowed. Reading the data is :mod:`adaptive_hmc.data`'s job.
 """
 from __future__ import annotations
 
+import difflib
 import math
 from pathlib import Path
-from typing import Annotated, Dict, List, Literal, Optional, Union
+from typing import Annotated, Dict, List, Literal, Optional, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -43,9 +44,10 @@ class GammaPriorConfig(_Strict):
     """Gamma(mean precision, shape); ``shape: .inf`` fixes the precision. Give
     either ``mean_precision`` or ``sd`` (= mean_precision^-1/2)."""
 
-    mean_precision: Optional[Number] = Field(None, gt=0)
-    sd: Optional[Number] = Field(None, gt=0)
-    shape: Number = Field(0.5, gt=0)
+    mean_precision: Optional[Number] = Field(None, gt=0, description="mean of the Gamma prior of the precision")
+    sd: Optional[Number] = Field(None, gt=0, description="or the prior sd, mean_precision = sd^-2 (0.05 is 400)")
+    shape: Number = Field(0.5, gt=0, description="shape alpha (Rasmussen's parameterisation); `.inf` fixes the "
+                          "precision at its mean")
 
     def gamma(self) -> GammaPrior:
         mean = self.mean_precision if self.mean_precision is not None else 1.0 / self.sd ** 2
@@ -53,16 +55,21 @@ class GammaPriorConfig(_Strict):
 
 
 class PriorsConfig(_Strict):
-    input_hidden: Optional[GammaPriorConfig] = None
-    hidden_hidden: Optional[GammaPriorConfig] = None
-    hidden_bias: Optional[GammaPriorConfig] = None
-    hidden_output: Optional[GammaPriorConfig] = None
-    output_bias: Optional[GammaPriorConfig] = None
-    input_output: Optional[GammaPriorConfig] = None
-    noise: Optional[GammaPriorConfig] = None
-    ard: bool = False
-    ard_shape: Number = Field(0.5, gt=0)
-    scale_hidden_output: bool = True
+    input_hidden: Optional[GammaPriorConfig] = Field(None, description="input-to-hidden weights (default sd 0.05, "
+                                                     "shape 0.5)")
+    hidden_hidden: Optional[GammaPriorConfig] = Field(None, description="hidden-to-hidden weights (same default)")
+    hidden_bias: Optional[GammaPriorConfig] = Field(None, description="hidden biases (same default)")
+    hidden_output: Optional[GammaPriorConfig] = Field(None, description="hidden-to-output weights (same default)")
+    output_bias: Optional[GammaPriorConfig] = Field(None, description="output biases (default fixed sd 100)")
+    input_output: Optional[GammaPriorConfig] = Field(None, description="direct input-to-output weights (default "
+                                                     "sd 0.05, shape 0.5)")
+    noise: Optional[GammaPriorConfig] = Field(None, description="noise precision of each output (regression; "
+                                              "default sd 0.05, shape 0.5)")
+    ard: bool = Field(False, description="one precision per input (Automatic Relevance Determination) under a "
+                      "group-level mean")
+    ard_shape: Number = Field(0.5, gt=0, description="shape of the per-input ARD precisions")
+    scale_hidden_output: bool = Field(True, description="scale the hidden-output precision by the number of "
+                                      "hidden units")
 
     def prior_spec(self) -> PriorSpec:
         groups = {g: getattr(self, g).gamma() for g in ("input_hidden", "hidden_hidden", "hidden_bias",
@@ -73,13 +80,18 @@ class PriorsConfig(_Strict):
 
 
 class DataConfig(_Strict):
-    dataset: Optional[str] = None      # a folder of the shared data (robot_arm is shipped)
-    file: Optional[str] = None         # the table to read in that folder (not for robot_arm)
-    path: Optional[str] = None         # or a table anywhere (relative to the config file)
-    target_columns: Optional[List[int]] = None
-    train_rows: RowPair
-    test_sets: Dict[str, RowPair] = Field(default_factory=dict)
-    standardize_inputs: bool = False
+    dataset: Optional[str] = Field(None, description="a named data set: a folder in $ADAPTIVE_HMC_DATA or "
+                                   "shared/data (`robot_arm` is shipped); give this or `path`")
+    file: Optional[str] = Field(None, description="the table to read in the data set's folder (not for robot_arm)")
+    path: Optional[str] = Field(None, description="or a table anywhere; a relative path is relative to the "
+                                "config file's folder")
+    target_columns: Optional[List[int]] = Field(None, description="columns holding the targets, counted from 0; "
+                                                "negative counts from the end (-1 is the last)")
+    train_rows: RowPair = Field(description="[first, last] training rows, counted from 1, both included")
+    test_sets: Dict[str, RowPair] = Field(default_factory=dict, description="named test sets, each [first, last] "
+                                          "rows like train_rows")
+    standardize_inputs: bool = Field(False, description="scale inputs to mean 0 and sd 1 on the training rows "
+                                     "(stored with the run, applied by predict)")
 
     def split(self, likelihood: str, source: str) -> Split:
         """The training and test cases this section names (a relative path is
@@ -93,10 +105,12 @@ class DataConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    hidden: List[int] = Field(min_length=1)
-    likelihood: Literal["gaussian", "logistic", "softmax"] = "gaussian"
-    direct: bool = False
-    priors: PriorsConfig = Field(default_factory=PriorsConfig)
+    hidden: List[int] = Field(min_length=1, description="sizes of the tanh hidden layers, e.g. [16] or [20, 8]")
+    likelihood: Literal["gaussian", "logistic", "softmax"] = Field("gaussian", description="gaussian noise "
+                                                                   "(regression), logistic (0/1 labels) or softmax "
+                                                                   "(class indices 0..K-1)")
+    direct: bool = Field(False, description="direct input-to-output connections")
+    priors: PriorsConfig = Field(default_factory=PriorsConfig, description="the section below")
 
     @field_validator("hidden")
     @classmethod
@@ -113,15 +127,21 @@ class SamplerConfig(_Strict):
     """The fields of :class:`~adaptive_hmc.samplers.settings.HMCSettings` (its
     defaults and its checks), and how the chains start."""
 
-    window: int = _SETTINGS["window"]
-    persistence: Number = _SETTINGS["persistence"]
-    jitter: bool = _SETTINGS["jitter"]
-    step_nu: Number = _SETTINGS["step_nu"]
-    max_energy_error: Number = _SETTINGS["max_energy_error"]
-    gibbs: bool = _SETTINGS["gibbs"]
-    initial_phase_steps: int = _SETTINGS["initial_phase_steps"]
-    initial_hyper: Optional[Number] = Field(1.0, gt=0)
-    init_scale: Number = Field(0.0, ge=0)
+    window: int = Field(_SETTINGS["window"], description="acceptance window W (1: plain HMC); at most the "
+                        "shortest L the tuner may ask for")
+    persistence: Number = Field(_SETTINGS["persistence"], description="alpha of the partial momentum refresh, in "
+                                "[0, 1) (0: fresh momentum)")
+    jitter: bool = Field(_SETTINGS["jitter"], description="draw each trajectory's length uniformly from 1..L")
+    step_nu: Number = Field(_SETTINGS["step_nu"], description="randomise the step as eps exp(nu C), C Cauchy "
+                            "(Neal 1992 eq 23); 0 keeps it fixed")
+    max_energy_error: Number = Field(_SETTINGS["max_energy_error"], description="energy errors above this count "
+                                     "as divergences")
+    gibbs: bool = Field(_SETTINGS["gibbs"], description="Gibbs-update the hyperparameters before each trajectory")
+    initial_phase_steps: int = Field(_SETTINGS["initial_phase_steps"], description="leapfrog steps per chain "
+                                     "with the hyperparameters fixed, before Gibbs updates start")
+    initial_hyper: Optional[Number] = Field(1.0, gt=0, description="starting value of every free precision "
+                                            "(null: the prior means)")
+    init_scale: Number = Field(0.0, ge=0, description="initial weights N(0, init_scale^2); 0 starts at zero")
 
     def settings(self) -> HMCSettings:
         """The settings template of every iteration (step and L come from the tuner)."""
@@ -131,33 +151,45 @@ class SamplerConfig(_Strict):
 
 
 class ReplicasConfig(_Strict):
-    k: int = Field(8, ge=0)
-    full_data_chain: bool = False
-    #: the chains whose retained samples make the test predictions
-    predict_from: Literal["all", "full", "replicas"] = "all"
+    k: int = Field(8, ge=0, description="cross-validation replicas (folds), >= 2; 0 runs the full-data chain "
+                   "alone (no CV reward)")
+    full_data_chain: bool = Field(False, description="add a chain on all training cases (predicts, never rewards)")
+    predict_from: Literal["all", "full", "replicas"] = Field("all", description="the chains whose retained "
+                                                              "samples make the test predictions")
 
 
 class ScheduleConfig(_Strict):
-    kind: Literal["exponential", "polynomial", "wang2013"] = "exponential"
-    rate: Number = Field(0.01, gt=0)
-    gamma: Optional[Number] = Field(None, gt=0)
-    burn_in: Optional[int] = Field(None, ge=0)
+    kind: Literal["exponential", "polynomial", "wang2013"] = Field("exponential", description="p_i = "
+                                                                    "exp(-rate (i-1)), i^-gamma, or "
+                                                                    "max(i-burn_in+1, 1)^-1/2")
+    rate: Number = Field(0.01, gt=0, description="for exponential")
+    gamma: Optional[Number] = Field(None, gt=0, description="for polynomial")
+    burn_in: Optional[int] = Field(None, ge=0, description="for wang2013")
 
 
 class TunerConfig(_Strict):
-    kind: Literal["bandit", "fixed"]
-    step_factor: Optional[Number] = Field(None, gt=0)
-    num_steps: Optional[int] = Field(None, ge=1)
-    bounds: Optional[Dict[Literal["step_factor", "num_steps"], NumberPair]] = None
-    alpha: Number = Field(0.2, gt=0)
-    delta: Number = Field(0.1, gt=0, lt=1)
-    noise: Number = Field(0.1, gt=0)
-    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig)
-    first_action: Union[Literal["centre"], int] = "centre"
-    reward: Literal["cv", "esjd"] = "cv"
-    cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = None
-    maxfun: int = Field(1000, ge=10)
-    warmup_super_transitions: int = Field(0, ge=0)
+    kind: Literal["bandit", "fixed"] = Field(description="bandit (tunes eps and L within bounds) or fixed "
+                                             "(hand-tuned: step_factor and num_steps)")
+    step_factor: Optional[Number] = Field(None, gt=0, description="fixed: eps, multiplying FBM's heuristic "
+                                          "step scales")
+    num_steps: Optional[int] = Field(None, ge=1, description="fixed: trajectory length L")
+    bounds: Optional[Dict[Literal["step_factor", "num_steps"], NumberPair]] = Field(
+        None, description="bandit: {step_factor: [low, high], num_steps: [low, high]} (both required)")
+    alpha: Number = Field(0.2, gt=0, description="bandit: GP length scale as a fraction of each box side")
+    delta: Number = Field(0.1, gt=0, lt=1, description="bandit: UCB confidence parameter")
+    noise: Number = Field(0.1, gt=0, description="bandit: reward noise sd in units of the rewards' sd")
+    schedule: ScheduleConfig = Field(default_factory=ScheduleConfig, description="bandit: annealing of the "
+                                     "move probability p_i (section below)")
+    first_action: Union[Literal["centre"], int] = Field("centre", description="bandit: 'centre' of the box, or "
+                                                        "n space-filling points first")
+    reward: Literal["cv", "esjd"] = Field("cv", description="cv: minus the held-out error of this "
+                                          "super-transition's samples; esjd: ESJD/sqrt(L)")
+    cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = Field(
+        None, description="held-out error of the cv reward (default mse for regression, error_rate for "
+        "classification)")
+    maxfun: int = Field(1000, ge=10, description="bandit: DIRECT's evaluations per move")
+    warmup_super_transitions: int = Field(0, ge=0, description="first super-transitions whose rewards are not "
+                                          "told to the tuner")
 
     def options(self) -> dict:
         """The ``tuner`` argument of :func:`~adaptive_hmc.runner.make_run`."""
@@ -174,28 +206,32 @@ class TunerConfig(_Strict):
 
 
 class BurnInConfig(_Strict):
-    samples: int = Field(0, ge=0)
-    super_transitions: int = Field(0, ge=0)
+    samples: int = Field(0, ge=0, description="samples of each chain left out of the predictions")
+    super_transitions: int = Field(0, ge=0, description="super-transitions left out of the predictions")
 
 
 class RunConfig(_Strict):
-    budget: int = Field(ge=1)
-    super_transitions: int = Field(ge=1)
-    burn_in: BurnInConfig = Field(default_factory=BurnInConfig)
-    seed: int = Field(0, ge=0)
-    checkpoint_every: int = Field(1, ge=1)
-    thin: int = Field(0, ge=0)
-    threads: Optional[int] = Field(None, ge=1)
+    budget: int = Field(ge=1, description="leapfrog steps per chain in each super-transition")
+    super_transitions: int = Field(ge=1, description="number of super-transitions")
+    burn_in: BurnInConfig = Field(default_factory=BurnInConfig, description="the section below")
+    seed: int = Field(0, ge=0, description="decides every random number (also --seed)")
+    checkpoint_every: int = Field(1, ge=1, description="super-transitions between checkpoints")
+    thin: int = Field(0, ge=0, description="keep every thin-th retained weight vector (for plots and predict); "
+                      "0 keeps none")
+    threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
+                                   "depend on it")
 
 
 class Config(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100)
-    data: DataConfig
-    model: ModelConfig
-    sampler: SamplerConfig = Field(default_factory=SamplerConfig)
-    replicas: ReplicasConfig = Field(default_factory=ReplicasConfig)
-    tuner: TunerConfig
-    run: RunConfig
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100,
+                      description="the run's name (letters, digits, '.', '_', '-'): runs/NAME-seedS by default")
+    data: DataConfig = Field(description="where the cases come from")
+    model: ModelConfig = Field(description="the network and its priors")
+    sampler: SamplerConfig = Field(default_factory=SamplerConfig, description="the [Gibbs, HMC] iteration")
+    replicas: ReplicasConfig = Field(default_factory=ReplicasConfig, description="CV replicas and the "
+                                     "full-data chain")
+    tuner: TunerConfig = Field(description="who chooses (eps, L)")
+    run: RunConfig = Field(description="budget, length, burn-in, seed, checkpoints")
 
 
 def _fail(source, path, value, allowed):
@@ -205,6 +241,9 @@ def _fail(source, path, value, allowed):
 def _check(cfg: Config, source: str):
     """Checks across keys that the schema cannot express."""
     d, t, r = cfg.data, cfg.tuner, cfg.replicas
+    if d.file is not None and d.dataset is None:
+        _fail(source, "data.file", d.file, "file names a table in the folder of a named data set (data.dataset); "
+              "for a table anywhere give data.path")
     if (d.dataset is None) == (d.path is None):
         _fail(source, "data", {"dataset": d.dataset, "path": d.path}, "give exactly one of dataset and path")
     if d.dataset not in (None, "robot_arm") and d.file is None:
@@ -280,7 +319,12 @@ def _format(err: ValidationError, source: str, raw) -> str:
         if e["type"] == "missing":
             lines.append(f"{source}: {loc}: missing (required)")
         elif e["type"] == "extra_forbidden":
-            lines.append(f"{source}: {loc} = {value!r}: unknown key; allowed keys here: {_allowed_keys(e['loc'])}")
+            allowed = _allowed_keys(e["loc"])
+            key = str(e["loc"][-1])
+            near = [k for k in allowed if k.startswith(key) or key in k] or difflib.get_close_matches(key, allowed, 1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            lines.append(f"{source}: {loc} = {value!r}: unknown key; {hint}allowed keys here: {', '.join(allowed)} "
+                         f"(docs/CONFIG.md)")
         elif loc == "name" and e["type"] == "string_pattern_mismatch":
             lines.append(f"{source}: name = {value!r}: a plain name (letters, digits, '.', '_' and '-', starting "
                          f"with a letter or digit; it names the run directory)")
@@ -289,17 +333,75 @@ def _format(err: ValidationError, source: str, raw) -> str:
     return "\n".join(dict.fromkeys(lines))
 
 
-def _allowed_keys(loc) -> str:
+def _section_model(annotation):
+    """The section (model class) an annotation holds, or None."""
+    inner = [a for a in (get_args(annotation) or (annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return inner[0] if inner else None
+
+
+def _allowed_keys(loc) -> list:
     """The keys of the section at ``loc`` (the path of an unknown key)."""
     model = Config
     for part in loc[:-1]:
         field = model.model_fields.get(part) if isinstance(part, str) else None
-        ann = getattr(field, "annotation", None)
-        inner = [a for a in getattr(ann, "__args__", (ann,)) if isinstance(a, type) and issubclass(a, BaseModel)]
-        if not inner:
-            return "see docs"
-        model = inner[0]
-    return ", ".join(model.model_fields)
+        model = _section_model(getattr(field, "annotation", None))
+        if model is None:
+            return []
+    return list(model.model_fields)
+
+
+def _type_name(a) -> str:
+    origin, args = get_origin(a), get_args(a)
+    if origin is Annotated:
+        return "[first, last] of " + _type_name(get_args(args[0])[0]) if get_origin(args[0]) in (list, List) \
+            else _type_name(args[0])
+    if origin is Union:
+        names = [_type_name(x) for x in args if x is not type(None)]
+        return " or ".join(names) + (" or null" if type(None) in args else "")
+    if origin is Literal:
+        return " \\| ".join(f"`{x}`" for x in args)
+    if origin in (list, List):
+        return f"list of {_type_name(args[0])}"
+    if origin in (dict, Dict):
+        return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}"
+    if isinstance(a, type) and issubclass(a, BaseModel):
+        return "section"
+    return {float: "number", int: "integer", bool: "true/false", str: "text"}.get(a, str(a))
+
+
+def _default(field) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):
+        return "(section defaults)"
+    return f"`{yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}`"
+
+
+def reference() -> str:
+    """docs/CONFIG.md: every key of a config, its type, default and meaning,
+    generated from the schema (``adaptive-hmc reference``), so it cannot drift."""
+    sections = [("top level", Config), ("data", DataConfig), ("model", ModelConfig),
+                ("model.priors", PriorsConfig), ("model.priors.GROUP (each prior)", GammaPriorConfig),
+                ("sampler", SamplerConfig), ("replicas", ReplicasConfig), ("tuner", TunerConfig),
+                ("tuner.schedule", ScheduleConfig), ("run", RunConfig), ("run.burn_in", BurnInConfig)]
+    out = ["# Config reference", "",
+           "Generated from the schema in `adaptive_hmc/config.py` by `adaptive-hmc reference`; do not edit.",
+           "", "An experiment is one YAML file with the sections below. Unknown keys, keys given twice and values "
+           "out of range are errors (exit 2, nothing written). `adaptive-hmc validate CONFIG` checks a config and "
+           "its data without running it.", "", "Conventions:", "",
+           "- rows are counted from 1 and both ends are included: `train_rows: [1, 200]` is the first 200 rows;",
+           "- columns are counted from 0, and negative numbers count from the end (`-1` is the last column);",
+           "- a relative `data.path` is relative to the folder of the config file;",
+           "- a prior `shape: .inf` fixes that precision at its mean;",
+           "- a bandit needs `tuner.bounds` for both `step_factor` and `num_steps`; a fixed tuner needs "
+           "`step_factor` and `num_steps`.", ""]
+    for title, model in sections:
+        out += [f"## `{title}`", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        for name, f in model.model_fields.items():
+            out.append(f"| `{name}` | {_type_name(f.annotation)} | {_default(f)} | {f.description or ''} |")
+        out.append("")
+    return "\n".join(out)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

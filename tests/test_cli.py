@@ -547,3 +547,48 @@ def test_predict_needs_kept_samples_and_gives_class_probabilities(tmp_path, caps
     P = read_run(out).predict_proba(X[:5])
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
     assert np.array_equal(read_run(out).predict(X[:5]), P.argmax(axis=1))
+
+
+def test_config_reference_is_generated_from_the_schema():
+    from adaptive_hmc.config import reference
+    committed = (CONFIGS.parent / "docs" / "CONFIG.md").read_text()
+    assert committed.strip() == reference().strip(), "regenerate: adaptive-hmc reference > docs/CONFIG.md"
+    for key in ("train_rows", "target_columns", "standardize_inputs", "bounds", "predict_from", "thin"):
+        assert f"| `{key}` |" in committed
+
+
+def test_validate_and_dry_run_check_everything_and_write_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _write(tmp_path, _small(_raw(), n=2))
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr()
+    assert yaml.safe_load(out.out)["run"]["super_transitions"] == 2
+    assert "valid. Network 2-16-2 (gaussian, 82 parameters), 8 chains, 200 training cases" in out.err
+    assert main(["run", str(path), "--dry-run"]) == 0
+    assert "valid." in capsys.readouterr().err and not (tmp_path / "runs").exists()
+    raw = _small(_raw(), n=2)
+    raw["data"]["test_sets"]["extra"] = [590, 700]          # a data problem, found without running
+    assert main(["validate", str(_write(tmp_path, raw, "bad.yaml"))]) == 2
+    assert "data.test_sets.extra = [590, 700]: the data has 600 rows" in capsys.readouterr().err
+
+
+def test_unknown_keys_get_the_nearest_allowed_key(tmp_path, capsys):
+    raw = _raw()
+    raw["data"]["target"] = "last"
+    assert main(["run", str(_write(tmp_path, raw)), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "data.target = 'last': unknown key; did you mean 'target_columns'?" in err and "docs/CONFIG.md" in err
+    raw = _raw()
+    raw["data"].update(dataset=None, file="/some/where.csv", target_columns=[-1])
+    assert main(["run", str(_write(tmp_path, raw)), "--out", str(tmp_path / "o")]) == 2
+    assert "data.file = '/some/where.csv': file names a table in the folder of a named data set" in \
+        capsys.readouterr().err
+
+
+def test_help_imports_no_compiled_layer():
+    import subprocess
+    import sys
+    code = ("import sys\nfrom adaptive_hmc.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.startswith(('numba', 'sklearn', 'adaptive_hmc.models'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]", out
