@@ -79,27 +79,48 @@ class PriorsConfig(_Strict):
                          scale_hidden_output=self.scale_hidden_output)
 
 
+class SplitConfig(_Strict):
+    """A seeded shuffled split into training cases and one test set named "test"."""
+
+    train: int = Field(ge=1, description="number of training cases")
+    test: Optional[int] = Field(None, ge=1, description="number of test cases (default: all the others)")
+    seed: int = Field(0, ge=0, description="seed of the shuffle")
+    stratify: bool = Field(False, description="keep each class's share in both parts (classification)")
+
+
 class DataConfig(_Strict):
     dataset: Optional[str] = Field(None, description="a named data set: a folder in $ADAPTIVE_HMC_DATA or "
                                    "shared/data (`robot_arm` is shipped); give this or `path`")
     file: Optional[str] = Field(None, description="the table to read in the data set's folder (not for robot_arm)")
     path: Optional[str] = Field(None, description="or a table anywhere; a relative path is relative to the "
                                 "config file's folder")
-    target_columns: Optional[List[int]] = Field(None, description="columns holding the targets, counted from 0; "
-                                                "negative counts from the end (-1 is the last)")
-    train_rows: RowPair = Field(description="[first, last] training rows, counted from 1, both included")
+    target_columns: Optional[List[Union[int, str]]] = Field(
+        None, description="columns holding the targets: numbers counted from 0 (negative from the end, -1 is "
+        "the last) or, with a header row, names")
+    header: Optional[bool] = Field(None, description="whether the first row names the columns (default: "
+                                   "detected, a first row with text is a header)")
+    delimiter: Optional[str] = Field(None, description="column separator (default: detected from the first "
+                                     "line: comma, semicolon, tab, else white space)")
+    missing: Literal["drop_rows", "error"] = Field("drop_rows", description="rows with a missing value (empty, "
+                                                   "?, NA, nan) are left out (and counted), or are an error")
+    train_rows: Optional[RowPair] = Field(None, description="[first, last] training rows, counted from 1 below "
+                                          "any header, both included; or use `split`")
     test_sets: Dict[str, RowPair] = Field(default_factory=dict, description="named test sets, each [first, last] "
-                                          "rows like train_rows")
+                                          "rows like train_rows; none may overlap the training rows")
+    split: Optional[SplitConfig] = Field(None, description="instead of rows: a seeded shuffled split "
+                                         "(section below)")
     standardize_inputs: bool = Field(False, description="scale inputs to mean 0 and sd 1 on the training rows "
                                      "(stored with the run, applied by predict)")
 
-    def split(self, likelihood: str, source: str) -> Split:
+    def cases(self, likelihood: str, source: str) -> Split:
         """The training and test cases this section names (a relative path is
         relative to the config file's folder)."""
         try:
             return load_split(dataset=self.dataset, file=self.file, path=self.path,
                               base_dir=Path(source).parent, target_columns=self.target_columns,
-                              train_rows=self.train_rows, test_sets=self.test_sets, likelihood=likelihood)
+                              train_rows=self.train_rows, test_sets=self.test_sets,
+                              split=None if self.split is None else self.split.model_dump(), header=self.header,
+                              delimiter=self.delimiter, missing=self.missing, likelihood=likelihood)
         except DataError as e:
             raise ConfigError(f"{source}: {e}") from None
 
@@ -255,7 +276,13 @@ def _check(cfg: Config, source: str):
         _fail(source, "data.file", d.file, "file is for a named dataset; with path give the whole path")
     if d.dataset != "robot_arm" and not d.target_columns:
         _fail(source, "data.target_columns", d.target_columns, "a table needs the list of target columns")
-    for key, (lo, hi) in [("data.train_rows", d.train_rows)] + [(f"data.test_sets.{n}", v) for n, v in d.test_sets.items()]:
+    if (d.train_rows is None) == (d.split is None):
+        _fail(source, "data", {"train_rows": d.train_rows, "split": d.split and d.split.model_dump()},
+              "give exactly one of train_rows (with test_sets) and split")
+    if d.split is not None and d.test_sets:
+        _fail(source, "data.test_sets", d.test_sets, "split makes the test set \"test\"; give rows or a split")
+    rows = [("data.train_rows", d.train_rows)] if d.train_rows else []
+    for key, (lo, hi) in rows + [(f"data.test_sets.{n}", v) for n, v in d.test_sets.items()]:
         if not 1 <= lo <= hi:
             _fail(source, key, [lo, hi], "rows are numbered from 1 and need first <= last")
     if t.kind == "fixed":
@@ -381,7 +408,7 @@ def _default(field) -> str:
 def reference() -> str:
     """docs/CONFIG.md: every key of a config, its type, default and meaning,
     generated from the schema (``adaptive-hmc reference``), so it cannot drift."""
-    sections = [("top level", Config), ("data", DataConfig), ("model", ModelConfig),
+    sections = [("top level", Config), ("data", DataConfig), ("data.split", SplitConfig), ("model", ModelConfig),
                 ("model.priors", PriorsConfig), ("model.priors.GROUP (each prior)", GammaPriorConfig),
                 ("sampler", SamplerConfig), ("replicas", ReplicasConfig), ("tuner", TunerConfig),
                 ("tuner.schedule", ScheduleConfig), ("run", RunConfig), ("run.burn_in", BurnInConfig)]

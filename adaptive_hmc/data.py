@@ -8,8 +8,8 @@ raised as :class:`DataError`, which names the config key they concern.
 """
 from __future__ import annotations
 
+import math
 import os
-import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -124,50 +124,111 @@ def kfold(n_cases: int, k: int, rng, labels=None) -> list:
 
 
 class Split(NamedTuple):
-    """Training cases, named test sets ({name: (X, Y)}) and the number of network outputs."""
+    """Training cases, named test sets ({name: (X, Y)}), the number of network
+    outputs, and notes for the user (rows left out for missing values)."""
 
     train: tuple
     tests: dict
     n_outputs: int
+    notes: list = []
 
 
-def read_table(path: Path, target_columns, key: str, value) -> tuple:
-    """(X, Y) of a numeric table (comma-separated when the name ends in .csv,
-    white space otherwise): ``target_columns`` (0-based, negative from the end)
-    are Y, the rest X."""
+#: Cells read as missing values (case does not matter).
+MISSING = ("", "?", "na", "n/a", "nan", "null", "none")
+
+
+def _number(cell: str) -> float | None:
+    try:
+        return float(cell)
+    except ValueError:
+        return math.nan if cell.strip().lower() in MISSING else None
+
+
+def _sniff(line: str) -> str | None:
+    """The delimiter of a table's first line: ',', ';' or a tab, whichever
+    occurs most, or None (white space) when none does."""
+    counts = {d: line.count(d) for d in (",", ";", "\t")}
+    best = max(counts, key=counts.get)
+    return best if counts[best] else None
+
+
+def parse_table(path: Path, key: str, value, delimiter: str | None = None, header: bool | None = None) -> tuple:
+    """(A (rows, columns) with NaN for missing cells, column names or None) of a
+    text table: the delimiter is detected from the first line unless given;
+    a first row holding text (not numbers or missing markers) is a header unless
+    ``header`` says otherwise; empty lines and lines starting with # are skipped.
+    DataError names the first cell that is neither a number nor missing."""
     if not path.is_file():
         raise DataError(key, value, f"no such file ({path})")
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", UserWarning)      # numpy warns, and returns nothing, on an empty file
-            A = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)
-    except UserWarning:
-        raise DataError(key, value, f"the file has no rows ({path})") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise DataError(key, value, f"not a numeric table: {e}") from None
-    if any(not -A.shape[1] <= c < A.shape[1] for c in target_columns):
-        raise DataError("data.target_columns", list(target_columns), f"the file has {A.shape[1]} columns")
-    cols = [c % A.shape[1] for c in target_columns]
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise DataError(key, value, f"not a text table ({path})") from None
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        raise DataError(key, value, f"the file has no rows ({path})")
+    delim = delimiter if delimiter is not None else _sniff(lines[0])
+    rows = [ln.split() if delim is None else [c.strip() for c in ln.split(delim)] for ln in lines]
+    if header is None:
+        header = any(_number(c) is None for c in rows[0])
+    names = rows[0] if header else None
+    body = rows[1:] if header else rows
+    if not body:
+        raise DataError(key, value, f"the file has no rows below its header ({path})")
+    width = len(rows[0])
+    A = np.empty((len(body), width))
+    for i, row in enumerate(body, start=1):
+        if len(row) != width:
+            raise DataError(key, value, f"row {i} has {len(row)} cells, the first row {width} ({path}); "
+                                        f"delimiter {'white space' if delim is None else repr(delim)}")
+        for j, cell in enumerate(row):
+            v = _number(cell)
+            if v is None:
+                raise DataError(key, value, f"not a numeric table: row {i}, column {j} is {cell!r} (rows counted "
+                                            f"from 1 below any header, columns from 0; missing values may be "
+                                            f"written as {', '.join(repr(m) for m in MISSING if m)} or left empty)")
+            A[i - 1, j] = v
+    return A, names
+
+
+def target_indices(target_columns, names, width: int) -> list:
+    """Column indices (0-based) of ``target_columns``: numbers (negative from the
+    end) or, with a header, names."""
+    cols = []
+    for c in target_columns:
+        if isinstance(c, str):
+            if names is None:
+                raise DataError("data.target_columns", list(target_columns),
+                                f"column {c!r} named, but the file has no header row")
+            if c not in names:
+                raise DataError("data.target_columns", list(target_columns),
+                                f"no column named {c!r}; the header has {names}")
+            cols.append(names.index(c))
+        elif not -width <= c < width:
+            raise DataError("data.target_columns", list(target_columns), f"the file has {width} columns")
+        else:
+            cols.append(c % width)
     if len(set(cols)) < len(cols):
         raise DataError("data.target_columns", list(target_columns),
                         f"names a column twice (as columns {cols}, counted from 0); each target column once")
-    return np.delete(A, cols, axis=1), A[:, cols]
+    return cols
+
+
+def read_table(path: Path, target_columns, key: str, value, delimiter=None, header=None) -> tuple:
+    """(X, Y, column names or None) of a table (see :func:`parse_table`):
+    ``target_columns`` are Y, the rest X; missing cells are NaN."""
+    A, names = parse_table(path, key, value, delimiter, header)
+    cols = target_indices(target_columns, names, A.shape[1])
+    return np.delete(A, cols, axis=1), A[:, cols], names
 
 
 def read_inputs(path, n_inputs: int):
-    """Inputs (N, n_inputs) for prediction from a numeric table (comma-separated
-    when the name ends in .csv, white space otherwise); ValueError says what is wrong."""
-    path = Path(path)
-    if not path.is_file():
-        raise ValueError(f"{path}: no such file")
+    """Inputs (N, n_inputs) for prediction from a table (see :func:`parse_table`;
+    no missing values); ValueError says what is wrong."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", UserWarning)
-            X = np.loadtxt(path, delimiter="," if path.suffix == ".csv" else None, ndmin=2)
-    except UserWarning:
-        raise ValueError(f"{path}: the file has no rows") from None
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ValueError(f"{path}: not a numeric table: {e}") from None
+        X, _ = parse_table(Path(path), "input", str(path))
+    except DataError as e:
+        raise ValueError(f"{path}: {e.allowed}") from None
     if X.shape[1] != n_inputs:
         raise ValueError(f"{path}: {X.shape[1]} columns; the network takes {n_inputs} inputs (one column each)")
     problem = check_finite(X, "inputs", first_row=1)
@@ -176,20 +237,28 @@ def read_inputs(path, n_inputs: int):
     return X
 
 
-def select_rows(A, rows, key: str):
-    """Rows first..last of ``A``, numbered from 1 and inclusive, as in the papers."""
+def row_range(rows, n_rows: int, key: str) -> np.ndarray:
+    """Indices of rows first..last, numbered from 1 and inclusive, as in the papers."""
     lo, hi = rows
-    if hi > len(A):
-        raise DataError(key, [lo, hi], f"the data has {len(A)} rows")
-    return A[lo - 1:hi]
+    if hi > n_rows:
+        raise DataError(key, [lo, hi], f"the data has {n_rows} rows")
+    return np.arange(lo - 1, hi)
 
 
-def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows,
-               test_sets=None, likelihood="gaussian") -> Split:
+def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows=None,
+               test_sets=None, split=None, header=None, delimiter=None, missing="drop_rows",
+               likelihood="gaussian") -> Split:
     """Read a named data set (``dataset``, and ``file`` in its folder unless it is
     the robot arm) or a table at ``path`` (a relative path is relative to
-    ``base_dir``, the config file's folder), select the training and test rows,
-    and check that the data are finite and fit the likelihood."""
+    ``base_dir``, the config file's folder; see :func:`parse_table` for
+    ``header`` and ``delimiter``); choose the training and test cases, by row
+    ranges (``train_rows``, ``test_sets``; a test set may not overlap the
+    training rows) or by a seeded shuffled ``split`` ({"train": n, "test": m
+    or None for the rest, "seed": s, "stratify": bool}, with one test set
+    "test"); leave out rows with missing values (``missing="drop_rows"``, said
+    in the notes) or refuse them (``"error"``); check that the data are finite
+    and fit the likelihood."""
+    source = dataset or path
     if dataset == "robot_arm":
         try:
             arm = load_robot_arm()
@@ -208,19 +277,51 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
             if not p.is_absolute():
                 p = Path(base_dir) / p
             key, value = "data.path", path
-        X, Y = read_table(p, target_columns, key, value)
+        X, Y, _ = read_table(p, target_columns, key, value, delimiter, header)
     for what, arr in (("inputs", X), ("targets", Y)):
-        problem = check_finite(arr, what, first_row=1)
+        problem = check_finite(np.where(np.isnan(arr), 0.0, arr), what, first_row=1)     # infinities
         if problem:
-            raise DataError("data", dataset or path, problem)
+            raise DataError("data", source, problem)
+    incomplete = np.isnan(X).any(axis=1) | np.isnan(Y).any(axis=1)
+    if missing == "error" and incomplete.any():
+        raise DataError("data.missing", "error", f"{incomplete.sum()} rows have missing values (first: row "
+                        f"{np.flatnonzero(incomplete)[0] + 1}, counted from 1); set data.missing: drop_rows to "
+                        f"leave such rows out")
     if X.shape[1] < 1:
-        raise DataError("data", dataset or path, "no input columns")
+        raise DataError("data", source, "no input columns")
     if likelihood == "gaussian" and Y.shape[1] < 1:
         raise DataError("data.target_columns", target_columns, "no target columns")
     if likelihood != "gaussian" and Y.shape[1] != 1:
         raise DataError("data.target_columns", target_columns, "classification needs one label column")
-    n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(Y.max()) + 1}[likelihood]
-    train = (select_rows(X, train_rows, "data.train_rows"), select_rows(Y, train_rows, "data.train_rows"))
-    tests = {n: (select_rows(X, v, f"data.test_sets.{n}"), select_rows(Y, v, f"data.test_sets.{n}"))
-             for n, v in (test_sets or {}).items()}
-    return Split(train, tests, n_out)
+    notes = []
+
+    def complete(idx, what):
+        bad = incomplete[idx]
+        if bad.any():
+            notes.append(f"{what}: left out {bad.sum()} of {idx.size} rows with missing values (first: row "
+                         f"{idx[bad][0] + 1})")
+        return idx[~bad]
+
+    if split is None:
+        train = row_range(train_rows, len(X), "data.train_rows")
+        tests = {}
+        for n, v in (test_sets or {}).items():
+            tests[n] = row_range(v, len(X), f"data.test_sets.{n}")
+            if np.intersect1d(tests[n], train).size:
+                raise DataError(f"data.test_sets.{n}", list(v), f"overlaps the training rows {list(train_rows)}; "
+                                "test cases must not be training cases")
+        train = complete(train, "data.train_rows")
+        tests = {n: complete(v, f"data.test_sets.{n}") for n, v in tests.items()}
+    else:
+        from sklearn.model_selection import train_test_split
+        rows = complete(np.arange(len(X)), "data")
+        try:
+            train, test = train_test_split(rows, train_size=split["train"], test_size=split.get("test"),
+                                           random_state=split.get("seed", 0),
+                                           stratify=Y[rows, 0] if split.get("stratify") else None)
+        except ValueError as e:
+            raise DataError("data.split", dict(split), f"{e} ({rows.size} complete rows)") from None
+        train, tests = np.sort(train), {"test": np.sort(test)}
+    Ytr = Y[train]
+    n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
+    return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, notes)

@@ -23,7 +23,9 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
     """(the run's parts, :func:`~adaptive_hmc.runner.make_run`'s
     :class:`~adaptive_hmc.runner.RunSetup`; the input transform, a
     :class:`~adaptive_hmc.data.Standardizer`) for ``cfg``; raises ConfigError."""
-    split = cfg.data.split(cfg.model.likelihood, source)
+    split = cfg.data.cases(cfg.model.likelihood, source)
+    for note in split.notes:
+        print(f"{source}: {note}", file=sys.stderr, flush=True)
     (X, Y), tests = split.train, dict(split.tests)
     sc = Standardizer.fit(X) if cfg.data.standardize_inputs else Standardizer.identity(X.shape[1])
     X = sc.transform(X)

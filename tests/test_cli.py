@@ -59,8 +59,13 @@ CASES = {
     "NaN in data": (lambda r, t: (np.savetxt(t / "nan.csv", np.array([[1.0, 2.0, 3.0], [np.nan, 1.0, 2.0]] * 5),
                                              delimiter=","),
                                   r["data"].update(dataset=None, path=str(t / "nan.csv"), target_columns=[-1],
-                                                   train_rows=[1, 8], test_sets={})),
-                    "NaN or infinite values (first at row 2, column 1)"),
+                                                   train_rows=[1, 8], test_sets={}, missing="error")),
+                    "data.missing = 'error': 5 rows have missing values (first: row 2"),
+    "infinity in data": (lambda r, t: (np.savetxt(t / "inf.csv", np.array([[1.0, 2.0, 3.0], [np.inf, 1.0, 2.0]] * 5),
+                                                  delimiter=","),
+                                       r["data"].update(dataset=None, path=str(t / "inf.csv"), target_columns=[-1],
+                                                        train_rows=[1, 8], test_sets={})),
+                         "NaN or infinite values (first at row 2, column 1)"),
     "network does not fit data": (lambda r, t: r["model"].update(likelihood="logistic"),
                                   "classification needs one label column"),
     "cv reward without replicas": (lambda r, t: r["replicas"].update(k=0, full_data_chain=True),
@@ -126,8 +131,15 @@ CASES.update({
                                       "data.target_columns = [7]: the file has 4 columns"),
     "empty data file": (lambda r, t: _use_table(r, t, path=_text(t, "", "empty.csv").as_posix()),
                         "the file has no rows"),
-    "header row": (lambda r, t: _use_table(r, t, path=_text(t, "a,b,c,d\n1,2,3,4\n", "h.csv").as_posix()),
-                   "not a numeric table"),
+    "text in a cell": (lambda r, t: _use_table(r, t, path=_text(t, "1,2,3,4\n1,x,3,4\n", "h.csv").as_posix()),
+                       "not a numeric table: row 2, column 1 is 'x'"),
+    "test rows overlap training rows": (lambda r, t: r["data"]["test_sets"].update(test_201_400=[150, 400]),
+                                        "data.test_sets.test_201_400 = [150, 400]: overlaps the training rows"),
+    "target name without header": (lambda r, t: _use_table(r, t, target_columns=["price"]),
+                                   "column 'price' named, but the file has no header row"),
+    "rows and a split": (lambda r, t: r["data"].update(split={"train": 100}), "give exactly one of train_rows"),
+    "split larger than the data": (lambda r, t: (r["data"].pop("train_rows"), r["data"].pop("test_sets"),
+                                                 r["data"].update(split={"train": 700})), "data.split = "),
     "k above the training cases": (lambda r, t: r["data"].update(train_rows=[1, 5]),
                                    "replicas.k = 8: at most the number of training cases (5)"),
     "logistic on real targets": (lambda r, t: (_use_table(r, t, target_columns=[2]),
@@ -592,3 +604,39 @@ def test_help_imports_no_compiled_layer():
             "print(sorted(m for m in sys.modules if m.startswith(('numba', 'sklearn', 'adaptive_hmc.models'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]", out
+
+
+def test_tables_as_people_have_them(tmp_path, capsys):
+    """A header row, targets by name, '?' for missing values, white space in a
+    file named .csv, and a seeded stratified shuffled split."""
+    from adaptive_hmc.experiment import build
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(50, 3))
+    label = (X[:, 0] > 0.3).astype(int)
+    lines = ["crim  zn  rm  cls"] + [f"{a:.4f}  {b:.4f}  {c:.4f}  {d}" for (a, b, c), d in zip(X, label)]
+    lines[7] = lines[7].replace(lines[7].split()[1], "?")             # a missing cell in data row 7
+    (tmp_path / "h.csv").write_text("\n".join(lines) + "\n")
+    raw = _small(_raw(), n=2)
+    raw["data"] = {"path": str(tmp_path / "h.csv"), "target_columns": ["cls"],
+                   "split": {"train": 30, "test": 15, "seed": 4, "stratify": True}}
+    raw["model"]["likelihood"] = "logistic"
+    raw["model"]["priors"].pop("noise")
+    raw["replicas"]["k"] = 3
+    raw["tuner"]["cv_metric"] = "log_loss"
+    path = _write(tmp_path, raw)
+    cfg = read_config(path)
+    (replicas, *_), _ = build(cfg, str(path))
+    err = capsys.readouterr().err
+    assert "data: left out 1 of 50 rows with missing values (first: row 7)" in err, err
+    assert sum(len(f) for f in replicas.folds) == 30 and replicas.test_names == ["test"]
+    assert replicas.X_test.shape == (15, 3)
+    keep = np.delete(np.arange(50), 6)
+    share = label[keep].mean()
+    train_share = np.mean(np.concatenate([r.model.Y[:, 0] for r in replicas.replicas[:1]]).tolist()
+                          + replicas.replicas[0].held.YT[0].tolist())
+    assert abs(train_share - share) < 0.05                         # stratified: the class share is kept
+    again, _ = build(cfg, str(path))
+    assert np.array_equal(again.replicas.X_test, replicas.X_test)  # seeded
+    raw["data"]["split"]["seed"] = 5
+    other, _ = build(read_config(_write(tmp_path, raw, "o.yaml")), str(path))
+    assert not np.array_equal(other.replicas.X_test, replicas.X_test)
