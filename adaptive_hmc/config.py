@@ -82,8 +82,10 @@ class PriorsConfig(_Strict):
 class SplitConfig(_Strict):
     """A seeded shuffled split into training cases and one test set named "test"."""
 
-    train: int = Field(ge=1, description="number of training cases")
-    test: Optional[int] = Field(None, ge=1, description="number of test cases (default: all the others)")
+    train: Union[int, float] = Field(gt=0, description="number of training cases, or a fraction of the "
+                                     "rows (0 < f < 1)")
+    test: Optional[Union[int, float]] = Field(None, gt=0, description="number (or fraction) of test cases "
+                                              "(default: all the others)")
     seed: int = Field(0, ge=0, description="seed of the shuffle")
     stratify: bool = Field(False, description="keep each class's share in both parts (classification)")
 

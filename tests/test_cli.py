@@ -640,3 +640,28 @@ def test_tables_as_people_have_them(tmp_path, capsys):
     raw["data"]["split"]["seed"] = 5
     other, _ = build(read_config(_write(tmp_path, raw, "o.yaml")), str(path))
     assert not np.array_equal(other.replicas.X_test, replicas.X_test)
+
+
+def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch):
+    """The README's walkthrough with the shipped template (shrunk): a CSV with a
+    header, validate, run, predict new inputs with uncertainty."""
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-2, 2, size=(80, 2))
+    price = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.05 * rng.normal(size=80)
+    rows = ["size,age,price"] + [f"{a:.5f},{b:.5f},{p:.5f}" for (a, b), p in zip(X, price)]
+    (tmp_path / "my_data.csv").write_text("\n".join(rows) + "\n")
+    raw = yaml.safe_load((CONFIGS / "templates" / "regression_csv.yaml").read_text())
+    raw["run"].update(super_transitions=6, budget=600, burn_in={"super_transitions": 2}, thin=5)
+    raw["tuner"].update(bounds={"step_factor": [0.01, 1.01], "num_steps": [10, 100]}, warmup_super_transitions=1,
+                        maxfun=200)
+    raw["sampler"]["initial_phase_steps"] = 200
+    path = _write(tmp_path, raw, "my.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", str(path)]) == 0
+    assert main(["run", str(path), "--out", "runs/my", "--quiet"]) == 0
+    (tmp_path / "new.csv").write_text("size,age\n0.5,1.0\n-1.0,0.0\n")
+    assert main(["predict", "runs/my", "new.csv", "--out", "pred.csv"]) == 0
+    P = np.loadtxt(tmp_path / "pred.csv", delimiter=",", skiprows=1)
+    assert P.shape == (2, 4) and np.all(P[:, 1] > 0) and np.all(P[:, 2] < P[:, 0]) and np.all(P[:, 0] < P[:, 3])
+    s = json.loads((tmp_path / "runs" / "my" / "summary.json").read_text())
+    assert s["predict_from"] == "full" and set(s["test_mse"]) == {"test"}
