@@ -7,50 +7,83 @@ chains' weight vectors are kept (every ``thin``-th retained sample) so that
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .data import Standardizer
 from .models.mlp import MLPSpec
 from .models.mlp import predict as mlp_predict
 from .models.predictive import class_probabilities, predictive_moments
 from .models.priors import PriorSpec
-from .runner import make_run, run_super_transitions
+from .runner import Progress, make_run, run_super_transitions
 from .samplers.settings import HMCSettings
 
 
 class _BNN(BaseEstimator):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
-                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None):
+                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False):
         self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
         self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
         self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
-        self.thin, self.priors, self.seed, self.threads = thin, priors, seed, threads
+        self.thin, self.priors, self.seed, self.threads, self.verbose = thin, priors, seed, threads, verbose
+
+    def _validate(self, X, y, **kw):
+        """X (N, d) finite float64 (sparse and complex refused, names recorded) and
+        y, before any transform; and the settings that depend on the data."""
+        X, y = validate_data(self, X, y, dtype=np.float64, **kw)       # y itself stays as given
+        if X.shape[0] < max(self.k, 2):
+            raise ValueError(f"n_samples={X.shape[0]}: need at least max(k, 2) = {max(self.k, 2)} training cases")
+        return X, y
+
+    def _hidden(self) -> tuple:
+        hidden = (self.hidden,) if isinstance(self.hidden, (int, np.integer)) else tuple(self.hidden)
+        if not hidden or any(not isinstance(h, (int, np.integer)) or h < 1 for h in hidden):
+            raise ValueError(f"hidden={self.hidden!r}: a layer size (int >= 1) or a sequence of them")
+        return hidden
 
     def _fit(self, X, Y, spec, metric):
         n_burn = self.burn_in_super_transitions
         if n_burn is None:
             n_burn = self.super_transitions // 3
-        bounds = {"step_factor": tuple(self.step_factor_bounds),
-                  "num_steps": tuple(int(v) for v in self.num_steps_bounds)}
+        lo, hi = (int(v) for v in self.num_steps_bounds)
+        if hi > self.budget:
+            raise ValueError(f"num_steps_bounds={tuple(self.num_steps_bounds)}: the longest trajectory must be <= "
+                             f"budget ({self.budget}), the leapfrog steps per chain in a super-transition")
+        bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": (lo, hi)}
         self.replicas_, self.tuner_, reward, cv_metric = make_run(
             spec, X, Y, tuner={"kind": "bandit", "bounds": bounds}, seed=self.seed, cv_metric=metric, k=self.k,
             full_data_chain=True, priors=self.priors or PriorSpec(),
             settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps),
             thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads)
-        self.log_ = run_super_transitions(self.replicas_, self.tuner_, self.super_transitions, self.budget,
-                                          reward, cv_metric)
+        progress = Progress(self.super_transitions, 0, quiet=not self.verbose)
+        try:
+            self.log_ = run_super_transitions(self.replicas_, self.tuner_, self.super_transitions, self.budget,
+                                              reward, cv_metric, callback=lambda e, r: progress.update(e))
+        finally:
+            progress.close()
         self.spec_ = spec
         self.weights_, self.noise_, _ = self.replicas_.samples()
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
+        stuck = sum(1 for e in self.log_ if e["stuck_chains"])
+        if stuck:
+            warnings.warn(f"in {stuck} of {len(self.log_)} super-transitions a chain accepted no trajectory; its "
+                          f"samples repeat one state (narrow step_factor_bounds or num_steps_bounds)",
+                          ConvergenceWarning, stacklevel=3)
+        if self.super_transitions - n_burn < 5:
+            warnings.warn(f"only {self.super_transitions - n_burn} super-transitions after burn-in: the predictions "
+                          f"rest on a very short run (raise super_transitions)", ConvergenceWarning, stacklevel=3)
         return self
 
     def _outputs(self, X):
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.spec_.n_inputs:
-            raise ValueError(f"X has shape {X.shape}; expected (N, {self.spec_.n_inputs})")
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
         return mlp_predict(self.spec_, self.weights_, self.x_scale_.transform(X))
 
 
@@ -63,6 +96,7 @@ _COMMON_DOC = """
     initial_phase_steps : leapfrog steps with the hyperparameters fixed before Gibbs updates start.
     burn_in_super_transitions : discarded from predictions (default a third).
     thin : keep every thin-th retained sample for ``predict``.
+    verbose : print a line (a bar on a terminal) per super-transition.
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default Neal's).
     seed : decides every random number; threads do not change results.
 """
@@ -71,15 +105,17 @@ _COMMON_DOC = """
 class BNNRegressor(RegressorMixin, _BNN):
     __doc__ = "Bayesian MLP regression (Gaussian noise), inputs and targets standardised.\n" + _COMMON_DOC
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True          # y may be (N, m)
+        return tags
+
     def fit(self, X, y):
-        X = np.asarray(X, dtype=np.float64)
-        y = np.asarray(y, dtype=np.float64)
+        X, y = self._validate(X, y, multi_output=True, y_numeric=True)
         self.single_output_ = y.ndim == 1
         Y = y[:, None] if self.single_output_ else y
-        if X.ndim != 2 or Y.ndim != 2 or len(X) != len(Y):
-            raise ValueError(f"X {X.shape} and y {y.shape}: need X (N, d) and y (N,) or (N, m)")
         self.x_scale_, self.y_scale_ = Standardizer.fit(X), Standardizer.fit(Y)
-        spec = MLPSpec(X.shape[1], self.hidden, Y.shape[1])
+        spec = MLPSpec(X.shape[1], self._hidden(), Y.shape[1])
         return self._fit(self.x_scale_.transform(X), self.y_scale_.transform(Y), spec, "mse")
 
     def predict(self, X, return_std: bool = False):
@@ -97,18 +133,20 @@ class BNNClassifier(ClassifierMixin, _BNN):
 
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
-                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, cv_metric="log_loss"):
+                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
+                 cv_metric="log_loss"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
-                         initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads)
+                         initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose)
         self.cv_metric = cv_metric
 
     def fit(self, X, y):
-        X = np.asarray(X, dtype=np.float64)
+        X, y = self._validate(X, y)
+        check_classification_targets(y)
         self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)
         if len(self.classes_) < 2:
             raise ValueError(f"y has {len(self.classes_)} class; need at least 2")
         K = len(self.classes_)
-        spec = MLPSpec(X.shape[1], self.hidden, 1 if K == 2 else K, "logistic" if K == 2 else "softmax")
+        spec = MLPSpec(X.shape[1], self._hidden(), 1 if K == 2 else K, "logistic" if K == 2 else "softmax")
         self.x_scale_ = Standardizer.fit(X)
         return self._fit(self.x_scale_.transform(X), codes.astype(float), spec, self.cv_metric)
 
@@ -116,4 +154,5 @@ class BNNClassifier(ClassifierMixin, _BNN):
         return class_probabilities(self._outputs(X), self.spec_.likelihood).mean(axis=0)
 
     def predict(self, X):
-        return self.classes_[self.predict_proba(X).argmax(axis=1)]
+        P = self.predict_proba(X)
+        return self.classes_[P.argmax(axis=1)]

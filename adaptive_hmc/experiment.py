@@ -16,7 +16,7 @@ from .config import Config, ConfigError
 from .data import Standardizer
 from .replicas import memory_estimate
 from .results import RunDir, RunError
-from .runner import make_run, run_super_transitions
+from .runner import Progress, make_run, run_super_transitions
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
@@ -68,35 +68,6 @@ def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int) -> N
                           f"on these chains and cases needs about {need / 2**30:.1f} GiB; at most "
                           f"{limit / 2**30:.1f} GiB (half of this machine's memory) is allowed (fewer or smaller "
                           f"hidden layers, fewer replicas, or a larger run.thin)")
-
-
-class Progress:
-    """tqdm bar on a terminal, plain log lines otherwise."""
-
-    def __init__(self, total: int, initial: int, quiet: bool = False):
-        self.quiet = quiet
-        self.bar = None
-        if not quiet and sys.stderr.isatty():
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions")
-        self.total = total
-
-    def update(self, e: dict):
-        acc = float(np.mean(e["acceptance"]))
-        reward = "failed" if e["reward"] is None else f"{e['reward']:.6g}"
-        stuck = f" STUCK: chains {e['stuck_chains']} accepted nothing" if e["stuck_chains"] else ""
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"eps={e['step_factor']:.3f} L={e['num_steps']} reward={reward} acc={acc:.2f}"
-                                     + (f" stuck={len(e['stuck_chains'])}" if stuck else ""))
-            self.bar.update(1)
-        elif not self.quiet:
-            print(f"super-transition {e['i'] + 1}/{self.total}: eps={e['step_factor']:.4f} L={e['num_steps']} "
-                  f"reward={reward} acceptance={acc:.3f} divergences={e['divergences']} {e['seconds']:.2f}s{stuck}",
-                  flush=True)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
 
 
 class Interrupted(RunError):

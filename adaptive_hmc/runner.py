@@ -8,6 +8,7 @@ The runner speaks to tuners through ``ask`` and ``tell`` only.
 from __future__ import annotations
 
 import math
+import sys
 from functools import partial
 from typing import Callable, NamedTuple, TypedDict
 
@@ -94,6 +95,35 @@ def run_super_transitions(replicas: ReplicaSet, tuner, super_transitions: int, b
         if callback is not None and callback(entry, result):
             break
     return log
+
+
+class Progress:
+    """tqdm bar on a terminal, plain log lines otherwise."""
+
+    def __init__(self, total: int, initial: int, quiet: bool = False):
+        self.quiet = quiet
+        self.bar = None
+        if not quiet and sys.stderr.isatty():
+            from tqdm import tqdm
+            self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions")
+        self.total = total
+
+    def update(self, e: dict):
+        acc = float(np.mean(e["acceptance"]))
+        reward = "failed" if e["reward"] is None else f"{e['reward']:.6g}"
+        stuck = f" STUCK: chains {e['stuck_chains']} accepted nothing" if e["stuck_chains"] else ""
+        if self.bar is not None:
+            self.bar.set_postfix_str(f"eps={e['step_factor']:.3f} L={e['num_steps']} reward={reward} acc={acc:.2f}"
+                                     + (f" stuck={len(e['stuck_chains'])}" if stuck else ""))
+            self.bar.update(1)
+        elif not self.quiet:
+            print(f"super-transition {e['i'] + 1}/{self.total}: eps={e['step_factor']:.4f} L={e['num_steps']} "
+                  f"reward={reward} acceptance={acc:.3f} divergences={e['divergences']} {e['seconds']:.2f}s{stuck}",
+                  flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
 
 
 class RunSetup(NamedTuple):

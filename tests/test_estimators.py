@@ -1,0 +1,56 @@
+"""The estimators follow scikit-learn's conventions: its own estimator checks,
+run at a tiny budget (every check but the two accuracy checks, which are run
+separately at a budget that can learn)."""
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils.estimator_checks import check_classifiers_train, check_estimator, check_regressors_train
+
+from adaptive_hmc import BNNClassifier, BNNRegressor
+
+TINY = dict(hidden=(4,), k=2, super_transitions=3, budget=60, num_steps_bounds=(5, 20), initial_phase_steps=0,
+            thin=1, threads=1)
+FAIR = dict(TINY, super_transitions=12, budget=400, num_steps_bounds=(5, 40))
+ACCURACY = "an accuracy check: a 3-super-transition fit of 60 leapfrog steps cannot learn (run at a fair budget below)"
+
+
+@pytest.mark.parametrize("cls", [BNNRegressor, BNNClassifier], ids=lambda c: c.__name__)
+def test_scikit_learn_estimator_checks(cls):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)      # tiny fits are short by design
+        results = check_estimator(cls(**TINY), on_fail=None,
+                                  expected_failed_checks={"check_regressors_train": ACCURACY,
+                                                          "check_classifiers_train": ACCURACY})
+    failed = [(r["check_name"], repr(r["exception"])[:200]) for r in results if r["status"] == "failed"]
+    assert len(results) > 50 and not failed, failed
+
+
+def test_accuracy_checks_at_a_fair_budget():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check_regressors_train("BNNRegressor", BNNRegressor(**FAIR))
+        check_classifiers_train("BNNClassifier", BNNClassifier(**FAIR))
+
+
+def test_clear_errors_and_warnings():
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    y = X[:, 0] + 0.1 * X[:, 1]
+    with pytest.raises(NotFittedError):
+        BNNRegressor().predict(X)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        BNNClassifier(**TINY).fit(X, y)                         # continuous y is not 30 classes
+    with pytest.raises(ValueError, match=r"num_steps_bounds=\(10, 500\): the longest trajectory must be <= budget"):
+        BNNRegressor(budget=100).fit(X, y)
+    with pytest.raises(ValueError, match="Reshape your data"):
+        BNNRegressor(**TINY).fit(X[:, 0], y)
+    X_nan = X.copy()
+    X_nan[5, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN"):                 # found before any standardisation
+        BNNRegressor(**TINY).fit(X_nan, y)
+    with pytest.warns(ConvergenceWarning, match="very short run"):
+        m = BNNRegressor(**dict(TINY, hidden=4)).fit(X, y)      # an int is one hidden layer
+    assert m.spec_.hidden == (4,) and m.n_features_in_ == 2
+    with pytest.warns(ConvergenceWarning, match="accepted no trajectory"):
+        BNNRegressor(**dict(TINY, step_factor_bounds=(30.0, 40.0))).fit(X, y)
