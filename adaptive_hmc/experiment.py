@@ -130,6 +130,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         meta = rd.start(cfg, source, replicas.threads)
         log, wall = [], 0.0
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
+    meta["compile_s"] = round(meta.get("compile_s", 0.0) + replicas.compile(), 2)   # kept out of wall_s
     progress = Progress(cfg.run.super_transitions, len(log), quiet)
     done_here = 0
     last = time.perf_counter()
@@ -159,7 +160,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rd.write_metadata(meta)
-    summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale)
+    summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale, compile_s=meta["compile_s"])
     if summary["stuck_super_transitions"]:
         print(f"{rd.path}: warning: in {summary['stuck_super_transitions']} of {len(log)} super-transitions some "
               f"chain accepted no trajectory (see stuck_chains in {rd.path / 'log.jsonl'}); its samples repeat "

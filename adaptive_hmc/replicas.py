@@ -210,6 +210,23 @@ class ReplicaSet:
         chain = np.repeat(np.arange(self.n_replicas), [len(k) for k in self.kept])
         return A[:, :D], A[:, noise], chain
 
+    def compile(self) -> float:
+        """Compile (or load from Numba's cache) the kernels a super-transition
+        runs, by a call of no iterations that changes nothing; returns the
+        seconds it took, so that run times can leave compilation out."""
+        t0 = time.perf_counter()
+        r = self.replicas[0]
+        settings = check_settings(self.settings._replace(num_steps=self.settings.window, step_factor=1.0,
+                                                         step_size=np.empty(0)))
+        H = len(self.hyper_names)
+        chain = Chain(r.chain.q.copy(), r.chain.g.copy(), r.chain.p.copy(), r.chain.hyper.copy(),
+                      r.chain.counters.copy())
+        run_chain(r.model.target, chain, settings, 0, Record(*(a[0] for a in new_record(1, 0, H))),
+                  Observers(r.held, r.test, int(np.iinfo(np.int64).max), self.thin,
+                            np.empty((0, self.spec.n_params + H))), np.random.default_rng(0))
+        hyper_values(r.model.target, r.chain.hyper, np.empty(H))
+        return time.perf_counter() - t0
+
     # -- checkpoints --------------------------------------------------------------
     def state(self) -> dict:
         """Everything the set changes while it runs (arrays and ints), for

@@ -32,19 +32,33 @@ def retained_draws(run: Run) -> np.ndarray:
 
 
 def test_ess(run: Run) -> dict:
-    """Median over cases and outputs of ArviZ's bulk ESS of the test predictions
-    (draws: super-transitions, chains: replicas), per test set."""
-    draws = retained_draws(run)
+    """ESS of the test predictions, per test set: {name: (ess, ess per 1000
+    gradient evaluations, which posterior)}.
+
+    Each chain has its own posterior (the CV replicas see (k-1)/k of the
+    training cases), so the ESS is computed per chain, from its draws, one per
+    retained super-transition (the mean prediction of its samples in it): the
+    median over cases and outputs of ArviZ's bulk ESS. Reported is that of the
+    full-data chain when the run has one, otherwise the median over the
+    replicas; the gradient evaluations are that chain's over the whole run
+    (burn-in included)."""
+    draws = retained_draws(run)                                        # (R, S, out, N)
     if draws.shape[1] < 4:
         return {}
     az = _arviz()
+    k = run.config.replicas.k
+    chains = [k] if draws.shape[0] > k else list(range(draws.shape[0]))
+    grads = np.sum([e.get("chain_steps", [e["leapfrog_steps"] / draws.shape[0]] * draws.shape[0])
+                    for e in run.log], axis=0)
     out = {}
     for name, cases in run.test_sets():
-        x = draws[:, :, :, cases].reshape(draws.shape[0], draws.shape[1], -1)
-        with warnings.catch_warnings():     # "more chains than draws" when a run is short
-            warnings.simplefilter("ignore", UserWarning)
-            ess = az.ess(az.convert_to_dataset(x))["x"].values
-        out[name] = float(np.median(ess))
+        ess = []
+        for r in chains:
+            x = draws[r:r + 1, :, :, cases].reshape(1, draws.shape[1], -1)
+            ess.append(float(np.median(az.ess(az.convert_to_dataset(x))["x"].values)))
+        j = int(np.argsort(ess)[len(ess) // 2])
+        out[name] = (ess[j], 1000 * ess[j] / grads[chains[j]],
+                     "full-data chain" if draws.shape[0] > k else "median replica")
     return out
 
 
@@ -68,13 +82,17 @@ def model_average_errors(run: Run, chains: str) -> tuple:
     return err, se
 
 
+METRIC = {"test_mse": "MSE", "test_error_rate": "error rate"}
+
+
 def compare(dirs, chains: str | None = None) -> list:
-    """One row (dict) per run directory: test errors, CV error, acceptance, the
-    share of post-warm-up super-transitions with mean acceptance below 0.2, the
-    super-transitions with a stuck chain, divergences, cost, and the ESS of the
-    test predictions (the table adds it per 1000 gradient evaluations of all
-    chains). Test errors are those of each run's summary (its
-    ``replicas.predict_from``), or, with ``chains``, of those chains' samples."""
+    """One row (dict) per run directory: test errors (the metric named), CV
+    error, acceptance, the share of post-warm-up super-transitions with mean
+    acceptance below 0.2, the super-transitions with a stuck chain,
+    divergences, cost (sampling and compile time apart), and the ESS of the
+    test predictions per posterior (:func:`test_ess`). Test errors are those of
+    each run's summary (its ``replicas.predict_from``), or, with ``chains``, of
+    those chains' samples."""
     rows = []
     for d in dirs:
         run = read_run(d)
@@ -84,31 +102,44 @@ def compare(dirs, chains: str | None = None) -> list:
             test, test_se = (s[key], s[key + "_se"]) if chains is None else model_average_errors(run, chains)
         except ValueError as e:
             raise RunError(f"{d}: {e}") from None
-        rows.append({"run": str(d), "tuner": s["tuner"], "seed": s["seed"], "metric": key,
-                     "chains": chains or s.get("predict_from", "all"),
+        rows.append({"run": str(d), "tuner": s["tuner"], "seed": s["seed"], "metric": METRIC[key],
+                     "data": s.get("data", "?"), "chains": chains or s.get("predict_from", "all"),
                      "test": test, "test_se": test_se, "cv_error": s["cv_error"],
                      "acceptance": s["acceptance"], "divergences": s["divergences"],
                      "stuck": s.get("stuck_super_transitions"), "low_acceptance_share": s.get("low_acceptance_share"),
-                     "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"], "ess": test_ess(run)})
+                     "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"],
+                     "compile_s": s.get("compile_s"), "ess": test_ess(run)})
     return rows
 
 
 def table(rows, markdown: bool = True) -> str:
-    names = sorted({n for r in rows for n in r["test"]})
-    head = (["run", "tuner", "chains"] + [f"{n} ± se" for n in names]
-            + ["CV error", "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps", "wall s"]
-            + [f"ESS {n}" for n in names] + [f"ESS/1000 grad {n}" for n in names])
+    """The rows as tables, one per metric (regression and classification apart),
+    a column per data set and test set."""
+    out = []
+    for metric in dict.fromkeys(r["metric"] for r in rows):
+        out.append(_table([r for r in rows if r["metric"] == metric], metric, markdown))
+    return "\n\n".join(out)
+
+
+def _table(rows, metric: str, markdown: bool) -> str:
+    sets = sorted({(r["data"], n) for r in rows for n in r["test"]})
+    label = {(d, n): f"{d}/{n}" for d, n in sets}
+    head = (["run", "tuner", "chains"] + [f"test {metric} {label[s]} ± se" for s in sets]
+            + ["CV error", "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps",
+               "sampling s", "compile s"]
+            + [f"ESS {label[s]}" for s in sets] + [f"ESS/1000 grad {label[s]}" for s in sets])
     body = []
     for r in rows:
+        mine = [(r["data"], n) for n in r["test"]]
         cells = [r["run"], r["tuner"], r["chains"]]
-        cells += [f"{r['test'][n]:.5f} ± {r['test_se'][n]:.5f}" if n in r["test"] else "-" for n in names]
+        cells += [f"{r['test'][s[1]]:.5f} ± {r['test_se'][s[1]]:.5f}" if s in mine else "-" for s in sets]
         low = r["low_acceptance_share"]
         cells += ["-" if r["cv_error"] is None else f"{r['cv_error']:.5f}", f"{r['acceptance']:.3f}",
                   "-" if low is None else f"{low:.2f}", "-" if r["stuck"] is None else str(r["stuck"]),
-                  str(r["divergences"]), f"{r['leapfrog_steps']:,}", f"{r['wall_s']:.1f}"]
-        cells += [f"{r['ess'][n]:.0f}" if n in r["ess"] else "-" for n in names]
-        cells += [f"{1000 * r['ess'][n] / r['leapfrog_steps']:.3f}" if n in r["ess"] and r["leapfrog_steps"] else "-"
-                  for n in names]
+                  str(r["divergences"]), f"{r['leapfrog_steps']:,}", f"{r['wall_s']:.1f}",
+                  "-" if r["compile_s"] is None else f"{r['compile_s']:.1f}"]
+        cells += [f"{r['ess'][s[1]][0]:.0f}" if s in mine and s[1] in r["ess"] else "-" for s in sets]
+        cells += [f"{r['ess'][s[1]][1]:.3f}" if s in mine and s[1] in r["ess"] else "-" for s in sets]
         body.append(cells)
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -88,10 +88,11 @@ def versions() -> dict:
 LOW_ACCEPTANCE = 0.2
 
 
-def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config) -> dict:
+def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compile_s: float = 0.0) -> dict:
     """summary.json: test errors per test set, CV error, acceptance, divergences,
     stuck chains and the share of post-warm-up super-transitions with mean
-    acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps, wall time, final action."""
+    acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps, wall time (sampling
+    only) and compile time, final action."""
     chains = cfg.replicas.predict_from
     rows = replicas.chain_indices(chains)
     metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
@@ -99,7 +100,8 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config) -> di
     kept = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
     key = "mse" if replicas.spec.likelihood == "gaussian" else "error_rate"
     return {
-        "name": cfg.name, "seed": cfg.run.seed, "tuner": cfg.tuner.kind, "predict_from": chains,
+        "name": cfg.name, "data": cfg.data.dataset or Path(cfg.data.path).stem, "seed": cfg.run.seed,
+        "tuner": cfg.tuner.kind, "predict_from": chains,
         f"test_{key}": {n: m[key] for n, m in metrics.items()},
         f"test_{key}_se": {n: m[f"{key}_se"] for n, m in metrics.items()},
         "test_mlpd": {n: m["mlpd"] for n, m in metrics.items()},
@@ -111,7 +113,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config) -> di
         "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)),
         "super_transitions": len(log), "samples_retained": int(replicas.test_count.sum()),
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
-        "wall_s": round(wall_s, 2),
+        "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),
     }
 
 
@@ -313,7 +315,7 @@ class RunDir:
 
     # -- results -----------------------------------------------------------------------------
     def write_results(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, cfg: Config,
-                      x_scale: Standardizer) -> dict:
+                      x_scale: Standardizer, compile_s: float = 0.0) -> dict:
         arrays = {"history_pred": np.array(replicas.history_pred),
                   "history_count": np.array(replicas.history_count),
                   "history_hyper": np.array(replicas.history_hyper), "X_test": replicas.X_test,
@@ -332,7 +334,7 @@ class RunDir:
         atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, chain=chain, arch=replicas.spec.arch,
                                               input_mean=x_scale.mean, input_sd=x_scale.sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
-        summary = summarize(replicas, log, wall_s, cfg)
+        summary = summarize(replicas, log, wall_s, cfg, compile_s)
         atomic_write(self.file(SUMMARY), _json(summary))
         return summary
 

@@ -35,6 +35,7 @@ class LogEntry(TypedDict):
     divergences: int
     iterations: int         # [Gibbs, HMC] iterations per chain
     leapfrog_steps: int     # gradient evaluations, all chains
+    chain_steps: list       # gradient evaluations of each chain
     seconds: float
 
 
@@ -69,7 +70,8 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, cv_metric: 
                      acceptance=[round(float(a), 6) for a in result.acceptance],
                      stuck_chains=[int(j) for j in np.flatnonzero(result.acceptance == 0)],
                      divergences=int(rec.divergent.sum()), iterations=result.n_iter,
-                     leapfrog_steps=result.leapfrog_steps, seconds=round(result.seconds, 4))
+                     leapfrog_steps=result.leapfrog_steps, chain_steps=[int(v) for v in rec.num_steps.sum(axis=1)],
+                     seconds=round(result.seconds, 4))
     return entry, result
 
 

@@ -263,7 +263,8 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     md = tmp_path / "table.md"
     assert main(["compare", str(out), str(out), "--markdown", str(md)]) == 0
     text = md.read_text()
-    assert text.startswith("| run | tuner | chains | test_201_400 ± se") and text.count("\n") == 4
+    assert text.startswith("| run | tuner | chains | test MSE robot_arm/test_201_400 ± se") and text.count("\n") == 4
+    assert "| sampling s | compile s |" in text and "| ESS/1000 grad robot_arm/test_401_600 |" in text
     assert main(["export", str(out)]) == 0
     import arviz as az
     idata = az.from_netcdf(str(out / "inference_data.nc"))
@@ -284,8 +285,8 @@ def test_resume_after_interruption_gives_the_same_summary(tmp_path):
     assert RunDir(part).load_checkpoint().replicas["n_super"] == 3
     assert run_experiment(cfg, part, source=str(path), quiet=True, resume=True, stop_after=2) == {}
     resumed = run_experiment(cfg, part, source=str(path), quiet=True, resume=True)
-    full.pop("wall_s")
-    resumed.pop("wall_s")
+    for s in (full, resumed):
+        s.pop("wall_s"), s.pop("compile_s")
     assert resumed == full
     a = [json.loads(x) for x in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
     b = [json.loads(x) for x in (part / "log.jsonl").read_text().splitlines()]
@@ -665,3 +666,25 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
     assert P.shape == (2, 4) and np.all(P[:, 1] > 0) and np.all(P[:, 2] < P[:, 0]) and np.all(P[:, 0] < P[:, 3])
     s = json.loads((tmp_path / "runs" / "my" / "summary.json").read_text())
     assert s["predict_from"] == "full" and set(s["test_mse"]) == {"test"}
+
+
+def test_ess_is_per_posterior_and_tables_are_per_metric(tmp_path):
+    from adaptive_hmc.reports import compare, table
+    path = _write(tmp_path, _small(_raw(), n=8))
+    raw = _small(_raw(), n=8)
+    raw["replicas"]["full_data_chain"] = True
+    path_full = _write(tmp_path, raw, "full.yaml")
+    assert main(["run", str(path), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["run", str(path_full), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    out, *_ = _table_run(tmp_path, likelihood="logistic", name="cls")
+    rows = compare([tmp_path / "a", tmp_path / "b", out])
+    assert {r["ess"]["test_201_400"][2] for r in rows[:2]} == {"median replica", "full-data chain"}
+    for r in rows[:2]:
+        ess, per_1000, _ = r["ess"]["test_201_400"]
+        chain_grads = r["leapfrog_steps"] / (9 if r["chains"] == "all" and "b" in r["run"] else 8)
+        assert ess > 0 and per_1000 == pytest.approx(1000 * ess / chain_grads, rel=0.2)
+        assert r["compile_s"] is not None and r["wall_s"] > 0
+    text = table(rows)
+    regression, classification = text.split("\n\n")
+    assert "test MSE robot_arm/test_201_400" in regression and "error rate" not in regression
+    assert "test error rate d/rest" in classification
