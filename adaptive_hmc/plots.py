@@ -8,6 +8,7 @@ from __future__ import annotations
 
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -19,6 +20,12 @@ from .models.predictive import predicted_labels, squared_errors  # noqa: E402
 from .results import PLOTS, Run, read_run  # noqa: E402
 
 LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
+
+
+def _who(run: Run) -> str:
+    """The run and its data, for titles."""
+    s = run.summary
+    return f"{run.config.name}, seed {s['seed']} ({s.get('data', run.config.data.dataset or 'data')})"
 
 
 def reward_surface(run: Run, path):
@@ -39,7 +46,7 @@ def reward_surface(run: Run, path):
     ax.scatter([best["step_factor"]], [best["num_steps"]], marker="*", s=160, c="red", label="best tried")
     ax.set_xlabel(LABELS["step_factor"])
     ax.set_ylabel(LABELS["num_steps"])
-    ax.set_title("Learned reward surface")
+    ax.set_title(f"Learned reward surface, after {len(t.history)} rewards\n{_who(run)}", fontsize=10)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -63,7 +70,7 @@ def reward_slice(run: Run, path):
         a1.scatter([h["action"]["step_factor"] for h in near], [h["reward"] for h in near], s=10, c="k",
                    label="rewards at this L")
     a1.set_ylabel("reward")
-    a1.set_title(f"Slice at L = {best['num_steps']}")
+    a1.set_title(f"Slice at L = {best['num_steps']}\n{_who(run)}", fontsize=10)
     a1.legend(fontsize=8)
     a2.plot(eps, u, color="C3")
     a2.set_ylabel("acquisition ū")
@@ -89,11 +96,15 @@ def running_error(run: Run, path):
             err = np.mean(squared_errors(np.transpose(mean, (0, 2, 1)), y), axis=1)
         else:
             err = np.mean(predicted_labels(mean) != y[:, 0].astype(int), axis=1)
-        ax.plot(cum_c[ok], err, label=name)
+        ax.plot(cum_c[ok], err, label=name, drawstyle="default" if gaussian else "steps-post")
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("retained samples (all chains)")
     ax.set_ylabel("test mean squared error" if gaussian else "test error rate")
-    ax.set_title("Test error of the running model average")
+    ax.set_title(f"Test error of the running model average\n{_who(run)}", fontsize=10)
+    if not gaussian:
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(6))
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -119,7 +130,15 @@ def traces(run: Run, path):
     ax[3].set_ylabel("acceptance")
     ax[3].set_ylim(-0.02, 1.02)
     ax[3].set_xlabel("super-transition")
-    fig.suptitle("Actions, rewards and acceptance")
+    warm, burn = run.config.tuner.warmup_super_transitions, run.config.run.burn_in.super_transitions
+    for a in ax:
+        if burn:
+            a.axvspan(0.5, burn + 0.5, color="0.85", zorder=0)
+        if warm:
+            a.axvline(warm + 0.5, color="C3", lw=0.8, ls="--")
+    ax[0].text(0.01, 0.95, "grey: burn-in (left out of predictions); dashed: end of warm-up (rewards told after)",
+               transform=ax[0].transAxes, fontsize=7, va="top")
+    fig.suptitle(f"Actions, rewards and acceptance\n{_who(run)}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -149,7 +168,7 @@ def robot_arm_outputs(run: Run, path, train_box=((-1.932, -0.453), (0.534, 3.142
     ax.set_xlabel("output 1 (x position)")
     ax.set_ylabel("output 2 (y position)")
     ax.set_aspect("equal")
-    ax.set_title("Robot arm: predictions inside and outside the training region")
+    ax.set_title(f"Robot arm: predictions inside and outside the training region\n{_who(run)}", fontsize=10)
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -688,3 +688,16 @@ def test_ess_is_per_posterior_and_tables_are_per_metric(tmp_path):
     regression, classification = text.split("\n\n")
     assert "test MSE robot_arm/test_201_400" in regression and "error rate" not in regression
     assert "test error rate d/rest" in classification
+
+
+@pytest.mark.parametrize("template", sorted((CONFIGS / "templates").glob("*.yaml")), ids=lambda p: p.stem)
+def test_templates_validate_on_a_csv_with_a_header(template, tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40, 2))
+    y = (X[:, 0] > 0).astype(int) if "classification" in template.stem else X[:, 0] + 0.1 * rng.normal(size=40)
+    target = yaml.safe_load(template.read_text())["data"]["target_columns"][0]
+    rows = [f"a,b,{target}"] + [f"{u:.4f},{v:.4f},{w}" for (u, v), w in zip(X, y)]
+    (tmp_path / "my_data.csv").write_text("\n".join(rows) + "\n")
+    (tmp_path / "my.yaml").write_text(template.read_text())
+    assert main(["validate", str(tmp_path / "my.yaml")]) == 0
+    assert "32 training cases" in capsys.readouterr().err
