@@ -173,6 +173,7 @@ class ReplicaSet:
         # Per super-transition: hyperparameters of each chain's last sample (R, H).
         self.history_hyper: list = []
         self.kept: list = [[] for _ in range(R)]
+        self.kept_super: list = [[] for _ in range(R)]      # the super-transition of each kept row
         self.n_super = 0
 
     @property
@@ -202,13 +203,23 @@ class ReplicaSet:
 
     def samples(self) -> tuple:
         """Kept weight vectors (S, D), noise precisions (S, n_out) and the chain
-        of each (S,), of all chains (needs ``thin`` > 0)."""
+        of each (S,), of all chains (needs ``thin`` > 0); :meth:`kept_rows` has
+        the rest of what is kept."""
         D = self.spec.n_params
         rows = [q for chain in self.kept for q in chain]
         A = np.array(rows) if rows else np.empty((0, D + len(self.hyper_names)))
         noise = [D + i for i, n in enumerate(self.hyper_names) if n.startswith("noise_")]
         chain = np.repeat(np.arange(self.n_replicas), [len(k) for k in self.kept])
         return A[:, :D], A[:, noise], chain
+
+    def kept_rows(self) -> tuple:
+        """All kept rows (S, D + H): weights then hyperparameter values
+        (:attr:`hyper_names`), with the chain (S,) and the super-transition (S,) of each."""
+        width = self.spec.n_params + len(self.hyper_names)
+        rows = [q for chain in self.kept for q in chain]
+        A = np.array(rows) if rows else np.empty((0, width))
+        return (A, np.repeat(np.arange(self.n_replicas), [len(k) for k in self.kept]),
+                np.array([s for chain in self.kept_super for s in chain], dtype=np.int64))
 
     def compile(self) -> float:
         """Compile (or load from Numba's cache) the kernels a super-transition
@@ -237,7 +248,8 @@ class ReplicaSet:
                 "test": {k: getattr(self, k).copy() for k in ("test_pred", "test_sq", "test_var", "test_lse",
                                                              "test_count")},
                 "history_pred": list(self.history_pred), "history_count": list(self.history_count),
-                "history_hyper": list(self.history_hyper), "kept": [list(k) for k in self.kept]}
+                "history_hyper": list(self.history_hyper), "kept": [list(k) for k in self.kept],
+                "kept_super": [list(k) for k in self.kept_super]}
 
     def restore(self, state: dict) -> None:
         if len(state["chains"]) != self.n_replicas:
@@ -250,6 +262,7 @@ class ReplicaSet:
         self.history_pred, self.history_count = list(state["history_pred"]), list(state["history_count"])
         self.history_hyper = list(state["history_hyper"])
         self.kept = [list(k) for k in state["kept"]]
+        self.kept_super = [list(k) for k in state["kept_super"]]
         self.n_super = state["n_super"]
         s = self.streams
         self.streams = np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key, pool_size=s.pool_size,
@@ -316,6 +329,7 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
         n_kept = run_chain(r.model.target, r.chain, settings, n_iter, Record(*(a[j] for a in rec)),
                            Observers(r.held, r.test, int(retain_after), thin, kept[j]), streams[j])
         replicas.kept[j].extend(kept[j][:n_kept])
+        replicas.kept_super[j].extend([replicas.n_super] * n_kept)
 
     t0 = time.perf_counter()
     if replicas.threads > 1 and R > 1:

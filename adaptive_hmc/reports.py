@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from .models.predictive import predicted_labels, squared_errors
+from .models.mlp import predict
+from .models.predictive import class_probabilities, predicted_labels, squared_errors
 from .results import Run, RunError, read_run
 
 
@@ -165,22 +166,73 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
 
 
 def export(d) -> Path:
-    """``d/inference_data.nc``: ArviZ InferenceData with the retained
-    per-super-transition test predictions (group predictions) and the chains'
-    hyperparameters (group posterior), chains = replicas, draws = super-transitions."""
+    """``d/inference_data.nc``, ArviZ InferenceData of the run's kept samples
+    (``run.thin`` > 0), chains = the run's chains (each cut to the shortest
+    chain's number of kept samples, so the draws are rectangular):
+
+    - posterior: ``weights`` (weight) and the log of every hyperparameter;
+    - posterior_predictive: ``y_hat`` (case, output), the network's outputs
+      (regression) or class probabilities (classification) at the test inputs;
+    - log_likelihood: ``y`` (case), log p(y_case | sample) of the test cases, so
+      that ``az.loo`` and ``az.waic`` work;
+    - observed_data: ``y_test``, the test targets;
+    - sample_stats: per draw, the super-transition, its step factor and L, and
+      the chain's acceptance, divergences (``diverging``: any) and mean
+      potential energy in it;
+    - predictions: the per-super-transition mean test predictions of each chain
+      after burn-in (what ``compare`` computes the ESS from).
+    """
     run = read_run(d)
     az = _arviz()
+    s, spec = run.samples, run.spec
+    if not len(s["weights"]):
+        raise RunError(f"{run.dir}: no kept samples to export (run.thin: 0 keeps none)")
+    chains = [r for r in np.unique(s["chain"])]
+    n = min(int(np.sum(s["chain"] == r)) for r in chains)
+    pick = np.concatenate([np.flatnonzero(s["chain"] == r)[:n] for r in chains])       # chain-major
+    W, hyper, st = s["weights"][pick], s["hyper"][pick], s["super_transition"][pick]
+    R = len(chains)
+    X, Y = run.predictions["X_test"], run.predictions["Y_test"]
+    Xs = (X - s["input_mean"]) / s["input_sd"]
+    F = predict(spec, W, Xs)                                                           # (S, N, out)
+    if run.likelihood == "gaussian":
+        tau = s["noise_precision"][pick][:, None, :]
+        y_hat = F
+        loglik = np.sum(0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (Y[None] - F) ** 2, axis=2)
+    else:
+        y_hat = class_probabilities(F, run.likelihood)
+        label = Y[:, 0].astype(int)
+        loglik = np.log(np.maximum(y_hat[:, np.arange(len(label)), label], 1e-300))
+    names = [re.sub(r"\W+", "_", str(v)).strip("_") for v in run.predictions["hyper_names"]]
+
+    def shaped(a):
+        return a.reshape(R, n, *a.shape[1:])
+
+    log = {e["i"]: e for e in run.log}
+    chain_of = np.repeat(chains, n)
+    stat = {"super_transition": st,
+            "step_factor": np.array([log[i]["step_factor"] for i in st]),
+            "num_steps": np.array([log[i]["num_steps"] for i in st]),
+            "acceptance": np.array([log[i]["acceptance"][c] for i, c in zip(st, chain_of)]),
+            "divergences": np.array([log[i].get("chain_divergences", [0] * (c + 1))[c] for i, c in zip(st, chain_of)]),
+            "energy": np.array([log[i].get("chain_energy", [np.nan] * (c + 1))[c] for i, c in zip(st, chain_of)])}
+    stat["diverging"] = stat["divergences"] > 0
+    cases = [f"{name}[{i}]" for name, sl in run.test_sets() for i in range(sl.stop - sl.start)]
     draws = retained_draws(run)
-    H = np.transpose(run.predictions["history_hyper"][run.retained()], (1, 0, 2))          # (R, S, H)
-    names = [re.sub(r"\W+", "_", str(n)).strip("_") for n in run.predictions["hyper_names"]]
-    posterior = {f"log_{n}": np.log(H[:, :, i]) for i, n in enumerate(names)}
-    predictions = {name: np.transpose(draws[:, :, :, cases], (0, 1, 3, 2))          # (R, S, N, out)
-                   for name, cases in run.test_sets()}
     with warnings.catch_warnings():         # "more chains than draws" when a run is short
         warnings.simplefilter("ignore", UserWarning)
-        idata = az.from_dict(posterior=posterior, predictions=predictions,
-                             attrs={"run": str(d), "note": "one draw per super-transition: the mean over its "
-                                    "samples (predictions) or its last sample (hyperparameters)"})
+        idata = az.from_dict(
+            posterior={"weights": shaped(W), **{f"log_{v}": shaped(np.log(hyper[:, i])) for i, v in enumerate(names)}},
+            posterior_predictive={"y_hat": shaped(y_hat)}, log_likelihood={"y": shaped(loglik)},
+            observed_data={"y_test": Y if run.likelihood == "gaussian" else Y[:, 0].astype(int)},
+            sample_stats={k: shaped(v) for k, v in stat.items()},
+            predictions={name: np.transpose(draws[:, :, :, sl], (0, 1, 3, 2)) for name, sl in run.test_sets()},
+            coords={"chain": chains, "case": cases, "weight": [f"w{k}" for k in range(spec.n_params)]},
+            dims={"weights": ["weight"], "y_hat": ["case", "class" if run.likelihood != "gaussian" else "output"],
+                  "y": ["case"], "y_test": ["case"] + (["output"] if run.likelihood == "gaussian" else [])},
+            attrs={"run": str(run.dir), "likelihood": run.likelihood,
+                   "note": f"posterior: the kept samples (every run.thin-th retained one), {n} per chain; "
+                           f"predictions: one draw per retained super-transition, the mean over its samples"})
     path = run.dir / "inference_data.nc"
     idata.to_netcdf(str(path))
     return path

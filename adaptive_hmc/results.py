@@ -153,6 +153,7 @@ def pack_checkpoint(ck: Checkpoint) -> bytes:
     arrays.update({f"test/{k}": v for k, v in st["test"].items()})
     arrays.update({k: _stack(st[k]) for k in ("history_pred", "history_count", "history_hyper")})
     arrays.update({f"kept/{r}": _stack(rows) for r, rows in enumerate(st["kept"])})
+    arrays.update({f"kept_super/{r}": np.array(v, np.int64) for r, v in enumerate(st["kept_super"])})
     record = {"format": CHECKPOINT_FORMAT, "n_super": st["n_super"], "streams_spawned": st["streams_spawned"],
               "chain_arrays": [len(c) for c in st["chains"]], "test": sorted(st["test"]),
               "tuner": ck.tuner, "log": ck.log, "wall_s": ck.wall_s}
@@ -181,7 +182,8 @@ def unpack_checkpoint(data: bytes) -> Checkpoint:
     replicas = {"n_super": record["n_super"], "streams_spawned": record["streams_spawned"],
                 "chains": [[arrays[f"chain/{r}/{i}"] for i in range(n)] for r, n in enumerate(record["chain_arrays"])],
                 "test": {k: arrays[f"test/{k}"] for k in record["test"]},
-                "kept": [list(arrays[f"kept/{r}"]) for r in range(R)]}
+                "kept": [list(arrays[f"kept/{r}"]) for r in range(R)],
+                "kept_super": [[int(v) for v in arrays[f"kept_super/{r}"]] for r in range(R)]}
     replicas.update({k: list(arrays[k]) for k in ("history_pred", "history_count", "history_hyper")})
     return Checkpoint(replicas, record["tuner"], record["log"], float(record["wall_s"]))
 
@@ -331,7 +333,9 @@ class RunDir:
                     arrays[f"{n}/{f}"] = getattr(pr, f)
         atomic_write(self.file(PREDICTIONS), _npz(**arrays))
         Q, noise, chain = replicas.samples()
+        rows, _, super_index = replicas.kept_rows()
         atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, chain=chain, arch=replicas.spec.arch,
+                                              hyper=rows[:, replicas.spec.n_params:], super_transition=super_index,
                                               input_mean=x_scale.mean, input_sd=x_scale.sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
         summary = summarize(replicas, log, wall_s, cfg, compile_s)

@@ -36,6 +36,8 @@ class LogEntry(TypedDict):
     iterations: int         # [Gibbs, HMC] iterations per chain
     leapfrog_steps: int     # gradient evaluations, all chains
     chain_steps: list       # gradient evaluations of each chain
+    chain_divergences: list # divergent trajectories of each chain
+    chain_energy: list      # mean potential energy of each chain's samples
     seconds: float
 
 
@@ -71,6 +73,8 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, cv_metric: 
                      stuck_chains=[int(j) for j in np.flatnonzero(result.acceptance == 0)],
                      divergences=int(rec.divergent.sum()), iterations=result.n_iter,
                      leapfrog_steps=result.leapfrog_steps, chain_steps=[int(v) for v in rec.num_steps.sum(axis=1)],
+                     chain_divergences=[int(v) for v in rec.divergent.sum(axis=1)],
+                     chain_energy=[float(v) for v in rec.energy.mean(axis=1)],
                      seconds=round(result.seconds, 4))
     return entry, result
 

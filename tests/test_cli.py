@@ -1,6 +1,7 @@
 """Configs, the command line and run directories, end to end (smoke tier):
 malformed configs, every quick config through the CLI, resume, plots, compare, export."""
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -269,7 +270,18 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     import arviz as az
     idata = az.from_netcdf(str(out / "inference_data.nc"))
     assert idata.predictions["test_201_400"].shape[1] == 4      # draws: the retained super-transitions
-    assert idata.posterior["log_noise_0"].shape[1] == 4
+    n_chains, n_draws = idata.posterior["weights"].shape[:2]
+    assert idata.posterior["log_noise_0"].shape == (n_chains, n_draws) and n_draws >= 3
+    assert idata.log_likelihood["y"].shape == (n_chains, n_draws, 400)
+    assert set(idata.sample_stats) >= {"acceptance", "diverging", "energy", "step_factor", "num_steps",
+                                       "super_transition"}
+    assert idata.observed_data["y_test"].shape == (400, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loo = az.loo(idata)
+        assert np.isfinite(loo.elpd_loo)
+        assert "log_noise_0" in az.summary(idata, var_names=["log_noise_0"]).index
+        az.plot_trace(idata, var_names=["log_noise_0"])
 
 
 def test_resume_after_interruption_gives_the_same_summary(tmp_path):
@@ -560,6 +572,16 @@ def test_predict_needs_kept_samples_and_gives_class_probabilities(tmp_path, caps
     P = read_run(out).predict_proba(X[:5])
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
     assert np.array_equal(read_run(out).predict(X[:5]), P.argmax(axis=1))
+    import arviz as az
+    assert main(["export", str(tmp_path / "nothin")]) == 2
+    assert "no kept samples to export" in capsys.readouterr().err
+    assert main(["export", str(out)]) == 0
+    idata = az.from_netcdf(str(out / "inference_data.nc"))
+    probs = idata.posterior_predictive["y_hat"].values
+    np.testing.assert_allclose(probs.sum(axis=-1), 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isfinite(az.loo(idata).elpd_loo)
 
 
 def test_config_reference_is_generated_from_the_schema():
