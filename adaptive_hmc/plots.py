@@ -25,7 +25,7 @@ LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (le
 def _who(run: Run) -> str:
     """The run and its data, for titles."""
     s = run.summary
-    return f"{run.config.name}, seed {s['seed']} ({s.get('data', run.config.data.dataset or 'data')})"
+    return f"{run.config.name}, seed {s['seed']} ({s['data']})"
 
 
 def reward_surface(run: Run, path):

@@ -49,8 +49,7 @@ def test_ess(run: Run) -> dict:
     az = _arviz()
     k = run.config.replicas.k
     chains = [k] if draws.shape[0] > k else list(range(draws.shape[0]))
-    grads = np.sum([e.get("chain_steps", [e["leapfrog_steps"] / draws.shape[0]] * draws.shape[0])
-                    for e in run.log], axis=0)
+    grads = np.sum([e["chain_steps"] for e in run.log], axis=0)
     out = {}
     for name, cases in run.test_sets():
         ess = []
@@ -104,12 +103,12 @@ def compare(dirs, chains: str | None = None) -> list:
         except ValueError as e:
             raise RunError(f"{d}: {e}") from None
         rows.append({"run": str(d), "tuner": s["tuner"], "seed": s["seed"], "metric": METRIC[key],
-                     "data": s.get("data", "?"), "chains": chains or s.get("predict_from", "all"),
+                     "data": s["data"], "chains": chains or s["predict_from"],
                      "test": test, "test_se": test_se, "cv_error": s["cv_error"],
                      "acceptance": s["acceptance"], "divergences": s["divergences"],
-                     "stuck": s.get("stuck_super_transitions"), "low_acceptance_share": s.get("low_acceptance_share"),
+                     "stuck": s["stuck_super_transitions"], "low_acceptance_share": s["low_acceptance_share"],
                      "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"],
-                     "compile_s": s.get("compile_s"), "ess": test_ess(run)})
+                     "compile_s": s["compile_s"], "ess": test_ess(run)})
     return rows
 
 
@@ -136,9 +135,8 @@ def _table(rows, metric: str, markdown: bool) -> str:
         cells += [f"{r['test'][s[1]]:.5f} ± {r['test_se'][s[1]]:.5f}" if s in mine else "-" for s in sets]
         low = r["low_acceptance_share"]
         cells += ["-" if r["cv_error"] is None else f"{r['cv_error']:.5f}", f"{r['acceptance']:.3f}",
-                  "-" if low is None else f"{low:.2f}", "-" if r["stuck"] is None else str(r["stuck"]),
-                  str(r["divergences"]), f"{r['leapfrog_steps']:,}", f"{r['wall_s']:.1f}",
-                  "-" if r["compile_s"] is None else f"{r['compile_s']:.1f}"]
+                  "-" if low is None else f"{low:.2f}", str(r["stuck"]),
+                  str(r["divergences"]), f"{r['leapfrog_steps']:,}", f"{r['wall_s']:.1f}", f"{r['compile_s']:.1f}"]
         cells += [f"{r['ess'][s[1]][0]:.0f}" if s in mine and s[1] in r["ess"] else "-" for s in sets]
         cells += [f"{r['ess'][s[1]][1]:.3f}" if s in mine and s[1] in r["ess"] else "-" for s in sets]
         body.append(cells)
@@ -214,8 +212,8 @@ def export(d) -> Path:
             "step_factor": np.array([log[i]["step_factor"] for i in st]),
             "num_steps": np.array([log[i]["num_steps"] for i in st]),
             "acceptance": np.array([log[i]["acceptance"][c] for i, c in zip(st, chain_of)]),
-            "divergences": np.array([log[i].get("chain_divergences", [0] * (c + 1))[c] for i, c in zip(st, chain_of)]),
-            "energy": np.array([log[i].get("chain_energy", [np.nan] * (c + 1))[c] for i, c in zip(st, chain_of)])}
+            "divergences": np.array([log[i]["chain_divergences"][c] for i, c in zip(st, chain_of)]),
+            "energy": np.array([log[i]["chain_energy"][c] for i, c in zip(st, chain_of)])}
     stat["diverging"] = stat["divergences"] > 0
     cases = [f"{name}[{i}]" for name, sl in run.test_sets() for i in range(sl.stop - sl.start)]
     draws = retained_draws(run)

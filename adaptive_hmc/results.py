@@ -108,7 +108,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "cv_error": float(np.mean(kept)) if kept else None,
         "acceptance": float(np.mean([np.mean(e["acceptance"]) for e in log])) if log else None,
         "divergences": int(sum(e["divergences"] for e in log)),
-        "stuck_super_transitions": sum(1 for e in log if e.get("stuck_chains")),
+        "stuck_super_transitions": sum(1 for e in log if e["stuck_chains"]),
         "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions:]),
         "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)),
         "super_transitions": len(log), "samples_retained": int(replicas.test_count.sum()),
@@ -420,8 +420,12 @@ def read_run(d) -> Run:
             pred = {k: z[k] for k in z.files}
         with np.load(rd.file(SAMPLES)) as z:
             samples = {k: z[k] for k in z.files}
-        return Run(rd.path, cfg, MLPSpec.from_arch(samples["arch"]), json.loads(rd.file(SUMMARY).read_text()),
-                   rd.read_log(), pred, samples, json.loads(rd.file(TUNER).read_text()))
+        summary = json.loads(rd.file(SUMMARY).read_text())
+        if "compile_s" not in summary or "chain" not in samples:
+            raise RunError(f"{rd.path}: written by an older version of adaptive_hmc, whose run directories this "
+                           f"one does not read; run the config again")
+        return Run(rd.path, cfg, MLPSpec.from_arch(samples["arch"]), summary, rd.read_log(), pred, samples,
+                   json.loads(rd.file(TUNER).read_text()))
     except (OSError, ValueError, KeyError, ConfigError) as e:
         raise RunError(f"{rd.path}: a file of the run directory is missing or damaged "
                        f"({type(e).__name__}: {e})") from None

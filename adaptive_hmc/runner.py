@@ -123,8 +123,9 @@ class Progress:
                                      + (f" stuck={len(e['stuck_chains'])}" if stuck else ""))
             self.bar.update(1)
         elif not self.quiet:
-            print(f"super-transition {e['i'] + 1}/{self.total}: eps={e['step_factor']:.4f} L={e['num_steps']} "
-                  f"reward={reward} acceptance={acc:.3f} divergences={e['divergences']} {e['seconds']:.2f}s{stuck}",
+            print(f"super-transition {e['i'] + 1}/{self.total} (log i={e['i']}): eps={e['step_factor']:.4f} "
+                  f"L={e['num_steps']} reward={reward} acceptance={acc:.3f} divergences={e['divergences']} "
+                  f"{e['seconds']:.2f}s{stuck}",
                   flush=True)
 
     def close(self):

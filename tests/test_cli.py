@@ -336,13 +336,20 @@ class _Payload:
         return (os.system, ("touch pwned",))
 
 
+def _npz_bytes(**arrays) -> bytes:
+    import io
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
 DAMAGE = {
     "truncated": lambda b: b[: len(b) // 2],
     "empty": lambda b: b"",
     "random bytes": lambda b: np.random.default_rng(0).bytes(4000),
     "a pickle": lambda b: __import__("pickle").dumps(_Payload()),
     "one flipped byte": lambda b: b[:-200] + bytes([b[-200] ^ 1]) + b[-199:],
-    "another npz": lambda b: (lambda buf: (np.savez(buf, x=np.arange(3)), buf.getvalue())[1])(__import__("io").BytesIO()),
+    "another npz": lambda b: _npz_bytes(x=np.arange(3)),
 }
 
 
@@ -415,6 +422,11 @@ def test_compare_with_damaged_or_missing_files(tmp_path, capsys):
     path, out = _checkpointed(tmp_path, n=3, stop_after=None)
     assert main(["compare", str(out), "--markdown", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    s.pop("compile_s")                                        # as an older version wrote it
+    (out / "summary.json").write_text(json.dumps(s))
+    assert main(["compare", str(out)]) == 2
+    assert "written by an older version" in capsys.readouterr().err
     (out / "summary.json").write_text("{garbage")
     assert main(["compare", str(out)]) == 2
     assert "missing or damaged" in capsys.readouterr().err
