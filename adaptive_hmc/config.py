@@ -211,6 +211,9 @@ class TunerConfig(_Strict):
         None, description="held-out error of the cv reward (default mse for regression, error_rate for "
         "classification)")
     maxfun: int = Field(1000, ge=10, description="bandit: DIRECT's evaluations per move")
+    transform: Literal["standardize", "rank"] = Field("standardize", description="bandit: rewards to GP targets: "
+                                                      "standardised by all rewards told (the thesis), or ranked "
+                                                      "(a Gaussian copula, robust to a few extreme rewards)")
     warmup_super_transitions: int = Field(0, ge=0, description="first super-transitions whose rewards are not "
                                           "told to the tuner")
 
@@ -225,7 +228,8 @@ class TunerConfig(_Strict):
         return {"kind": "bandit", "bounds": {"step_factor": tuple(float(v) for v in self.bounds["step_factor"]),
                                              "num_steps": tuple(int(v) for v in self.bounds["num_steps"])},
                 "alpha": float(self.alpha), "delta": float(self.delta), "noise": float(self.noise),
-                "schedule": schedule, "first_action": self.first_action, "maxfun": self.maxfun}
+                "schedule": schedule, "first_action": self.first_action, "maxfun": self.maxfun,
+                "transform": self.transform}
 
 
 class BurnInConfig(_Strict):

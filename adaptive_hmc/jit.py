@@ -2,12 +2,15 @@
 
 Flow position: used by every layer that runs compiled code (model, samplers, replicas).
 """
+import functools
+import hashlib
 import math
+from pathlib import Path
 
 import numba
 from llvmlite import binding as ll
 from llvmlite import ir
-from numba.core import codegen, types
+from numba.core import caching, codegen, types
 from numba.extending import intrinsic
 
 #: fastmath subset: reassociation, FMA contraction, no signed zeros, reciprocal
@@ -48,6 +51,45 @@ def _private_copies(optimize_final_module):
 
 if not hasattr(codegen.CPUCodeLibrary._optimize_final_module, "__wrapped__"):
     codegen.CPUCodeLibrary._optimize_final_module = _private_copies(codegen.CPUCodeLibrary._optimize_final_module)
+
+
+_PACKAGE = Path(__file__).resolve().parent
+#: The files whose compiled code ends up inside the package's kernels.
+KERNEL_SOURCES = ("jit.py", "models/*.py", "samplers/*.py")
+
+
+def sources_hash(paths) -> str:
+    """SHA-256 over the names and contents of ``paths``."""
+    h = hashlib.sha256()
+    for p in sorted(Path(p) for p in paths):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_sources_hash() -> str:
+    return sources_hash(p for pattern in KERNEL_SOURCES for p in _PACKAGE.glob(pattern))
+
+
+def _whole_package_stamp(get_source_stamp):
+    """Numba keeps a cached kernel while its own file is unchanged, even when a
+    kernel it calls (in another file) or jit.py changed: the cache then runs
+    stale code. For this package's files the stamp also carries a hash of all
+    kernel sources, so that any change to them recompiles every kernel."""
+
+    def patched(self):
+        stamp = get_source_stamp(self)
+        if Path(self._py_file).resolve().is_relative_to(_PACKAGE):
+            return (stamp, kernel_sources_hash())
+        return stamp
+
+    patched.__wrapped__ = get_source_stamp
+    return patched
+
+
+_Mixin = caching._SourceFileBackedLocatorMixin
+if not hasattr(_Mixin.get_source_stamp, "__wrapped__"):
+    _Mixin.get_source_stamp = _whole_package_stamp(_Mixin.get_source_stamp)
 
 
 def njit(*args, **kwargs):

@@ -114,3 +114,25 @@ def test_killed_and_resumed_runs_end_as_uninterrupted_ones(tmp_path, warm_cache)
         assert "interrupted at super-transition" in err and "--resume" in err and "Traceback" not in err, err
         _run(config, term, cache, "--resume")
     _assert_same_run(tmp_path / "whole", term)
+
+
+def test_cached_kernels_are_stamped_with_every_kernel_source(tmp_path):
+    """Numba keeps a cached kernel while its own file is unchanged; ours also
+    carry a hash of every kernel source, so editing a callee in another file (or
+    jit.py) recompiles the callers instead of running stale code."""
+    from numba.core.caching import InTreeCacheLocator
+
+    from adaptive_hmc import jit
+    from adaptive_hmc.samplers import chain
+    locator = InTreeCacheLocator.from_function(chain.run_chain.py_func, chain.__file__)
+    stamp = locator.get_source_stamp()
+    assert isinstance(stamp, tuple) and stamp[1] == jit.kernel_sources_hash()
+    files = sorted(p for pattern in jit.KERNEL_SOURCES for p in Path(jit.__file__).parent.glob(pattern))
+    assert {"jit.py", "mlp.py", "hmc.py", "chain.py"} <= {p.name for p in files}
+    copies = []
+    for p in files:
+        copies.append(tmp_path / f"{len(copies)}_{p.name}")
+        copies[-1].write_bytes(p.read_bytes())
+    before = jit.sources_hash(copies)
+    copies[0].write_bytes(copies[0].read_bytes() + b"\n# an edit\n")
+    assert jit.sources_hash(copies) != before

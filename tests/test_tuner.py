@@ -179,3 +179,43 @@ def test_bad_tell_is_refused():
         t.tell(t.ask(), float("nan"))
     with pytest.raises(ValueError, match="exactly the keys"):
         t.tell({"step_factor": 0.5}, 1.0)
+
+
+def test_rank_transform_is_not_squeezed_by_one_extreme_reward():
+    """One cold-start outlier squeezes the other rewards' GP targets under the
+    thesis's standardisation, not under the rank transform, which keeps their order."""
+    rng = np.random.default_rng(3)
+    actions = [{"step_factor": float(a), "num_steps": int(n)}
+               for a, n in zip(rng.uniform(0.05, 1.0, 12), rng.integers(30, 5000, 12))]
+    rewards = -0.006 - 0.0005 * rng.random(12)
+    spreads = {}
+    for transform in ("standardize", "rank"):
+        t = BanditTuner(BOUNDS, seed=0, transform=transform)
+        for a, r in zip(actions, rewards):
+            t._sums.setdefault(tuple(a.values()), [t._unit(a), 0.0, 0])
+            t._sums[tuple(a.values())][1:] = [r, 1]
+            t._history.append({"action": a, "reward": float(r), "p": 1.0, "moved": True})
+        means = np.array([v[1] / v[2] for v in t._sums.values()])
+        before = t._targets(means)
+        outlier = {"step_factor": 0.5, "num_steps": 2520}
+        t._sums[tuple(outlier.values())] = [t._unit(outlier), -4.0, 1]       # a chain still leaving its start
+        t._history.append({"action": outlier, "reward": -4.0, "p": 1.0, "moved": True})
+        after = t._targets(np.array([v[1] / v[2] for v in t._sums.values()]))[:-1]
+        assert np.array_equal(np.argsort(after), np.argsort(before))           # the order of the others is kept
+        spreads[transform] = after.std() / before.std()
+    assert spreads["standardize"] < 0.1 and spreads["rank"] > 0.8, spreads
+
+
+def test_rank_transform_tuner_finds_the_optimum_and_maps_back_to_reward_units():
+    t = BanditTuner({"a": (0.0, 1.0), "n": (0.0, 10.0)}, seed=1, transform="rank", maxfun=300)
+    for _ in range(40):
+        a = t.ask()
+        t.tell(a, -(a["a"] - 0.2) ** 2 - 0.01 * (a["n"] - 5) ** 2)
+    best = t.best_action()
+    assert abs(best["a"] - 0.2) < 0.1 and abs(best["n"] - 5) < 2.5, best
+    tried = np.array([[h["action"]["a"], h["action"]["n"]] for h in t.history])
+    m, s = t.predict(tried)
+    rewards = np.array([h["reward"] for h in t.history])
+    assert np.all(s >= 0) and rewards.min() - 1e-12 <= m.min() and m.max() <= rewards.max() + 1e-12
+    restored = BanditTuner.from_state(json.loads(json.dumps(t.state_dict())))
+    assert restored.transform == "rank" and restored.ask() == t.ask()

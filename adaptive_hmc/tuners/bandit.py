@@ -11,12 +11,19 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.stats import qmc
+from scipy.stats import norm, qmc, rankdata
 
 from .acquisition import maximize, ucb, ucb_beta
 from .base import TellInfo
 from .gp import GPRewardModel
 from .schedules import Exponential, schedule_from_dict, schedule_to_dict
+
+
+#: How rewards become the GP's targets: "standardize" (the thesis: minus the
+#: mean, over the sd, of all rewards told) or "rank" (a Gaussian copula of the
+#: distinct actions' mean rewards: Phi^-1((rank - 1/2) / n)), which one
+#: extreme reward cannot squeeze the others into.
+TRANSFORMS = ("standardize", "rank")
 
 
 def check_bounds(bounds) -> dict:
@@ -53,13 +60,15 @@ class BanditTuner:
         hypercube points tried before the bandit starts).
     fit_kernel : fit length scales and signal variance by marginal likelihood.
     maxfun : DIRECT's evaluation budget; polish : L-BFGS-B after DIRECT.
+    transform : how rewards become the GP's targets, :data:`TRANSFORMS`
+        ("standardize", the thesis's and the default, or "rank").
     model : stand-in reward model (``fit(X, y, noise_var)``,
         ``predict(X, return_std=True)``); default :class:`GPRewardModel`.
     """
 
     def __init__(self, bounds, seed: int = 0, *, integer=None, alpha: float = 0.2, delta: float = 0.1,
                  noise: float = 0.1, schedule=None, first_action="centre", fit_kernel: bool = False,
-                 maxfun: int = 1000, polish: bool = True, model=None):
+                 maxfun: int = 1000, polish: bool = True, model=None, transform: str = "standardize"):
         self.bounds = check_bounds(bounds)
         self.names = list(self.bounds)
         if integer is None:
@@ -72,6 +81,9 @@ class BanditTuner:
                 raise ValueError(f"{name}={value}: must be > 0")
         if not 0 < delta < 1:
             raise ValueError(f"delta={delta}: must be in (0, 1)")
+        if transform not in TRANSFORMS:
+            raise ValueError(f"transform={transform!r}: allowed are {TRANSFORMS}")
+        self.transform = transform
         self.integer = [n for n in self.names if n in set(integer)]
         self.lower = np.array([self.bounds[n][0] for n in self.names], float)
         self.upper = np.array([self.bounds[n][1] for n in self.names], float)
@@ -135,15 +147,32 @@ class BanditTuner:
         self._pending = nxt
         return TellInfo(p, moved)
 
-    def _fit(self):
-        X = np.array([v[0] for v in self._sums.values()])
-        means = np.array([v[1] / v[2] for v in self._sums.values()])
-        counts = np.array([v[2] for v in self._sums.values()], float)
+    def _targets(self, means) -> np.ndarray:
+        """The GP's targets for the distinct actions' mean rewards (see ``transform``)."""
+        if self.transform == "rank":
+            y = norm.ppf((rankdata(means) - 0.5) / means.size)
+            order = np.argsort(y, kind="stable")
+            self._back = (y[order], means[order])
+            return y
         rewards = np.array([h["reward"] for h in self._history])
         centre = rewards.mean() if rewards.size else 0.0
         sd = rewards.std() if rewards.size > 1 and rewards.std() > 0 else 1.0
         self._centre, self._sd = centre, sd
-        self.model.fit(X, (means - centre) / sd, self.noise ** 2 / counts)
+        return (means - centre) / sd
+
+    def _fit(self):
+        X = np.array([v[0] for v in self._sums.values()])
+        means = np.array([v[1] / v[2] for v in self._sums.values()])
+        counts = np.array([v[2] for v in self._sums.values()], float)
+        self.model.fit(X, self._targets(means), self.noise ** 2 / counts)
+
+    def _latent(self, actions) -> tuple:
+        """GP mean and sd at ``actions`` (n, d) in original units, in the GP's own (transformed) units."""
+        if not self._history:
+            raise ValueError("no rewards told yet")
+        self._fit()
+        X = (np.atleast_2d(np.asarray(actions, float)) - self.lower) / (self.upper - self.lower)
+        return self.model.predict(X, return_std=True)
 
     def _argmax(self, i, p) -> dict:
         self._fit()
@@ -163,20 +192,23 @@ class BanditTuner:
         return [dict(h, action=dict(h["action"])) for h in self._history]
 
     def predict(self, actions) -> tuple:
-        """GP mean and sd of the reward (in reward units) at ``actions`` (n, d) in original units."""
-        if not self._history:
-            raise ValueError("no rewards told yet")
-        self._fit()
-        X = (np.atleast_2d(np.asarray(actions, float)) - self.lower) / (self.upper - self.lower)
-        m, s = self.model.predict(X, return_std=True)
-        return self._centre + self._sd * m, self._sd * s
+        """GP mean and sd of the reward (in reward units) at ``actions`` (n, d) in
+        original units. With the rank transform, the GP's mean is mapped back by
+        the monotone interpolation of (transformed, mean reward) of the tried
+        actions, and its sd by that map's slope."""
+        m, s = self._latent(actions)
+        if self.transform == "standardize":
+            return self._centre + self._sd * m, self._sd * s
+        ys, ms = self._back
+        h = 1e-3
+        slope = (np.interp(m + h, ys, ms) - np.interp(m - h, ys, ms)) / (2 * h)
+        return np.interp(m, ys, ms), slope * s
 
     def acquisition(self, actions) -> np.ndarray:
-        """The acquisition u-bar (standardised units) that the next move would maximise."""
+        """The acquisition u-bar (in the GP's units) that the next move would maximise."""
         i = len(self._history)
-        m, s = self.predict(actions)
-        beta = ucb_beta(i + 1, len(self.names), self.delta)
-        return (ucb(m, s, beta, float(self.schedule(max(i, 1)))) - self._centre) / self._sd
+        m, s = self._latent(actions)
+        return ucb(m, s, ucb_beta(i + 1, len(self.names), self.delta), float(self.schedule(max(i, 1))))
 
     def grid(self, n: int = 50) -> dict:
         """GP mean, sd and acquisition on an n-per-dimension grid (for plots)."""
@@ -204,6 +236,7 @@ class BanditTuner:
         """JSON-serialisable state; :meth:`from_state` resumes exactly."""
         return {"kind": "bandit", "bounds": {n: list(b) for n, b in self.bounds.items()},
                 "integer": self.integer, "alpha": self.alpha, "delta": self.delta, "noise": self.noise,
+                "transform": self.transform,
                 "schedule": schedule_to_dict(self.schedule), "fit_kernel": self.fit_kernel,
                 "maxfun": self.maxfun, "polish": self.polish, "seed": self.seed,
                 "first_action": self.first_action, "rng": self._rng.bit_generator.state,
@@ -213,6 +246,7 @@ class BanditTuner:
     def from_state(cls, state: dict, model=None) -> "BanditTuner":
         t = cls({n: tuple(b) for n, b in state["bounds"].items()}, state["seed"], integer=state["integer"],
                 alpha=state["alpha"], delta=state["delta"], noise=state["noise"],
+                transform=state["transform"],
                 schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
                 fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"], model=model)
         t._rng.bit_generator.state = state["rng"]
