@@ -205,11 +205,9 @@ class ReplicaSet:
         """Kept weight vectors (S, D), noise precisions (S, n_out) and the chain
         of each (S,), of all chains (needs ``thin`` > 0); :meth:`kept_rows` has
         the rest of what is kept."""
+        A, chain, _ = self.kept_rows()
         D = self.spec.n_params
-        rows = [q for chain in self.kept for q in chain]
-        A = np.array(rows) if rows else np.empty((0, D + len(self.hyper_names)))
         noise = [D + i for i, n in enumerate(self.hyper_names) if n.startswith("noise_")]
-        chain = np.repeat(np.arange(self.n_replicas), [len(k) for k in self.kept])
         return A[:, :D], A[:, noise], chain
 
     def kept_rows(self) -> tuple:
