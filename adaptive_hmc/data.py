@@ -130,7 +130,7 @@ class Split(NamedTuple):
     train: tuple
     tests: dict
     n_outputs: int
-    notes: list = []
+    notes: tuple = ()
 
 
 #: Cells read as missing values (case does not matter).
@@ -324,4 +324,4 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
         train, tests = np.sort(train), {"test": np.sort(test)}
     Ytr = Y[train]
     n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
-    return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, notes)
+    return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes))

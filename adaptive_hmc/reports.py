@@ -185,7 +185,7 @@ def export(d) -> Path:
     s, spec = run.samples, run.spec
     if not len(s["weights"]):
         raise RunError(f"{run.dir}: no kept samples to export (run.thin: 0 keeps none)")
-    chains = [r for r in np.unique(s["chain"])]
+    chains = [int(r) for r in np.unique(s["chain"])]
     n = min(int(np.sum(s["chain"] == r)) for r in chains)
     pick = np.concatenate([np.flatnonzero(s["chain"] == r)[:n] for r in chains])       # chain-major
     W, hyper, st = s["weights"][pick], s["hyper"][pick], s["super_transition"][pick]
