@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
+from .runner import DEFAULT_BANDIT, DEFAULT_REWARD
 from .samplers.settings import HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
 
@@ -165,6 +166,10 @@ class SamplerConfig(_Strict):
     initial_hyper: Optional[Number] = Field(1.0, gt=0, description="starting value of every free precision "
                                             "(null: the prior means)")
     init_scale: Number = Field(0.0, ge=0, description="initial weights N(0, init_scale^2); 0 starts at zero")
+    calibrate_steps: bool = Field(False, description="after the tuner's warm-up super-transitions, multiply each "
+                                  "chain's step scales by 1/sqrt(largest eigenvalue of its scaled Hessian), frozen "
+                                  "for the rest of the run: a step factor of 2 is then the leapfrog stability "
+                                  "limit on any model (needs tuner.warmup_super_transitions >= 1)")
 
     def settings(self) -> HMCSettings:
         """The settings template of every iteration (step and L come from the tuner)."""
@@ -205,15 +210,21 @@ class TunerConfig(_Strict):
                                      "move probability p_i (section below)")
     first_action: Union[Literal["centre"], int] = Field("centre", description="bandit: 'centre' of the box, or "
                                                         "n space-filling points first")
-    reward: Literal["cv", "esjd"] = Field("cv", description="cv: minus the held-out error of this "
-                                          "super-transition's samples; esjd: ESJD/sqrt(L)")
+    reward: Literal["cv", "esjd"] = Field(DEFAULT_REWARD, description="esjd: ESJD/sqrt(L) (the default: see the README's "
+                                          "tuning study); cv: minus the held-out error of this "
+                                          "super-transition's samples (the thesis)")
     cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = Field(
         None, description="held-out error of the cv reward (default mse for regression, error_rate for "
         "classification)")
     maxfun: int = Field(1000, ge=10, description="bandit: DIRECT's evaluations per move")
-    transform: Literal["standardize", "rank"] = Field("standardize", description="bandit: rewards to GP targets: "
-                                                      "standardised by all rewards told (the thesis), or ranked "
-                                                      "(a Gaussian copula, robust to a few extreme rewards)")
+    transform: Literal["standardize", "rank"] = Field(DEFAULT_BANDIT["transform"], description="bandit: rewards to GP targets: ranked "
+                                                      "(a Gaussian copula, robust to a few extreme rewards; the "
+                                                      "default) or standardised by all rewards told (the thesis)")
+    log_axes: List[Literal["step_factor", "num_steps"]] = Field(
+        list(DEFAULT_BANDIT["log_axes"]), description="bandit: dimensions the reward model sees on a log scale (the default: the "
+        "step factor; the thesis: none, [])")
+    fit_kernel: bool = Field(False, description="bandit: fit the GP's length scales and signal variance by "
+                             "marginal likelihood (the thesis: fixed)")
     warmup_super_transitions: int = Field(0, ge=0, description="first super-transitions whose rewards are not "
                                           "told to the tuner")
 
@@ -229,7 +240,7 @@ class TunerConfig(_Strict):
                                              "num_steps": tuple(int(v) for v in self.bounds["num_steps"])},
                 "alpha": float(self.alpha), "delta": float(self.delta), "noise": float(self.noise),
                 "schedule": schedule, "first_action": self.first_action, "maxfun": self.maxfun,
-                "transform": self.transform}
+                "transform": self.transform, "log_axes": list(self.log_axes), "fit_kernel": self.fit_kernel}
 
 
 class BurnInConfig(_Strict):
@@ -316,6 +327,9 @@ def _check(cfg: Config, source: str):
                   "step_factor and num_steps are for kind: fixed (a bandit tunes them within bounds)")
     if t.kind == "fixed" and t.num_steps > cfg.run.budget:
         _fail(source, "tuner.num_steps", t.num_steps, f"must be <= run.budget ({cfg.run.budget})")
+    if cfg.sampler.calibrate_steps and t.warmup_super_transitions < 1:
+        _fail(source, "sampler.calibrate_steps", True, "needs tuner.warmup_super_transitions >= 1 (the "
+              "calibration is made after the warm-up, at states the chains have reached)")
     if r.k == 1:
         _fail(source, "replicas.k", 1, "0 (full-data chain only) or >= 2 folds")
     if r.k == 0 and not r.full_data_chain:

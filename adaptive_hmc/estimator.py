@@ -20,14 +20,16 @@ from .models.mlp import MLPSpec
 from .models.mlp import predict as mlp_predict
 from .models.predictive import class_probabilities, predictive_moments
 from .models.priors import PriorSpec
-from .runner import Progress, make_run, run_super_transitions
+from .runner import DEFAULT_REWARD, Progress, make_run, run_super_transitions
 from .samplers.settings import HMCSettings
 
 
 class _BNN(BaseEstimator):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
-                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False):
+                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
+                 reward=DEFAULT_REWARD):
+        self.reward = reward
         self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
         self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
         self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
@@ -57,7 +59,8 @@ class _BNN(BaseEstimator):
                              f"budget ({self.budget}), the leapfrog steps per chain in a super-transition")
         bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": (lo, hi)}
         self.replicas_, self.tuner_, reward, cv_metric = make_run(
-            spec, X, Y, tuner={"kind": "bandit", "bounds": bounds}, seed=self.seed, cv_metric=metric, k=self.k,
+            spec, X, Y, tuner={"kind": "bandit", "bounds": bounds}, seed=self.seed, reward=self.reward,
+            cv_metric=metric, k=self.k,
             full_data_chain=True, priors=self.priors or PriorSpec(),
             settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps),
             thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads)
@@ -89,7 +92,9 @@ class _BNN(BaseEstimator):
 
 _COMMON_DOC = """
     hidden : sizes of the tanh hidden layers.
-    k : cross-validation replicas (the reward); a full-data chain is added.
+    k : cross-validation replicas (they predict, and give the reward when ``reward="cv"``); a full-data
+        chain is added.
+    reward : "esjd" (ESJD/sqrt(L), the default) or "cv" (minus the held-out error, the thesis's).
     super_transitions, budget : number of super-transitions and leapfrog steps per replica in each.
     step_factor_bounds, num_steps_bounds : the box the bandit tunes (eps, L) in.
     window : acceptance window of the HMC transitions.
@@ -129,14 +134,16 @@ class BNNRegressor(RegressorMixin, _BNN):
 
 class BNNClassifier(ClassifierMixin, _BNN):
     __doc__ = ("Bayesian MLP classification (logistic for two classes, softmax for more), inputs "
-               "standardised; the reward is the held-out ``cv_metric`` (log_loss or error_rate).\n" + _COMMON_DOC)
+               "standardised; with ``reward='cv'`` the reward is the held-out ``cv_metric`` (log_loss or "
+               "error_rate).\n" + _COMMON_DOC)
 
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 cv_metric="log_loss"):
+                 reward=DEFAULT_REWARD, cv_metric="log_loss"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
-                         initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose)
+                         initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
+                         reward)
         self.cv_metric = cv_metric
 
     def fit(self, X, y):

@@ -28,6 +28,17 @@ def _who(run: Run) -> str:
     return f"{run.config.name}, seed {s['seed']} ({s['data']})"
 
 
+def _reward_name(run: Run) -> str:
+    return "ESJD/sqrt(L)" if run.config.tuner.reward == "esjd" else "minus CV error"
+
+
+def _axes(ax, tuner, name: str, which: str):
+    """Label an axis of the action ``name``, on a log scale where the tuner's reward model has one."""
+    getattr(ax, f"set_{which}label")(LABELS[name])
+    if name in getattr(tuner, "log_axes", ()):
+        getattr(ax, f"set_{which}scale")("log")
+
+
 def reward_surface(run: Run, path):
     """Learned mean reward over (eps, L), tried actions as dots (thesis Figs 4.1, 4.4)."""
     t = run.tuner()
@@ -39,14 +50,14 @@ def reward_surface(run: Run, path):
     lo, hi = np.percentile(rewards, 10), max(rewards.max(), g["mean"].max())
     cs = ax.contourf(g["axes"][0], g["axes"][1], np.clip(g["mean"].T, lo, None), levels=np.linspace(lo, hi, 21),
                      cmap="viridis", extend="min")
-    fig.colorbar(cs, ax=ax, label="GP mean reward (minus CV error)", format="%.4f")
+    fig.colorbar(cs, ax=ax, label=f"GP mean reward ({_reward_name(run)})", format="%.4g")
     tried = np.array([[h["action"]["step_factor"], h["action"]["num_steps"]] for h in t.history])
     ax.scatter(tried[:, 0], tried[:, 1], s=12, c="white", edgecolors="black", linewidths=0.5, label="tried actions")
     best = t.best_action(tried_only=True)
     ax.scatter([best["step_factor"]], [best["num_steps"]], marker="*", s=160, c="red", label="best tried")
-    ax.set_xlabel(LABELS["step_factor"])
-    ax.set_ylabel(LABELS["num_steps"])
-    ax.set_title(f"Learned reward surface, after {len(t.history)} rewards\n{_who(run)}", fontsize=10)
+    _axes(ax, t, "step_factor", "x")
+    _axes(ax, t, "num_steps", "y")
+    ax.set_title(f"Reward model as the tuner ends, after {len(t.history)} rewards\n{_who(run)}", fontsize=10)
     ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -58,7 +69,7 @@ def reward_slice(run: Run, path):
     acquisition below it (thesis Figs 4.2, 4.6)."""
     t = run.tuner()
     best = t.best_action(tried_only=True)
-    eps = np.linspace(*t.bounds["step_factor"], 300)
+    eps = (np.geomspace if "step_factor" in t.log_axes else np.linspace)(*t.bounds["step_factor"], 300)
     A = np.column_stack([eps, np.full_like(eps, best["num_steps"])])
     m, s = t.predict(A)
     u = t.acquisition(A)
@@ -69,12 +80,12 @@ def reward_slice(run: Run, path):
     if near:
         a1.scatter([h["action"]["step_factor"] for h in near], [h["reward"] for h in near], s=10, c="k",
                    label="rewards at this L")
-    a1.set_ylabel("reward")
+    a1.set_ylabel(f"reward ({_reward_name(run)})")
     a1.set_title(f"Slice at L = {best['num_steps']}\n{_who(run)}", fontsize=10)
     a1.legend(fontsize=8)
     a2.plot(eps, u, color="C3")
     a2.set_ylabel("acquisition ū")
-    a2.set_xlabel(LABELS["step_factor"])
+    _axes(a2, t, "step_factor", "x")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -30,6 +30,7 @@ from .models.bnn import BayesianMLP, check_data
 from .models.mlp import MLPSpec
 from .models.predictive import Prediction, new_accumulator, pool_predictions, reset, snapshot, test_metrics
 from .models.priors import PriorSpec
+from .samplers.calibration import curvature_scale
 from .samplers.chain import Chain, Observers, Record, new_record, run_chain
 from .samplers.settings import HMCSettings, check_settings
 
@@ -117,13 +118,18 @@ class ReplicaSet:
     burn_in_super_transitions : super-transitions discarded from predictions.
     thin : keep every thin-th retained weight vector (0 keeps none).
     threads : worker threads (default: the cores available); results do not depend on it.
+    calibrate_after : None, or the super-transition (counted from 0) before
+        which each chain's step scales are calibrated to the curvature at its
+        state (:func:`~adaptive_hmc.samplers.calibration.curvature_scale`, about
+        60 gradient evaluations a chain) and frozen for the rest of the run:
+        a step factor of 2 is then the leapfrog stability limit at that state.
     """
 
     def __init__(self, spec: MLPSpec, X, Y, *, k: int = 8, full_data_chain: bool = False,
                  priors: PriorSpec = PriorSpec(), settings: HMCSettings = HMCSettings(),
                  test_sets: dict | None = None, seed=0, initial_hyper: float | None = 1.0,
                  init_scale: float = 0.0, burn_in_samples: int = 0, burn_in_super_transitions: int = 0,
-                 thin: int = 0, threads: int | None = None):
+                 thin: int = 0, threads: int | None = None, calibrate_after: int | None = None):
         X, Y = check_data(spec, X, Y, "training data")
         for name, v in (("burn_in_samples", burn_in_samples), ("thin", thin),
                         ("burn_in_super_transitions", burn_in_super_transitions)):
@@ -132,6 +138,9 @@ class ReplicaSet:
         self.spec, self.settings = spec, check_settings(settings, need_step=False)
         self.burn_in_samples, self.burn_in_super_transitions = int(burn_in_samples), int(burn_in_super_transitions)
         self.thin = int(thin)
+        if calibrate_after is not None and not (int(calibrate_after) == calibrate_after and calibrate_after >= 0):
+            raise ValueError(f"calibrate_after={calibrate_after!r}: None or an integer >= 0")
+        self.calibrate_after = None if calibrate_after is None else int(calibrate_after)
         self.threads = int(threads) if threads else len(os.sched_getaffinity(0))
         fold_seed, init_seed, self.streams = as_seed_sequence(seed).spawn(3)
         classify = spec.likelihood != "gaussian"
@@ -174,6 +183,7 @@ class ReplicaSet:
         self.history_hyper: list = []
         self.kept: list = [[] for _ in range(R)]
         self.kept_super: list = [[] for _ in range(R)]      # the super-transition of each kept row
+        self.step_calibration = np.ones(R)                  # multiplies each chain's step factor
         self.n_super = 0
 
     @property
@@ -247,7 +257,8 @@ class ReplicaSet:
                                                              "test_count")},
                 "history_pred": list(self.history_pred), "history_count": list(self.history_count),
                 "history_hyper": list(self.history_hyper), "kept": [list(k) for k in self.kept],
-                "kept_super": [list(k) for k in self.kept_super]}
+                "kept_super": [list(k) for k in self.kept_super],
+                "step_calibration": self.step_calibration.copy()}
 
     def restore(self, state: dict) -> None:
         if len(state["chains"]) != self.n_replicas:
@@ -261,6 +272,7 @@ class ReplicaSet:
         self.history_hyper = list(state["history_hyper"])
         self.kept = [list(k) for k in state["kept"]]
         self.kept_super = [list(k) for k in state["kept_super"]]
+        self.step_calibration = np.array(state["step_calibration"], dtype=np.float64)
         self.n_super = state["n_super"]
         s = self.streams
         self.streams = np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key, pool_size=s.pool_size,
@@ -310,6 +322,9 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
         raise ValueError(f"num_steps={num_steps!r}: must be an integer in 1..budget ({budget})")
     settings = check_settings(replicas.settings._replace(num_steps=int(num_steps), step_factor=float(step_factor),
                                                          step_size=np.empty(0)))
+    if replicas.calibrate_after == replicas.n_super:
+        replicas.step_calibration = np.array([curvature_scale(r.model, r.chain.q, r.chain.hyper)
+                                              for r in replicas.replicas])
     seq = replicas.streams if rng is None else as_seed_sequence(rng)
     streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(replicas.n_replicas)]
     R, n_iter = replicas.n_replicas, int(budget) // int(num_steps)
@@ -324,7 +339,8 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
         r = replicas.replicas[j]
         reset(r.held)
         reset(r.test)
-        n_kept = run_chain(r.model.target, r.chain, settings, n_iter, Record(*(a[j] for a in rec)),
+        mine = settings._replace(step_factor=settings.step_factor * replicas.step_calibration[j])
+        n_kept = run_chain(r.model.target, r.chain, mine, n_iter, Record(*(a[j] for a in rec)),
                            Observers(r.held, r.test, int(retain_after), thin, kept[j]), streams[j])
         replicas.kept[j].extend(kept[j][:n_kept])
         replicas.kept_super[j].extend([replicas.n_super] * n_kept)

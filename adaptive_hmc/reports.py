@@ -32,33 +32,56 @@ def retained_draws(run: Run) -> np.ndarray:
     return np.transpose(P[keep] / C[keep][:, :, None, None], (1, 0, 2, 3))
 
 
+#: Fewest kept samples of a chain for a per-sample ESS (below it, super-transition means are used).
+MIN_KEPT = 50
+
+
+def chain_draws(run: Run) -> tuple:
+    """(draws, kind): each chain's draws of the test predictions after burn-in,
+    a list of (draws, cases x outputs) arrays. From the kept samples (every
+    ``thin``-th retained sample, network outputs at the test inputs) when every
+    chain kept at least :data:`MIN_KEPT`; otherwise one draw per retained
+    super-transition, the mean prediction of its samples."""
+    chain = run.samples["chain"]
+    R = run.predictions["history_count"].shape[1]
+    counts = np.bincount(chain, minlength=R) if chain.size else np.zeros(R, int)
+    if counts.min() >= MIN_KEPT:
+        F = predict(run.spec, run.samples["weights"], run.predictions["X_test"])     # (S, N, out)
+        return [F[chain == r] for r in range(R)], "samples"
+    d = retained_draws(run)                                                          # (R, S, out, N)
+    return [np.swapaxes(x, 1, 2) for x in d], "super-transition means"
+
+
 def test_ess(run: Run) -> dict:
-    """ESS of the test predictions, per test set: {name: (ess, ess per 1000
-    gradient evaluations, which posterior)}.
+    """ESS of the test predictions per test set and posterior: {name: {"full":
+    (ess, ess per 1000 gradient evaluations), "replicas": (the same, median
+    over the CV replicas), "draws": what the draws are}} (a posterior the run
+    does not have is left out).
 
     Each chain has its own posterior (the CV replicas see (k-1)/k of the
-    training cases), so the ESS is computed per chain, from its draws, one per
-    retained super-transition (the mean prediction of its samples in it): the
-    median over cases and outputs of ArviZ's bulk ESS. Reported is that of the
-    full-data chain when the run has one, otherwise the median over the
-    replicas; the gradient evaluations are that chain's over the whole run
-    (burn-in included)."""
-    draws = retained_draws(run)                                        # (R, S, out, N)
-    if draws.shape[1] < 4:
+    training cases), so the ESS is computed per chain from its draws
+    (:func:`chain_draws`): the median over cases and outputs of ArviZ's bulk
+    ESS (0 for a case whose draws never change: a chain stuck for the whole
+    run). The gradient evaluations are that chain's over the whole run (burn-in
+    included), the cost a user pays for it."""
+    draws, kind = chain_draws(run)
+    if min(len(x) for x in draws) < 4:
         return {}
     az = _arviz()
     k = run.config.replicas.k
-    chains = [k] if draws.shape[0] > k else list(range(draws.shape[0]))
     grads = np.sum([e["chain_steps"] for e in run.log], axis=0)
     out = {}
     for name, cases in run.test_sets():
-        ess = []
-        for r in chains:
-            x = draws[r:r + 1, :, :, cases].reshape(1, draws.shape[1], -1)
-            ess.append(float(np.median(az.ess(az.convert_to_dataset(x))["x"].values)))
-        j = int(np.argsort(ess)[len(ess) // 2])
-        out[name] = (ess[j], 1000 * ess[j] / grads[chains[j]],
-                     "full-data chain" if draws.shape[0] > k else "median replica")
+        per_chain = []
+        for r, x in enumerate(draws):
+            y = x[:, cases].reshape(1, len(x), -1)
+            ess = float(np.median(np.nan_to_num(az.ess(az.convert_to_dataset(y))["x"].values, nan=0.0)))
+            per_chain.append((ess, 1000 * ess / grads[r]))
+        out[name] = {"draws": kind}
+        if len(draws) > k:
+            out[name]["full"] = per_chain[k]
+        if k:
+            out[name]["replicas"] = tuple(float(np.median([c[i] for c in per_chain[:k]])) for i in (0, 1))
     return out
 
 
@@ -121,13 +144,18 @@ def table(rows, markdown: bool = True) -> str:
     return "\n\n".join(out)
 
 
+def _ess_cell(v) -> str:
+    return "-" if v is None else f"{v[0]:.0f} ({v[1]:.3f})"
+
+
 def _table(rows, metric: str, markdown: bool) -> str:
     sets = sorted({(r["data"], n) for r in rows for n in r["test"]})
     label = {(d, n): f"{d}/{n}" for d, n in sets}
     head = (["run", "tuner", "chains"] + [f"test {metric} {label[s]} ± se" for s in sets]
             + ["CV error", "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps",
                "sampling s", "compile s"]
-            + [f"ESS {label[s]}" for s in sets] + [f"ESS/1000 grad {label[s]}" for s in sets])
+            + [f"ESS (per 1000 grad) {label[s]}, {post}" for post in ("full-data chain", "median replica")
+               for s in sets])
     body = []
     for r in rows:
         mine = [(r["data"], n) for n in r["test"]]
@@ -137,8 +165,8 @@ def _table(rows, metric: str, markdown: bool) -> str:
         cells += ["-" if r["cv_error"] is None else f"{r['cv_error']:.5f}", f"{r['acceptance']:.3f}",
                   "-" if low is None else f"{low:.2f}", str(r["stuck"]),
                   str(r["divergences"]), f"{r['leapfrog_steps']:,}", f"{r['wall_s']:.1f}", f"{r['compile_s']:.1f}"]
-        cells += [f"{r['ess'][s[1]][0]:.0f}" if s in mine and s[1] in r["ess"] else "-" for s in sets]
-        cells += [f"{r['ess'][s[1]][1]:.3f}" if s in mine and s[1] in r["ess"] else "-" for s in sets]
+        for post in ("full", "replicas"):
+            cells += [_ess_cell(r["ess"].get(s[1], {}).get(post)) if s in mine else "-" for s in sets]
         body.append(cells)
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -114,6 +114,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "super_transitions": len(log), "samples_retained": int(replicas.test_count.sum()),
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
         "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),
+        "step_calibration": [round(float(c), 6) for c in replicas.step_calibration],
     }
 
 
@@ -154,6 +155,7 @@ def pack_checkpoint(ck: Checkpoint) -> bytes:
     arrays.update({k: _stack(st[k]) for k in ("history_pred", "history_count", "history_hyper")})
     arrays.update({f"kept/{r}": _stack(rows) for r, rows in enumerate(st["kept"])})
     arrays.update({f"kept_super/{r}": np.array(v, np.int64) for r, v in enumerate(st["kept_super"])})
+    arrays["step_calibration"] = np.asarray(st["step_calibration"], np.float64)
     record = {"format": CHECKPOINT_FORMAT, "n_super": st["n_super"], "streams_spawned": st["streams_spawned"],
               "chain_arrays": [len(c) for c in st["chains"]], "test": sorted(st["test"]),
               "tuner": ck.tuner, "log": ck.log, "wall_s": ck.wall_s}
@@ -183,7 +185,8 @@ def unpack_checkpoint(data: bytes) -> Checkpoint:
                 "chains": [[arrays[f"chain/{r}/{i}"] for i in range(n)] for r, n in enumerate(record["chain_arrays"])],
                 "test": {k: arrays[f"test/{k}"] for k in record["test"]},
                 "kept": [list(arrays[f"kept/{r}"]) for r in range(R)],
-                "kept_super": [[int(v) for v in arrays[f"kept_super/{r}"]] for r in range(R)]}
+                "kept_super": [[int(v) for v in arrays[f"kept_super/{r}"]] for r in range(R)],
+                "step_calibration": arrays.get("step_calibration", np.ones(R))}
     replicas.update({k: list(arrays[k]) for k in ("history_pred", "history_count", "history_hyper")})
     return Checkpoint(replicas, record["tuner"], record["log"], float(record["wall_s"]))
 

@@ -19,6 +19,13 @@ from .rewards import cv_error, cv_reward, esjd_reward
 from .tuners import BanditTuner, FixedTuner
 
 
+#: The package's default reward model (the tuning study, docs/tuning_study.md):
+#: ESJD/sqrt(L) rewards, ranked (Gaussian copula) for the GP, the step factor on
+#: a log axis. The thesis's is reward "cv", transform "standardize", no log axes.
+DEFAULT_REWARD = "esjd"
+DEFAULT_BANDIT = {"transform": "rank", "log_axes": ("step_factor",)}
+
+
 class LogEntry(TypedDict):
     """One super-transition in the run's log (a line of ``log.jsonl``)."""
 
@@ -52,7 +59,7 @@ def fallback_reward(told: list) -> float:
     return min(told) - (spread if spread > 0 else abs(min(told)) + 1.0)
 
 
-def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, cv_metric: str | None = None,
+def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
          tell: bool = True, told: list = ()) -> tuple:
     """One iteration of the loop; returns (LogEntry, SuperTransitionResult).
     With ``tell`` false (warm-up) the reward is logged but not told to the
@@ -79,7 +86,7 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=cv_reward, cv_metric: 
     return entry, result
 
 
-def run_super_transitions(replicas: ReplicaSet, tuner, super_transitions: int, budget: int, reward=cv_reward,
+def run_super_transitions(replicas: ReplicaSet, tuner, super_transitions: int, budget: int, reward=esjd_reward,
                           cv_metric: str | None = None, callback=None, warmup: int = 0,
                           log: list | None = None) -> list:
     """Run the outer loop until ``replicas`` has done ``super_transitions``
@@ -142,14 +149,14 @@ class RunSetup(NamedTuple):
     cv_metric: str | None
 
 
-def make_run(spec, X, Y, *, tuner: dict, seed: int = 0, reward: str = "cv", cv_metric: str | None = None,
+def make_run(spec, X, Y, *, tuner: dict, seed: int = 0, reward: str = DEFAULT_REWARD, cv_metric: str | None = None,
              **replica_options) -> RunSetup:
     """Build a run from one seed: the replicas (``replica_options`` as for
     :class:`~adaptive_hmc.replicas.ReplicaSet`) and the tuner, each with its
     own child of the seed's ``SeedSequence``. ``tuner`` is ``{"kind": "bandit",
-    **BanditTuner arguments}`` or ``{"kind": "fixed", "step_factor": ...,
-    "num_steps": ...}``; ``reward`` is "cv" (minus the held-out ``cv_metric``
-    error) or "esjd"."""
+    **BanditTuner arguments}`` (:data:`DEFAULT_BANDIT` fills those not given)
+    or ``{"kind": "fixed", "step_factor": ..., "num_steps": ...}``; ``reward``
+    is "esjd" (the default) or "cv" (minus the held-out ``cv_metric`` error)."""
     seed_replicas, seed_tuner = np.random.SeedSequence(seed).spawn(2)
     replicas = ReplicaSet(spec, X, Y, seed=seed_replicas, **replica_options)
     options = dict(tuner)
@@ -157,7 +164,7 @@ def make_run(spec, X, Y, *, tuner: dict, seed: int = 0, reward: str = "cv", cv_m
     if kind == "fixed":
         t = FixedTuner(**options)
     elif kind == "bandit":
-        t = BanditTuner(seed=int(seed_tuner.generate_state(1)[0]), **options)
+        t = BanditTuner(seed=int(seed_tuner.generate_state(1)[0]), **{**DEFAULT_BANDIT, **options})
     else:
         raise ValueError(f"tuner kind {kind!r}: allowed are 'bandit' and 'fixed'")
     if reward == "esjd":

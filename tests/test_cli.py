@@ -11,7 +11,7 @@ import yaml
 from adaptive_hmc.cli import main
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
-from adaptive_hmc.results import RunDir
+from adaptive_hmc.results import RunDir, read_run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 QUICK = sorted(CONFIGS.glob("*_quick.yaml"))
@@ -69,8 +69,14 @@ CASES = {
                          "NaN or infinite values (first at row 2, column 1)"),
     "network does not fit data": (lambda r, t: r["model"].update(likelihood="logistic"),
                                   "classification needs one label column"),
-    "cv reward without replicas": (lambda r, t: r["replicas"].update(k=0, full_data_chain=True),
+    "cv reward without replicas": (lambda r, t: (r["replicas"].update(k=0, full_data_chain=True),
+                                                 r["tuner"].update(reward="cv")),
                                    "replicas.k = 0: the cv reward needs k >= 2"),
+    "step calibration without warm-up": (lambda r, t: (r["sampler"].update(calibrate_steps=True),
+                                                       r["tuner"].update(warmup_super_transitions=0)),
+                                         "sampler.calibrate_steps = True: needs tuner.warmup_super_transitions >= 1"),
+    "log axis of an unknown action": (lambda r, t: r["tuner"].update(log_axes=["eps"]),
+                                      "tuner.log_axes"),
 }
 
 
@@ -150,7 +156,7 @@ CASES.update({
                                                                                          range(30)])),
                                               r["model"].update(likelihood="softmax")),
                                 "model.likelihood = 'softmax': needs class indices"),
-    "one fold": (lambda r, t: r["replicas"].update(k=1), "replicas.k = 1: the cv reward needs k >= 2"),
+    "one fold": (lambda r, t: r["replicas"].update(k=1), "replicas.k = 1: 0 (full-data chain only) or >= 2 folds"),
     "no chain at all": (lambda r, t: (_fixed(r), r["replicas"].update(k=0)), "replicas.full_data_chain = False"),
     "unknown data set": (lambda r, t: r["data"].update(dataset="nosuch", file="x.data", target_columns=[-1]),
                          "data.dataset = 'nosuch': data set 'nosuch' not found"),
@@ -265,7 +271,8 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     assert main(["compare", str(out), str(out), "--markdown", str(md)]) == 0
     text = md.read_text()
     assert text.startswith("| run | tuner | chains | test MSE robot_arm/test_201_400 ± se") and text.count("\n") == 4
-    assert "| sampling s | compile s |" in text and "| ESS/1000 grad robot_arm/test_401_600 |" in text
+    assert "| sampling s | compile s |" in text
+    assert "| ESS (per 1000 grad) robot_arm/test_401_600, full-data chain |" in text
     assert main(["export", str(out)]) == 0
     import arviz as az
     idata = az.from_netcdf(str(out / "inference_data.nc"))
@@ -703,21 +710,31 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
 
 
 def test_ess_is_per_posterior_and_tables_are_per_metric(tmp_path):
-    from adaptive_hmc.reports import compare, table
+    from adaptive_hmc.models.mlp import predict
+    from adaptive_hmc.reports import MIN_KEPT, chain_draws, compare, table
     path = _write(tmp_path, _small(_raw(), n=8))
     raw = _small(_raw(), n=8)
     raw["replicas"]["full_data_chain"] = True
+    raw["run"]["thin"] = 1
     path_full = _write(tmp_path, raw, "full.yaml")
     assert main(["run", str(path), "--out", str(tmp_path / "a"), "--quiet"]) == 0
     assert main(["run", str(path_full), "--out", str(tmp_path / "b"), "--quiet"]) == 0
     out, *_ = _table_run(tmp_path, likelihood="logistic", name="cls")
     rows = compare([tmp_path / "a", tmp_path / "b", out])
-    assert {r["ess"]["test_201_400"][2] for r in rows[:2]} == {"median replica", "full-data chain"}
+    a, b = rows[0]["ess"]["test_201_400"], rows[1]["ess"]["test_201_400"]
+    assert set(a) == {"draws", "replicas"} and set(b) == {"draws", "full", "replicas"}
+    grads = [np.sum([e["chain_steps"] for e in read_run(tmp_path / d).log], axis=0) for d in "ab"]
+    for ess, g in ((a["replicas"], np.median(grads[0])), (b["full"], grads[1][-1])):
+        assert ess[0] > 0 and ess[1] == pytest.approx(1000 * ess[0] / g, rel=0.2)
     for r in rows[:2]:
-        ess, per_1000, _ = r["ess"]["test_201_400"]
-        chain_grads = r["leapfrog_steps"] / (9 if r["chains"] == "all" and "b" in r["run"] else 8)
-        assert ess > 0 and per_1000 == pytest.approx(1000 * ess / chain_grads, rel=0.2)
         assert r["compile_s"] is not None and r["wall_s"] > 0
+    run = read_run(tmp_path / "b")
+    draws, kind = chain_draws(run)
+    S = run.samples
+    assert kind == "samples" and np.bincount(S["chain"]).min() >= MIN_KEPT
+    F = predict(run.spec, S["weights"][S["chain"] == 8], run.predictions["X_test"])
+    assert np.array_equal(draws[8], F)          # per-sample draws: the kept samples' network outputs
+    assert chain_draws(read_run(tmp_path / "a"))[1] == "super-transition means"     # thin 5: too few kept
     text = table(rows)
     regression, classification = text.split("\n\n")
     assert "test MSE robot_arm/test_201_400" in regression and "error rate" not in regression

@@ -307,7 +307,7 @@ def test_classifier_fit_predict():
 def test_bandit_drives_replicas():
     rs = _replicas()
     tuner = BanditTuner({"step_factor": (0.05, 0.8), "num_steps": (2, 20)}, seed=0, maxfun=200)
-    log = run_super_transitions(rs, tuner, 4, 60)
+    log = run_super_transitions(rs, tuner, 4, 60, reward=cv_reward)
     assert [e["i"] for e in log] == [0, 1, 2, 3]
     assert all(math.isfinite(e["reward"]) and e["reward"] == -e["cv_error"] for e in log)
     assert [h["action"]["num_steps"] for h in tuner.history] == [e["num_steps"] for e in log]
@@ -327,3 +327,51 @@ def test_predictions_from_chosen_chains_match_numpy_from_kept_samples():
         rs.prediction("test", chains="some")
     with pytest.raises(ValueError, match="no full-data chain"):
         _replicas().prediction("test", chains="full")
+
+
+def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
+    """A step factor past the cliff (every trajectory rejected) against one that
+    mixes, each run from the same state: the default reward (ESJD/sqrt(L)) puts
+    the stuck one far below, and so does the GP target the tuner makes of it;
+    the thesis's CV reward barely tells them apart (the gap this reward closes)."""
+    from adaptive_hmc.runner import DEFAULT_BANDIT, DEFAULT_REWARD, make_run
+    assert DEFAULT_REWARD == "esjd"
+    spec, X, Y = _toy()
+    runs = make_run(spec, X, Y, tuner={"kind": "fixed", "step_factor": 0.3, "num_steps": 20}, seed=4, k=4,
+                    settings=HMCSettings(window=3))
+    rs = runs.replicas
+    super_transition(rs, 0.2, 20, 2000)                                  # leave the start
+    state = rs.state()
+    scores = {}
+    for name, eps in (("stuck", 30.0), ("mixing", 0.3)):
+        rs.restore(state)
+        res = super_transition(rs, eps, 20, 400, rng=np.random.SeedSequence(9))
+        scores[name] = (res.acceptance.mean(), runs.reward(res), cv_reward(res))
+    (acc_stuck, esjd_stuck, cv_stuck), (acc_mix, esjd_mix, cv_mix) = scores["stuck"], scores["mixing"]
+    assert acc_stuck == 0.0 and acc_mix > 0.5                            # the test has its two cases
+    assert esjd_stuck < 1e-3 * esjd_mix
+    t = BanditTuner({"step_factor": (0.01, 31.0), "num_steps": (10, 30)}, seed=0, **DEFAULT_BANDIT)
+    others = [({"step_factor": 0.3 + 0.01 * i, "num_steps": 20}, esjd_mix * (0.8 + 0.1 * i)) for i in range(4)]
+    for a, r in [({"step_factor": 30.0, "num_steps": 20}, esjd_stuck), *others]:
+        t.tell(a, r)
+    m, _ = t.predict(np.array([[30.0, 20], [0.3, 20]]))
+    assert m[0] < m[1]
+    assert abs(cv_stuck - cv_mix) < 0.2 * abs(cv_mix)
+
+
+def test_step_calibration_is_made_once_after_warm_up_and_kept_in_the_state():
+    from adaptive_hmc.samplers.calibration import curvature_scale
+    rs = _replicas(calibrate_after=1)
+    super_transition(rs, 0.2, 10, 200)
+    assert np.all(rs.step_calibration == 1.0)
+    expected = [curvature_scale(r.model, r.chain.q, r.chain.hyper) for r in rs.replicas]
+    super_transition(rs, 0.2, 10, 200)
+    assert rs.step_calibration == pytest.approx(expected, rel=1e-12) and np.all(rs.step_calibration != 1.0)
+    state = rs.state()
+    super_transition(rs, 0.2, 10, 200)
+    assert rs.step_calibration == pytest.approx(expected, rel=1e-12)       # frozen
+    fresh = _replicas(calibrate_after=1)
+    fresh.restore(state)
+    assert np.array_equal(fresh.step_calibration, state["step_calibration"])
+    with pytest.raises(ValueError, match="calibrate_after"):
+        _replicas(calibrate_after=-1)

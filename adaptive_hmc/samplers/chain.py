@@ -141,6 +141,7 @@ class TransitionInfo(NamedTuple):
     energy_error: float   # H(proposal) - H(current); for windows log(sum_reject e^-H / sum_accept e^-H)
     divergent: bool       # non-finite energy or gradient, or energy error above the limit
     num_steps: int        # leapfrog steps (gradient evaluations) used
+    squared_jump: float = float("nan")   # ||proposal - current||^2 (HMC; NaN where not recorded)
 
 
 def init_state(model, position, hyper=None) -> ChainState:
@@ -177,7 +178,7 @@ def make_hmc(model):
         rec = Record(*(a[0] for a in new_record(1, 1, n_hyper)))
         run_chain(model.target, chain, s, 1, rec, None, rng)
         info = TransitionInfo(bool(rec.accepted[0]), float(rec.accept_prob[0]), float(rec.energy_error[0]),
-                              bool(rec.divergent[0]), int(rec.num_steps[0]))
+                              bool(rec.divergent[0]), int(rec.num_steps[0]), float(rec.squared_jump[0]))
         return ChainState(chain.q, float(rec.energy[0]), chain.g, chain.p, chain.hyper, chain.counters), info
 
     return transition

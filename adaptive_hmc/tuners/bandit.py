@@ -62,13 +62,18 @@ class BanditTuner:
     maxfun : DIRECT's evaluation budget; polish : L-BFGS-B after DIRECT.
     transform : how rewards become the GP's targets, :data:`TRANSFORMS`
         ("standardize", the thesis's and the default, or "rank").
+    log_axes : names of dimensions the GP sees on a log scale (their bounds
+        must be > 0): a step factor in [0.01, 1.01] then spends as much of the
+        box on 0.01-0.1 as on 0.1-1, where the linear scale (the thesis's)
+        spends nine tenths of it above 0.1.
     model : stand-in reward model (``fit(X, y, noise_var)``,
         ``predict(X, return_std=True)``); default :class:`GPRewardModel`.
     """
 
     def __init__(self, bounds, seed: int = 0, *, integer=None, alpha: float = 0.2, delta: float = 0.1,
                  noise: float = 0.1, schedule=None, first_action="centre", fit_kernel: bool = False,
-                 maxfun: int = 1000, polish: bool = True, model=None, transform: str = "standardize"):
+                 maxfun: int = 1000, polish: bool = True, model=None, transform: str = "standardize",
+                 log_axes=()):
         self.bounds = check_bounds(bounds)
         self.names = list(self.bounds)
         if integer is None:
@@ -84,9 +89,18 @@ class BanditTuner:
         if transform not in TRANSFORMS:
             raise ValueError(f"transform={transform!r}: allowed are {TRANSFORMS}")
         self.transform = transform
+        self.log_axes = [n for n in self.names if n in set(log_axes)]
+        unknown = set(log_axes) - set(self.names)
+        if unknown:
+            raise ValueError(f"log_axes={sorted(unknown)}: not among the bounds {self.names}")
+        for n in self.log_axes:
+            if self.bounds[n][0] <= 0:
+                raise ValueError(f"log_axes: {n!r} has bounds {self.bounds[n]}; a log scale needs lower > 0")
+        self._log = np.array([n in self.log_axes for n in self.names])
         self.integer = [n for n in self.names if n in set(integer)]
         self.lower = np.array([self.bounds[n][0] for n in self.names], float)
         self.upper = np.array([self.bounds[n][1] for n in self.names], float)
+        self._lo, self._hi = self._warp(self.lower), self._warp(self.upper)
         self.alpha, self.delta, self.noise = float(alpha), float(delta), float(noise)
         self.schedule = schedule if schedule is not None else Exponential(0.01)
         self.fit_kernel, self.maxfun, self.polish = bool(fit_kernel), int(maxfun), bool(polish)
@@ -109,16 +123,26 @@ class BanditTuner:
         self._pending = self._initial.pop(0)
 
     # -- conversions between actions (dicts) and points of the unit box --------
+    def _warp(self, a):
+        """Actions in original units -> the GP's axes (log for :attr:`log_axes`)."""
+        a = np.asarray(a, float)
+        return np.where(self._log, np.log(np.where(self._log, a, 1.0)), a)
+
+    def _unit_points(self, actions) -> np.ndarray:
+        """Actions (n, d) in original units -> points of the unit box."""
+        return (self._warp(np.atleast_2d(np.asarray(actions, float))) - self._lo) / (self._hi - self._lo)
+
     def _unit(self, action) -> np.ndarray:
         if not isinstance(action, dict) or set(action) != set(self.names):
             raise ValueError(f"action {action!r}: need a dict with exactly the keys {self.names}")
         a = np.array([float(action[n]) for n in self.names])
         if not np.all(np.isfinite(a)) or np.any(a < self.lower) or np.any(a > self.upper):
             raise ValueError(f"action {action!r}: outside the bounds {self.bounds}")
-        return (a - self.lower) / (self.upper - self.lower)
+        return self._unit_points(a)[0]
 
     def _action(self, x) -> dict:
-        a = self.lower + np.clip(x, 0.0, 1.0) * (self.upper - self.lower)
+        w = self._lo + np.clip(x, 0.0, 1.0) * (self._hi - self._lo)
+        a = np.clip(np.where(self._log, np.exp(np.where(self._log, w, 0.0)), w), self.lower, self.upper)
         return {n: (int(round(v)) if n in self.integer else float(v)) for n, v in zip(self.names, a)}
 
     # -- ask / tell --------------------------------------------------------------
@@ -171,8 +195,7 @@ class BanditTuner:
         if not self._history:
             raise ValueError("no rewards told yet")
         self._fit()
-        X = (np.atleast_2d(np.asarray(actions, float)) - self.lower) / (self.upper - self.lower)
-        return self.model.predict(X, return_std=True)
+        return self.model.predict(self._unit_points(actions), return_std=True)
 
     def _argmax(self, i, p) -> dict:
         self._fit()
@@ -211,8 +234,10 @@ class BanditTuner:
         return ucb(m, s, ucb_beta(i + 1, len(self.names), self.delta), float(self.schedule(max(i, 1))))
 
     def grid(self, n: int = 50) -> dict:
-        """GP mean, sd and acquisition on an n-per-dimension grid (for plots)."""
-        axes = [np.linspace(lo, hi, n) for lo, hi in zip(self.lower, self.upper)]
+        """GP mean, sd and acquisition on an n-per-dimension grid (for plots;
+        geometric along :attr:`log_axes`)."""
+        axes = [np.geomspace(lo, hi, n) if lg else np.linspace(lo, hi, n)
+                for lo, hi, lg in zip(self.lower, self.upper, self._log)]
         pts = np.stack([g.ravel() for g in np.meshgrid(*axes, indexing="ij")], axis=1)
         m, s = self.predict(pts)
         shape = (n,) * len(self.names)
@@ -236,7 +261,7 @@ class BanditTuner:
         """JSON-serialisable state; :meth:`from_state` resumes exactly."""
         return {"kind": "bandit", "bounds": {n: list(b) for n, b in self.bounds.items()},
                 "integer": self.integer, "alpha": self.alpha, "delta": self.delta, "noise": self.noise,
-                "transform": self.transform,
+                "transform": self.transform, "log_axes": self.log_axes,
                 "schedule": schedule_to_dict(self.schedule), "fit_kernel": self.fit_kernel,
                 "maxfun": self.maxfun, "polish": self.polish, "seed": self.seed,
                 "first_action": self.first_action, "rng": self._rng.bit_generator.state,
@@ -246,7 +271,7 @@ class BanditTuner:
     def from_state(cls, state: dict, model=None) -> "BanditTuner":
         t = cls({n: tuple(b) for n, b in state["bounds"].items()}, state["seed"], integer=state["integer"],
                 alpha=state["alpha"], delta=state["delta"], noise=state["noise"],
-                transform=state["transform"],
+                transform=state["transform"], log_axes=state.get("log_axes", ()),
                 schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
                 fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"], model=model)
         t._rng.bit_generator.state = state["rng"]

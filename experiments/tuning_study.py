@@ -1,0 +1,316 @@
+"""Tuning study: hand-tuned grids against the GP bandit at equal compute.
+
+For each target, (a) a grid of hand settings, 4 step factors x 3 trajectory
+lengths, as a user who does not know the answer would try, each cell a run of
+the same leapfrog budget per chain as the bandit; (b) the bandit with the
+thesis's reward model (minus the CV error, standardised, linear axes); (c) the
+bandit with the package's default (ESJD/sqrt(L), rank transform, log step
+axis). Reported per run: the share of post-warm-up super-transitions whose
+mean acceptance is below 0.2, divergences, test error, and the ESS of the test
+predictions per 1000 gradient evaluations (ArviZ bulk ESS of the per-sample
+predictions, median over test cases; full-data chain and CV replicas apart).
+
+Targets:
+  robot_arm       configs/robot_arm_bandit.yaml (hierarchical priors); grid cells on one full-data chain
+  robot_arm_fixed configs/robot_arm_fixed_hyper_bandit.yaml (every hyperparameter fixed)
+  gauss1, gauss2  the thesis's bivariate Gaussians (chapter 2: covariance [[1, .99], [.99, 1]] and
+                  [[2, .99], [.99, 2]]), plain HMC with an absolute step size, one chain, the ESJD reward;
+                  no predictive task: the ESS is that of the two coordinates (the smaller)
+
+Run: python experiments/tuning_study.py [--targets ...] [--seeds 1 2 3] [--grid-seeds 1] [--runs runs/tuning_study]
+     [--out docs/tuning_study.md] [--quick]
+The robot-arm runs go through the normal run directories (RUNS/TARGET/NAME-seedS); finished ones are read,
+not re-run, and interrupted ones resume. The Gaussian targets have no config section (the configs describe
+networks on data) and run through the Python API: the same BanditTuner, the same ESJD reward.
+--quick shrinks every target (a few super-transitions of a small budget) to check the pipeline.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from adaptive_hmc.config import read_config
+from adaptive_hmc.experiment import run_experiment
+from adaptive_hmc.models.gaussian import GaussianTarget
+from adaptive_hmc.reports import test_ess
+from adaptive_hmc.results import RunDir, read_run
+from adaptive_hmc.samplers.chain import init_state, make_hmc
+from adaptive_hmc.samplers.settings import hmc_settings
+from adaptive_hmc.tuners import BanditTuner
+
+ROOT = Path(__file__).resolve().parents[1]
+LOW = 0.2   # a super-transition whose mean acceptance is below this counts as stuck
+
+#: Thesis reward model: config overrides (robot arm) and BanditTuner options (Gaussians).
+THESIS = {"tuner.reward": "cv", "tuner.transform": "standardize", "tuner.log_axes": []}
+ROBOT = {
+    "robot_arm": {"config": "robot_arm_bandit.yaml", "grid": ([0.05, 0.1, 0.2, 0.4], [100, 500, 2500])},
+    "robot_arm_fixed": {"config": "robot_arm_fixed_hyper_bandit.yaml",
+                        "grid": ([0.05, 0.1, 0.2, 0.4], [100, 500, 2500])},
+}
+GAUSS = {
+    "gauss1": {"cov": [[1.0, 0.99], [0.99, 1.0]], "hand": [(0.16, 40), (0.16, 50), (0.15, 50)]},
+    "gauss2": {"cov": [[2.0, 0.99], [0.99, 2.0]], "hand": [(0.16, 40), (0.16, 50), (0.15, 50)]},
+}
+GAUSS_GRID = ([0.03, 0.1, 0.3, 1.0], [10, 30, 100])
+GAUSS_BOUNDS = {"step_size": (0.01, 1.0), "num_steps": (1, 100)}
+GAUSS_SIZE = {"super_transitions": 100, "budget": 2000, "warmup": 3, "burn_in": 10}
+
+
+# -- robot arm: runs through the run directories ----------------------------------------------------
+#: The default with each chain's step scales calibrated to its curvature after warm-up
+#: (sampler.calibrate_steps): a factor of 2 is then the stability limit, so the box reaches 2.
+CALIBRATED = {"sampler.calibrate_steps": True, "tuner.bounds": {"step_factor": [0.02, 2.02], "num_steps": [20, 5020]}}
+
+
+def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=()) -> list:
+    """(label, kind, action or None, overrides, seed) of every run of a robot-arm target."""
+    steps, lengths = ROBOT[target]["grid"]
+    out = []
+    for seed in grid_seeds:
+        for eps in steps:
+            for L in lengths:
+                over = {"tuner.kind": "fixed", "tuner.step_factor": eps, "tuner.num_steps": L,
+                        "tuner.bounds": None, "tuner.warmup_super_transitions": 0,
+                        "replicas.k": 0, "replicas.full_data_chain": True}
+                out.append((f"hand eps={eps} L={L}", "hand", (eps, L), over, seed))
+    for seed in seeds:
+        out.append(("bandit, thesis reward model", "thesis", None, dict(THESIS), seed))
+        out.append(("bandit, default", "default", None, {}, seed))
+    for seed in calibrated_seeds:
+        out.append(("bandit, default, calibrated steps", "calibrated", None, json.loads(json.dumps(CALIBRATED)),
+                    seed))
+    for _, _, _, over, _ in out:
+        over.update({"replicas.full_data_chain": True, "run.thin": 5})
+        if quick:
+            over.update({"run.super_transitions": 12, "run.budget": 2000, "run.burn_in": {"super_transitions": 3},
+                         "tuner.warmup_super_transitions": 0 if over.get("tuner.kind") == "fixed" else 2})
+            if over.get("tuner.kind") == "fixed":
+                over["tuner.num_steps"] = min(over["tuner.num_steps"], 500)
+            else:
+                top = over.get("tuner.bounds", {}).get("step_factor", [0.01, 1.01])
+                over["tuner.bounds"] = {"step_factor": top, "num_steps": [20, 520]}
+    return out
+
+
+def robot_row(target: str, label: str, kind: str, action, over: dict, seed: int, runs: Path) -> dict:
+    path = ROOT / "configs" / ROBOT[target]["config"]
+    name = label.replace(" ", "_").replace(",", "").replace("=", "")
+    d = RunDir(runs / target / f"{name}-seed{seed}")
+    if not d.is_finished:
+        cfg = read_config(path, {**over, "run.seed": seed})
+        print(f"{'resuming' if d.has_checkpoint else 'running'} {target}: {label}, seed {seed}", flush=True)
+        run_experiment(cfg, d.path, source=str(path), resume=d.has_checkpoint, quiet=True)
+    run = read_run(d.path)
+    s = run.summary
+    ess = test_ess(run)
+    first = run.test_sets()[0][0]
+    return {"target": target, "label": label, "kind": kind, "action": action, "seed": seed,
+            "low_share": s["low_acceptance_share"], "divergences": s["divergences"],
+            "test": [s["test_mse"][n] for n, _ in run.test_sets()],
+            "ess_full": ess[first]["full"][1] if first in ess else math.nan,
+            "ess_replicas": ess[first].get("replicas", (math.nan, math.nan))[1] if first in ess else math.nan,
+            "wall_s": s["wall_s"], "dir": str(d.path)}
+
+
+# -- Gaussians: the same tuner and reward through the Python API -------------------------------------
+def gaussian_run(cov, tuner, size: dict, seed: int) -> dict:
+    """One chain of plain HMC (absolute step size) on N(0, cov), its actions
+    from ``tuner`` (ask/tell, ESJD/sqrt(L) rewards), ``size`` as
+    :data:`GAUSS_SIZE`. Returns the low-acceptance share after warm-up,
+    divergences, and the ESS per 1000 gradients of the coordinates (the smaller)."""
+    import arviz as az
+    model = GaussianTarget(np.zeros(2), np.array(cov))
+    hmc = make_hmc(model)
+    rng = np.random.default_rng(seed)
+    state = init_state(model, rng.normal(size=2) * 3.0)
+    draws, grads, divergences, low, told = [], 0, 0, [], 0
+    for i in range(size["super_transitions"]):
+        action = tuner.ask()
+        eps, L = float(action["step_size"]), int(action["num_steps"])
+        settings = hmc_settings(num_steps=L, step_size=eps)
+        esjd, accepted, n = 0.0, 0, size["budget"] // L
+        for _ in range(n):
+            state, info = hmc(state, settings, rng)
+            esjd += info.accept_prob * info.squared_jump
+            accepted += info.accepted
+            divergences += info.divergent
+            grads += info.num_steps
+            if i >= size["burn_in"]:
+                draws.append(state.position.copy())
+        if i >= size["warmup"]:
+            tuner.tell(action, esjd / n / math.sqrt(L) if n else 0.0)
+            told += 1
+            low.append(accepted / max(n, 1) < LOW)
+    x = np.array(draws)[None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ess = float(np.min(az.ess(az.convert_to_dataset(x))["x"].values)) if x.shape[1] >= 4 else 0.0
+    return {"low_share": float(np.mean(low)) if low else math.nan, "divergences": int(divergences),
+            "ess_full": 1000 * ess / grads, "ess_replicas": math.nan, "test": [], "wall_s": math.nan}
+
+
+def gaussian_rows(target: str, seeds, grid_seeds, quick: bool) -> list:
+    cfg = GAUSS[target]
+    size = dict(GAUSS_SIZE, super_transitions=15, burn_in=3, warmup=2) if quick else GAUSS_SIZE
+    rows = []
+
+    def add(label, kind, action, tuner, seed):
+        t0 = time.perf_counter()
+        r = gaussian_run(cfg["cov"], tuner, size, seed)
+        r.update(target=target, label=label, kind=kind, action=action, seed=seed,
+                 wall_s=time.perf_counter() - t0, dir="-")
+        rows.append(r)
+
+    for seed in grid_seeds:
+        for eps in GAUSS_GRID[0]:
+            for L in GAUSS_GRID[1]:
+                add(f"hand eps={eps} L={L}", "hand", (eps, L), _Fixed(eps, L), seed)
+        for eps, L in cfg["hand"]:
+            add(f"thesis hand setting eps={eps} L={L}", "thesis_hand", (eps, L), _Fixed(eps, L), seed)
+    for seed in seeds:
+        add("bandit, thesis reward model", "thesis", None,
+            BanditTuner(GAUSS_BOUNDS, seed, transform="standardize", first_action="centre"), seed)
+        add("bandit, default", "default", None,
+            BanditTuner(GAUSS_BOUNDS, seed, transform="rank", log_axes=["step_size"]), seed)
+    return rows
+
+
+class _Fixed:
+    def __init__(self, eps, L):
+        self.action = {"step_size": eps, "num_steps": L}
+
+    def ask(self):
+        return dict(self.action)
+
+    def tell(self, action, reward):
+        pass
+
+
+# -- report --------------------------------------------------------------------------------------------
+def bar(rows: list) -> dict:
+    """For each target and bandit kind: the median figures over seeds and whether
+    they meet the bar (low share <= 5%, ESS/1000 grad >= half the best grid
+    cell and above the grid's median cell)."""
+    out = {}
+    for target in dict.fromkeys(r["target"] for r in rows):
+        grid = {}
+        for r in rows:
+            if r["target"] == target and r["kind"] == "hand":
+                grid.setdefault(r["label"], []).append(r["ess_full"])
+        cells = np.array([np.median(v) for v in grid.values()])
+        best, median = float(np.max(cells)), float(np.median(cells))
+        for kind in ("thesis", "default", "calibrated"):
+            mine = [r for r in rows if r["target"] == target and r["kind"] == kind]
+            if not mine:
+                continue
+            low, ess = float(np.median([r["low_share"] for r in mine])), float(np.median([r["ess_full"] for r in mine]))
+            out[(target, kind)] = {"low_share": low, "ess": ess, "best_cell": best, "median_cell": median,
+                                   "meets": low <= 0.05 and ess >= best / 2 and ess > median}
+    return out
+
+
+def markdown(rows: list, verdicts: dict, seconds: float, command: str) -> str:
+    lines = ["# Tuning study", "",
+             f"Made by `{command}` ({seconds / 60:.0f} min on 2 cores). Per run: the share of post-warm-up "
+             "super-transitions with mean acceptance below 0.2, divergent trajectories, test MSE (robot arm: rows "
+             "201-400 / 401-600), and the ESS of the test predictions per 1000 gradient evaluations (ArviZ bulk "
+             "ESS of the per-sample predictions, median over test cases; for the Gaussians, of the coordinates, "
+             "the smaller) of the full-data chain and (median) of the CV replicas. Grid cells run one full-data "
+             "chain at the bandit's leapfrog budget per chain.", "",
+             "## The bar", "",
+             "| target | bandit | acc < 0.2 share | ESS/1000 grad | best grid cell | median grid cell | meets the bar |",
+             "|---|---|---|---|---|---|---|"]
+    for (target, kind), v in verdicts.items():
+        lines.append(f"| {target} | {kind} | {v['low_share']:.3f} | {v['ess']:.3f} | {v['best_cell']:.3f} | "
+                     f"{v['median_cell']:.3f} | {'yes' if v['meets'] else 'no'} |")
+    lines += ["", "## Every run", "",
+              "| target | run | seed | acc < 0.2 share | divergences | test MSE | ESS/1000 grad, full-data chain "
+              "| ESS/1000 grad, replicas | seconds |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        test = " / ".join(f"{v:.5f}" for v in r["test"]) or "-"
+        rep = "-" if math.isnan(r["ess_replicas"]) else f"{r['ess_replicas']:.3f}"
+        low = "-" if r["low_share"] is None or math.isnan(r["low_share"]) else f"{r['low_share']:.3f}"
+        lines.append(f"| {r['target']} | {r['label']} | {r['seed']} | {low} | {r['divergences']} | {test} | "
+                     f"{r['ess_full']:.3f} | {rep} | {r['wall_s']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
+def figure(rows: list, path: Path) -> None:
+    """Per target, the grid's ESS/1000 grad as a heat map (median over grid
+    seeds), and the bandits' figures beside it."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    targets = list(dict.fromkeys(r["target"] for r in rows))
+    fig, axes = plt.subplots(1, len(targets), figsize=(4.6 * len(targets), 4.2), squeeze=False)
+    for ax, target in zip(axes[0], targets):
+        hand = [r for r in rows if r["target"] == target and r["kind"] == "hand"]
+        steps = sorted({r["action"][0] for r in hand})
+        lengths = sorted({r["action"][1] for r in hand})
+        M = np.full((len(steps), len(lengths)), np.nan)
+        for i, e in enumerate(steps):
+            for j, L in enumerate(lengths):
+                v = [r["ess_full"] for r in hand if r["action"] == (e, L)]
+                M[i, j] = np.median(v)
+        im = ax.imshow(M, origin="lower", cmap="viridis", aspect="auto")
+        for i in range(len(steps)):
+            for j in range(len(lengths)):
+                ax.text(j, i, f"{M[i, j]:.2f}", ha="center", va="center", color="w", fontsize=8)
+        ax.set_xticks(range(len(lengths)), [str(L) for L in lengths])
+        ax.set_yticks(range(len(steps)), [str(e) for e in steps])
+        ax.set_xlabel("trajectory length L")
+        ax.set_ylabel("step size" if target in GAUSS else "step factor")
+        fig.colorbar(im, ax=ax, label="ESS per 1000 gradients")
+        bandit = []
+        for kind in ("thesis", "default", "calibrated"):
+            v = [r["ess_full"] for r in rows if r["target"] == target and r["kind"] == kind]
+            if v:
+                bandit.append(f"bandit {kind}: {np.median(v):.2f}")
+        ax.set_title(f"{target}\n" + ", ".join(bandit), fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", nargs="+", default=[*ROBOT, *GAUSS], choices=[*ROBOT, *GAUSS])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds of the bandit runs")
+    ap.add_argument("--grid-seeds", type=int, nargs="+", default=[1], help="seeds of the grid cells")
+    ap.add_argument("--calibrated-seeds", type=int, nargs="*", default=[1],
+                    help="seeds of the robot-arm bandit runs with calibrated step scales")
+    ap.add_argument("--runs", default="runs/tuning_study")
+    ap.add_argument("--out", default=str(ROOT / "docs" / "tuning_study.md"))
+    ap.add_argument("--quick", action="store_true", help="shrunk targets, to check the pipeline")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    rows = []
+    for target in args.targets:
+        if target in GAUSS:
+            rows += gaussian_rows(target, args.seeds, args.grid_seeds, args.quick)
+        else:
+            rows += [robot_row(target, *run, Path(args.runs)) for run in
+                     robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds)]
+    verdicts = bar(rows)
+    command = "python experiments/tuning_study.py" + (" --quick" if args.quick else "")
+    text = markdown(rows, verdicts, time.perf_counter() - t0, command)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    figure(rows, out.parent / "img" / (out.stem + ".png"))
+    (out.parent / (out.stem + ".json")).write_text(json.dumps(rows, indent=1, default=str))
+    print(text)
+    print(f"written to {out} and {out.parent / 'img' / (out.stem + '.png')}")
+    return verdicts
+
+
+if __name__ == "__main__":
+    main()
