@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Annotated, Dict, List, Literal, Optional, Union, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
-from .runner import DEFAULT_BANDIT, DEFAULT_REWARD
+from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
 from .samplers.settings import HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
 
@@ -38,6 +38,16 @@ class _Strict(BaseModel):
 Number = float   # strict mode still accepts ints for floats
 #: [first, last] (YAML lists; tuples are not strict-mode input)
 RowPair = Annotated[List[int], Field(min_length=2, max_length=2)]
+
+
+class RowList(BaseModel):
+    """``{rows: [3, 8, 21, ...]}``: the rows listed, numbered from 1 below any header."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    rows: List[int] = Field(min_length=1, description="row numbers, from 1")
+
+
+Rows = Union[RowPair, RowList]
 NumberPair = Annotated[List[Number], Field(min_length=2, max_length=2)]
 
 
@@ -106,14 +116,17 @@ class DataConfig(_Strict):
                                      "line: comma, semicolon, tab, else white space)")
     missing: Literal["drop_rows", "error"] = Field("drop_rows", description="rows with a missing value (empty, "
                                                    "?, NA, nan) are left out (and counted), or are an error")
-    train_rows: Optional[RowPair] = Field(None, description="[first, last] training rows, counted from 1 below "
-                                          "any header, both included; or use `split`")
-    test_sets: Dict[str, RowPair] = Field(default_factory=dict, description="named test sets, each [first, last] "
-                                          "rows like train_rows; none may overlap the training rows")
+    train_rows: Optional[Rows] = Field(None, description="[first, last] training rows, counted from 1 below "
+                                       "any header, both included, or {rows: [r1, r2, ...]}; or use `split`")
+    test_sets: Dict[str, Rows] = Field(default_factory=dict, description="named test sets, each [first, last] "
+                                       "or {rows: [...]} like train_rows; none may overlap the training rows")
     split: Optional[SplitConfig] = Field(None, description="instead of rows: a seeded shuffled split "
                                          "(section below)")
-    standardize_inputs: bool = Field(False, description="scale inputs to mean 0 and sd 1 on the training rows "
+    standardize_inputs: bool = Field(True, description="scale inputs to mean 0 and sd 1 on the training rows "
                                      "(stored with the run, applied by predict)")
+    standardize_targets: bool = Field(True, description="regression: the chains sample a network for the targets "
+                                      "scaled to mean 0 and sd 1 on the training rows; predictions, test errors and "
+                                      "predict's output are in the original units (ignored for classification)")
 
     def cases(self, likelihood: str, source: str) -> Split:
         """The training and test cases this section names (a relative path is
@@ -121,11 +134,17 @@ class DataConfig(_Strict):
         try:
             return load_split(dataset=self.dataset, file=self.file, path=self.path,
                               base_dir=Path(source).parent, target_columns=self.target_columns,
-                              train_rows=self.train_rows, test_sets=self.test_sets,
+                              train_rows=_rows(self.train_rows),
+                              test_sets={n: _rows(v) for n, v in self.test_sets.items()},
                               split=None if self.split is None else self.split.model_dump(), header=self.header,
                               delimiter=self.delimiter, missing=self.missing, likelihood=likelihood)
         except DataError as e:
             raise ConfigError(f"{source}: {e}") from None
+
+
+def _rows(v):
+    """A row pair as a tuple, a row list as {"rows": [...]} (what :func:`~adaptive_hmc.data.row_range` takes)."""
+    return None if v is None else {"rows": list(v.rows)} if isinstance(v, RowList) else tuple(v)
 
 
 class ModelConfig(_Strict):
@@ -181,7 +200,7 @@ class SamplerConfig(_Strict):
 class ReplicasConfig(_Strict):
     k: int = Field(8, ge=0, description="cross-validation replicas (folds), >= 2; 0 runs the full-data chain "
                    "alone (no CV reward)")
-    full_data_chain: bool = Field(False, description="add a chain on all training cases (predicts, never rewards)")
+    full_data_chain: bool = Field(True, description="add a chain on all training cases (predicts, never rewards)")
     predict_from: Literal["all", "full", "replicas"] = Field("all", description="the chains whose retained "
                                                               "samples make the test predictions")
 
@@ -225,8 +244,9 @@ class TunerConfig(_Strict):
         "step factor; the thesis: none, [])")
     fit_kernel: bool = Field(False, description="bandit: fit the GP's length scales and signal variance by "
                              "marginal likelihood (the thesis: fixed)")
-    warmup_super_transitions: int = Field(0, ge=0, description="first super-transitions whose rewards are not "
-                                          "told to the tuner")
+    warmup_super_transitions: int = Field(DEFAULT_WARMUP, ge=0, description="first super-transitions whose "
+                                          "rewards are not told to the tuner (a cold start measures the distance "
+                                          "to equilibrium, not the action)")
 
     def options(self) -> dict:
         """The ``tuner`` argument of :func:`~adaptive_hmc.runner.make_run`."""
@@ -245,7 +265,8 @@ class TunerConfig(_Strict):
 
 class BurnInConfig(_Strict):
     samples: int = Field(0, ge=0, description="samples of each chain left out of the predictions")
-    super_transitions: int = Field(0, ge=0, description="super-transitions left out of the predictions")
+    super_transitions: Optional[int] = Field(None, ge=0, description="super-transitions left out of the "
+                                             "predictions (default: the first third of the run, as the estimators)")
 
 
 class RunConfig(_Strict):
@@ -258,6 +279,13 @@ class RunConfig(_Strict):
                       "0 keeps none")
     threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
                                    "depend on it")
+
+    @model_validator(mode="after")
+    def _burn_in_default(self):
+        if self.burn_in.super_transitions is None:
+            burn = self.burn_in.model_copy(update={"super_transitions": self.super_transitions // 3})
+            return self.model_copy(update={"burn_in": burn})
+        return self
 
 
 class Config(_Strict):
@@ -299,7 +327,10 @@ def _check(cfg: Config, source: str):
     if d.split is not None and d.test_sets:
         _fail(source, "data.test_sets", d.test_sets, "split makes the test set \"test\"; give rows or a split")
     rows = [("data.train_rows", d.train_rows)] if d.train_rows else []
-    for key, (lo, hi) in rows + [(f"data.test_sets.{n}", v) for n, v in d.test_sets.items()]:
+    for key, v in rows + [(f"data.test_sets.{n}", v) for n, v in d.test_sets.items()]:
+        if isinstance(v, RowList):
+            continue                      # checked against the data (range, repeats) when it is read
+        lo, hi = v
         if not 1 <= lo <= hi:
             _fail(source, key, [lo, hi], "rows are numbered from 1 and need first <= last")
     if t.kind == "fixed":

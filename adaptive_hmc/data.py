@@ -238,11 +238,28 @@ def read_inputs(path, n_inputs: int):
 
 
 def row_range(rows, n_rows: int, key: str) -> np.ndarray:
-    """Indices of rows first..last, numbered from 1 and inclusive, as in the papers."""
+    """Indices of rows first..last (a pair), numbered from 1 and inclusive, as
+    in the papers; or of the rows listed in ``{"rows": [r1, r2, ...]}`` (numbered
+    from 1, each at most once)."""
+    if isinstance(rows, dict):
+        listed = np.asarray(rows["rows"], dtype=np.int64)
+        if listed.size == 0:
+            raise DataError(key, rows, "list at least one row")
+        bad = listed[(listed < 1) | (listed > n_rows)]
+        if bad.size:
+            raise DataError(key, int(bad[0]), f"rows are numbered 1..{n_rows} (the data has {n_rows} rows)")
+        values, counts = np.unique(listed, return_counts=True)
+        if np.any(counts > 1):
+            raise DataError(key, int(values[counts > 1][0]), "a row may be listed once")
+        return values - 1
     lo, hi = rows
     if hi > n_rows:
         raise DataError(key, [lo, hi], f"the data has {n_rows} rows")
     return np.arange(lo - 1, hi)
+
+
+def _shown(rows):
+    return rows if isinstance(rows, dict) else list(rows)
 
 
 def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows=None,
@@ -252,8 +269,8 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     the robot arm) or a table at ``path`` (a relative path is relative to
     ``base_dir``, the config file's folder; see :func:`parse_table` for
     ``header`` and ``delimiter``); choose the training and test cases, by row
-    ranges (``train_rows``, ``test_sets``; a test set may not overlap the
-    training rows) or by a seeded shuffled ``split`` ({"train": n, "test": m
+    ranges or lists (``train_rows``, ``test_sets``, see :func:`row_range`; a
+    test set may not overlap the training rows) or by a seeded shuffled ``split`` ({"train": n, "test": m
     or None for the rest, "seed": s, "stratify": bool}, with one test set
     "test"); leave out rows with missing values (``missing="drop_rows"``, said
     in the notes) or refuse them (``"error"``); check that the data are finite
@@ -307,8 +324,10 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
         tests = {}
         for n, v in (test_sets or {}).items():
             tests[n] = row_range(v, len(X), f"data.test_sets.{n}")
-            if np.intersect1d(tests[n], train).size:
-                raise DataError(f"data.test_sets.{n}", list(v), f"overlaps the training rows {list(train_rows)}; "
+            both = np.intersect1d(tests[n], train)
+            if both.size:
+                raise DataError(f"data.test_sets.{n}", v if isinstance(v, dict) else list(v),
+                                f"overlaps the training rows {_shown(train_rows)} (row {both[0] + 1} is in both); "
                                 "test cases must not be training cases")
         train = complete(train, "data.train_rows")
         tests = {n: complete(v, f"data.test_sets.{n}") for n, v in tests.items()}

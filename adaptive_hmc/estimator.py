@@ -20,7 +20,7 @@ from .models.mlp import MLPSpec
 from .models.mlp import predict as mlp_predict
 from .models.predictive import class_probabilities, predictive_moments
 from .models.priors import PriorSpec
-from .runner import DEFAULT_REWARD, Progress, make_run, run_super_transitions
+from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, Progress, make_run, run_super_transitions
 from .samplers.settings import HMCSettings
 
 
@@ -67,7 +67,8 @@ class _BNN(BaseEstimator):
         progress = Progress(self.super_transitions, 0, quiet=not self.verbose)
         try:
             self.log_ = run_super_transitions(self.replicas_, self.tuner_, self.super_transitions, self.budget,
-                                              reward, cv_metric, callback=lambda e, r: progress.update(e))
+                                              reward, cv_metric, callback=lambda e, r: progress.update(e),
+                                              warmup=DEFAULT_WARMUP)
         finally:
             progress.close()
         self.spec_ = spec

@@ -41,7 +41,8 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
                         init_scale=float(s.init_scale), burn_in_samples=r.burn_in.samples,
                         burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin,
                         threads=r.threads,
-                        calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None), sc
+                        calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None,
+                        standardize_targets=cfg.data.standardize_targets and cfg.model.likelihood == "gaussian"), sc
     except ValueError as e:
         raise ConfigError(f"{source}: model/data: {e}") from None
 

@@ -28,7 +28,8 @@ from .data import kfold
 from .models.base import hyper_values
 from .models.bnn import BayesianMLP, check_data
 from .models.mlp import MLPSpec
-from .models.predictive import Prediction, new_accumulator, pool_predictions, reset, snapshot, test_metrics
+from .models.predictive import (Prediction, new_accumulator, pool_predictions, reset, snapshot, test_metrics,
+                                to_original_units)
 from .models.priors import PriorSpec
 from .samplers.calibration import curvature_scale
 from .samplers.chain import Chain, Observers, Record, new_record, run_chain
@@ -118,6 +119,11 @@ class ReplicaSet:
     burn_in_super_transitions : super-transitions discarded from predictions.
     thin : keep every thin-th retained weight vector (0 keeps none).
     threads : worker threads (default: the cores available); results do not depend on it.
+    standardize_targets : regression only: the chains sample a network for
+        the targets standardised by the training cases' mean and sd per output
+        (:attr:`target_mean`, :attr:`target_sd`); predictions, metrics and the
+        per-super-transition history are reported in the original units (the
+        held-out reward and the kept weights are in the standardised ones).
     calibrate_after : None, or the super-transition (counted from 0) before
         which each chain's step scales are calibrated to the curvature at its
         state (:func:`~adaptive_hmc.samplers.calibration.curvature_scale`, about
@@ -129,8 +135,16 @@ class ReplicaSet:
                  priors: PriorSpec = PriorSpec(), settings: HMCSettings = HMCSettings(),
                  test_sets: dict | None = None, seed=0, initial_hyper: float | None = 1.0,
                  init_scale: float = 0.0, burn_in_samples: int = 0, burn_in_super_transitions: int = 0,
-                 thin: int = 0, threads: int | None = None, calibrate_after: int | None = None):
+                 thin: int = 0, threads: int | None = None, calibrate_after: int | None = None,
+                 standardize_targets: bool = False):
         X, Y = check_data(spec, X, Y, "training data")
+        self.target_mean, self.target_sd = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
+        if standardize_targets:
+            if spec.likelihood != "gaussian":
+                raise ValueError(f"standardize_targets: for regression only (this network is {spec.likelihood})")
+            sd = Y.std(axis=0)
+            self.target_mean, self.target_sd = Y.mean(axis=0), np.where(sd > 0, sd, 1.0)
+        Y = self._scaled(Y)
         for name, v in (("burn_in_samples", burn_in_samples), ("thin", thin),
                         ("burn_in_super_transitions", burn_in_super_transitions)):
             if int(v) != v or v < 0:
@@ -157,7 +171,8 @@ class ReplicaSet:
             tX.append(Xt)
             tY.append(Yt)
         self.X_test = np.concatenate(tX) if tX else np.empty((0, spec.n_inputs))
-        self.Y_test = np.concatenate(tY) if tY else np.empty((0, Y.shape[1]))
+        self.Y_test = np.concatenate(tY) if tY else np.empty((0, Y.shape[1]))      # original units
+        Y_test = self._scaled(self.Y_test)
         self.n_cv = k
         init_rng = np.random.default_rng(init_seed)
         parts = [(np.setdiff1d(np.arange(X.shape[0]), f), f) for f in self.folds]
@@ -167,7 +182,7 @@ class ReplicaSet:
         for train, held in parts:
             model = BayesianMLP(spec, X[train], Y[train], priors)
             q0 = model.initial_position(init_rng, init_scale)
-            self.replicas.append(Replica(model, X[held], Y[held], self.X_test, self.Y_test, initial_hyper, q0))
+            self.replicas.append(Replica(model, X[held], Y[held], self.X_test, Y_test, initial_hyper, q0))
         self.hyper_names = self.replicas[0].model.hyper_names()
         R, n_out, Nt = len(self.replicas), spec.n_outputs, self.X_test.shape[0]
         # Retained test predictions over the whole run, per replica.
@@ -186,6 +201,10 @@ class ReplicaSet:
         self.step_calibration = np.ones(R)                  # multiplies each chain's step factor
         self.n_super = 0
 
+    def _scaled(self, Y):
+        """Regression targets in the chains' (standardised) units."""
+        return (Y - self.target_mean) / self.target_sd
+
     @property
     def n_replicas(self) -> int:
         return len(self.replicas)
@@ -203,8 +222,9 @@ class ReplicaSet:
         if name not in self.test_slices:
             raise KeyError(f"test set {name!r}: known are {self.test_names}")
         sl, rows = self.test_slices[name], self.chain_indices(chains)
-        return pool_predictions(self.spec.likelihood, self.test_pred[rows][:, :, sl], self.test_sq[rows][:, :, sl],
-                                self.test_var[rows], self.test_lse[rows][:, sl], self.test_count[rows], level)
+        pr = pool_predictions(self.spec.likelihood, self.test_pred[rows][:, :, sl], self.test_sq[rows][:, :, sl],
+                              self.test_var[rows], self.test_lse[rows][:, sl], self.test_count[rows], level)
+        return to_original_units(pr, self.target_mean, self.target_sd)
 
     def metrics(self, chains: str = "all") -> dict:
         """{test set: {mse, mse_se, mlpd, error_rate, ...}} of the model average of ``chains``."""
@@ -360,7 +380,8 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
     replicas.test_var += np.stack([r.test.var for r in replicas.replicas])
     replicas.test_lse = np.logaddexp(replicas.test_lse, np.stack([r.test.lse for r in replicas.replicas]))
     replicas.test_count += st_count
-    replicas.history_pred.append(st_pred)
+    replicas.history_pred.append(st_pred * replicas.target_sd[:, None] + replicas.target_mean[:, None]
+                                 * st_count[:, None, None])            # sums of predictive means, original units
     replicas.history_count.append(st_count)
     replicas.history_hyper.append(np.stack([hyper_values(r.model.target, r.chain.hyper, np.empty(H))
                                             for r in replicas.replicas]))

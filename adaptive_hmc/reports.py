@@ -219,10 +219,9 @@ def export(d) -> Path:
     W, hyper, st = s["weights"][pick], s["hyper"][pick], s["super_transition"][pick]
     R = len(chains)
     X, Y = run.predictions["X_test"], run.predictions["Y_test"]
-    Xs = (X - s["input_mean"]) / s["input_sd"]
-    F = predict(spec, W, Xs)                                                           # (S, N, out)
+    F, noise = run.outputs(W, s["noise_precision"][pick], X)        # X_test is in the network's units
     if run.likelihood == "gaussian":
-        tau = s["noise_precision"][pick][:, None, :]
+        tau = noise[:, None, :]
         y_hat = F
         loglik = np.sum(0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (Y[None] - F) ** 2, axis=2)
     else:

@@ -109,7 +109,8 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "acceptance": float(np.mean([np.mean(e["acceptance"]) for e in log])) if log else None,
         "divergences": int(sum(e["divergences"] for e in log)),
         "stuck_super_transitions": sum(1 for e in log if e["stuck_chains"]),
-        "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions:]),
+        "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions if cfg.tuner.kind == "bandit"
+                                               else 0:]),
         "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)),
         "super_transitions": len(log), "samples_retained": int(replicas.test_count.sum()),
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
@@ -339,7 +340,8 @@ class RunDir:
         rows, _, super_index = replicas.kept_rows()
         atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, chain=chain, arch=replicas.spec.arch,
                                               hyper=rows[:, replicas.spec.n_params:], super_transition=super_index,
-                                              input_mean=x_scale.mean, input_sd=x_scale.sd))
+                                              input_mean=x_scale.mean, input_sd=x_scale.sd,
+                                              target_mean=replicas.target_mean, target_sd=replicas.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
         summary = summarize(replicas, log, wall_s, cfg, compile_s)
         atomic_write(self.file(SUMMARY), _json(summary))
@@ -387,7 +389,19 @@ class Run(NamedTuple):
             raise RunError(f"{self.dir}: no kept samples of chains {chains!r} (run.thin: 0 keeps none, and "
                            f"burn-in keeps none of its super-transitions); rerun with run.thin > 0")
         Xs = (X - self.samples["input_mean"]) / self.samples["input_sd"]
-        return predict(self.spec, self.samples["weights"][keep], Xs), self.samples["noise_precision"][keep]
+        return self.outputs(self.samples["weights"][keep], self.samples["noise_precision"][keep], Xs)
+
+    def outputs(self, W, noise, Xs) -> tuple:
+        """Network outputs (S, N, n_out) of weight vectors W at inputs Xs in the
+        network's units (standardised as the run's inputs were; ``X_test`` of
+        predictions.npz is), and the noise precisions ``noise`` (S, n_out), both
+        in the targets' original units (the chains sample standardised targets
+        when ``data.standardize_targets``)."""
+        F = predict(self.spec, W, Xs)
+        if self.likelihood != "gaussian":
+            return F, noise
+        mu, sd = self.samples["target_mean"], self.samples["target_sd"]
+        return mu + sd * F, noise / sd ** 2
 
     def predict(self, X, return_std: bool = False, chains: str | None = None):
         """Regression: posterior predictive mean (N, n_out), and with

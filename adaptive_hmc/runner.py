@@ -24,6 +24,8 @@ from .tuners import BanditTuner, FixedTuner
 #: a log axis. The thesis's is reward "cv", transform "standardize", no log axes.
 DEFAULT_REWARD = "esjd"
 DEFAULT_BANDIT = {"transform": "rank", "log_axes": ("step_factor",)}
+#: Super-transitions whose rewards are not told (configs and estimators alike).
+DEFAULT_WARMUP = 3
 
 
 class LogEntry(TypedDict):

@@ -18,7 +18,9 @@ from adaptive_hmc.results import RunDir, read_run
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"robot_arm_human": "FBM-style hand-tuned HMC, one chain (ours)",
            "robot_arm_fixed_replicas": "hand-tuned settings on 8 CV replicas (ours)",
-           "robot_arm_bandit": "adaptive HMC, GP bandit, 8 CV replicas (ours)"}
+           "robot_arm_bandit_thesis": "adaptive HMC, GP bandit, thesis's reward model (CV error), 8 CV replicas "
+                                      "(ours)",
+           "robot_arm_bandit": "adaptive HMC, GP bandit, default reward model (ESJD), 8 CV replicas (ours)"}
 
 # (method, rows 201-400, rows 401-600) as published; None where not reported.
 PUBLISHED = [

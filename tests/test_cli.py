@@ -529,16 +529,18 @@ def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
     assert "has no full-data chain" in capsys.readouterr().err
 
 
-def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run"):
-    """A finished run on a 3-input table with standardised inputs (the inputs' scales differ 100-fold)."""
+def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run", y_scale=1.0, **data):
+    """A finished run on a 3-input table with standardised inputs (the inputs' scales differ 100-fold);
+    regression targets times ``y_scale``; ``data`` updates the data section."""
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(60, 3)) * [1, 10, 100]
     f = np.sin(X[:, 0]) + X[:, 1] / 10
-    y = (f > 0).astype(float) if likelihood == "logistic" else f + 0.05 * rng.normal(size=60)
+    y = (f > 0).astype(float) if likelihood == "logistic" else y_scale * (f + 0.05 * rng.normal(size=60))
     np.savetxt(tmp_path / "d.csv", np.column_stack([X, y]), delimiter=",")
     raw = _small(_raw(), n=4)
     raw["data"] = {"path": str(tmp_path / "d.csv"), "target_columns": [-1], "train_rows": [1, 45],
-                   "test_sets": {"rest": [46, 60]}, "standardize_inputs": True}
+                   "test_sets": {"rest": [46, 60]}, "standardize_inputs": True, "standardize_targets": False}
+    raw["data"].update(data)
     raw["model"]["likelihood"] = likelihood
     raw["model"]["priors"].pop("noise") if likelihood != "gaussian" else None
     raw["replicas"].update(k=3, full_data_chain=True)
@@ -752,3 +754,71 @@ def test_templates_validate_on_a_csv_with_a_header(template, tmp_path, capsys):
     (tmp_path / "my.yaml").write_text(template.read_text())
     assert main(["validate", str(tmp_path / "my.yaml")]) == 0
     assert "32 training cases" in capsys.readouterr().err
+
+
+def test_standardized_targets_are_sampled_in_units_of_their_sd_and_reported_in_their_own(tmp_path):
+    """Targets in the thousands: with data.standardize_targets the chains see
+    them scaled to sd 1 (under priors set for that scale) and every prediction
+    comes back in the original units: the model average in predictions.npz,
+    the summary's test MSE, Run.predict from the kept samples (thin 1: the same
+    samples, so equal to rounding), and the exported posterior predictive."""
+    import arviz as az
+    from adaptive_hmc.models.predictive import squared_errors
+    from adaptive_hmc.results import read_run
+    out, X, y = _table_run(tmp_path, thin=1, name="scaled", y_scale=1000.0, standardize_targets=True)
+    run = read_run(out)
+    assert run.samples["target_sd"][0] == pytest.approx(y[:45].std()) and run.samples["target_sd"][0] > 300
+    with np.load(out / "predictions.npz") as z:
+        mean, var = z["rest/mean"], z["rest/var"]
+    m, sd = run.predict(X[45:], return_std=True, chains="all")
+    np.testing.assert_allclose(m, mean, rtol=1e-8)
+    np.testing.assert_allclose(sd ** 2, var, rtol=1e-6)
+    mse = run.summary["test_mse"]["rest"]
+    assert mse == pytest.approx(float(squared_errors(mean, y[45:, None]).mean()), rel=1e-10)
+    assert mse < 0.5 * y[45:].var()                                  # it learned, in the original units
+    assert main(["export", str(out)]) == 0
+    idata = az.from_netcdf(str(out / "inference_data.nc"))
+    y_hat = idata.posterior_predictive["y_hat"].values.reshape(-1, 15)
+    assert np.mean((y_hat.mean(0) - y[45:]) ** 2) < 0.5 * y[45:].var()
+    assert np.isfinite(idata.log_likelihood["y"].values).all()
+    raw = yaml.safe_load((tmp_path / "scaled.yaml").read_text())
+    raw["model"]["likelihood"] = "logistic"
+    assert read_config(_write(tmp_path, raw, "cls.yaml")).data.standardize_targets   # ignored for labels
+
+
+def test_rows_can_be_listed(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    np.savetxt(tmp_path / "t.csv", np.column_stack([rng.normal(size=(30, 2)), rng.normal(size=30)]), delimiter=",")
+    raw = _small(_raw())
+    raw["data"] = {"path": str(tmp_path / "t.csv"), "target_columns": [-1], "train_rows": {"rows": [1, 3, 5, 7, 9, 11]},
+                   "test_sets": {"odd": {"rows": [2, 4, 6]}, "tail": [20, 30]}}
+    raw["replicas"]["k"] = 2
+    cfg = read_config(_write(tmp_path, raw))
+    split = cfg.data.cases("gaussian", str(tmp_path / "c.yaml"))
+    table = np.loadtxt(tmp_path / "t.csv", delimiter=",")
+    np.testing.assert_array_equal(split.train[0], table[[0, 2, 4, 6, 8, 10], :2])
+    np.testing.assert_array_equal(split.tests["odd"][1][:, 0], table[[1, 3, 5], 2])
+    assert len(split.tests["tail"][0]) == 11
+    for rows, message in (({"rows": [2, 3]}, "row 3 is in both"), ({"rows": [2, 2]}, "a row may be listed once"),
+                          ({"rows": [31]}, "rows are numbered 1..30")):
+        raw["data"]["test_sets"] = {"t": rows}
+        assert main(["validate", str(_write(tmp_path, raw))]) == 2
+        assert message in capsys.readouterr().err
+
+
+def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
+    """Burn-in a third, warm-up, a full-data chain, inputs and targets standardised:
+    the same in a config that does not say and in the estimators."""
+    from adaptive_hmc.estimator import BNNRegressor
+    from adaptive_hmc.runner import DEFAULT_WARMUP
+    raw = _raw()
+    raw["data"] = {"dataset": "robot_arm", "train_rows": [1, 200], "test_sets": {"t": [201, 300]}}
+    raw["replicas"] = {}
+    raw["tuner"].pop("warmup_super_transitions")
+    raw["run"].pop("burn_in")
+    raw["run"]["super_transitions"] = 30
+    cfg = read_config(_write(tmp_path, raw))
+    assert cfg.run.burn_in.super_transitions == 10 == 30 // 3
+    assert cfg.tuner.warmup_super_transitions == DEFAULT_WARMUP
+    assert cfg.replicas.full_data_chain and cfg.data.standardize_inputs and cfg.data.standardize_targets
+    assert BNNRegressor().burn_in_super_transitions is None         # resolved to super_transitions // 3 in fit

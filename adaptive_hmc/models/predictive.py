@@ -188,6 +188,16 @@ def pool_predictions(likelihood: str, pred, sq, var, lse, count, level: float = 
     return Prediction(probs, pv, probs, probs, probs, label, vote, lpd, int(n))
 
 
+def to_original_units(pr: Prediction, mean, sd) -> Prediction:
+    """A regression :class:`Prediction` made on targets standardised as
+    (y - mean) / sd (per output), in the targets' original units: the log
+    density drops by sum(log sd). Classification predictions pass unchanged."""
+    if pr.probs is not None or (np.all(mean == 0) and np.all(sd == 1)):
+        return pr
+    return pr._replace(mean=mean + sd * pr.mean, var=sd ** 2 * pr.var, lower=mean + sd * pr.lower,
+                       upper=mean + sd * pr.upper, lpd=pr.lpd - float(np.sum(np.log(sd))))
+
+
 def test_metrics(pr: Prediction, Y, likelihood: str) -> dict:
     """Mean squared error (summed over outputs, averaged over cases, Neal 1992)
     with its standard error, mean log predictive density, and for
