@@ -52,6 +52,14 @@ def chain_draws(run: Run) -> tuple:
     return [np.swapaxes(x, 1, 2) for x in d], "super-transition means"
 
 
+def draws_ess(az, y) -> np.ndarray:
+    """ArviZ's bulk ESS of each variable of draws ``y`` (1, draws, variables);
+    0 where the draws never change (ArviZ would report their number: a chain
+    that rejects everything is not a perfect sampler)."""
+    ess = np.nan_to_num(az.ess(az.convert_to_dataset(y))["x"].values, nan=0.0)
+    return np.where(np.ptp(y[0], axis=0) > 0, ess, 0.0)
+
+
 def test_ess(run: Run) -> dict:
     """ESS of the test predictions per test set and posterior: {name: {"full":
     (ess, ess per 1000 gradient evaluations), "replicas": (the same, median
@@ -75,7 +83,7 @@ def test_ess(run: Run) -> dict:
         per_chain = []
         for r, x in enumerate(draws):
             y = x[:, cases].reshape(1, len(x), -1)
-            ess = float(np.median(np.nan_to_num(az.ess(az.convert_to_dataset(y))["x"].values, nan=0.0)))
+            ess = float(np.median(draws_ess(az, y)))
             per_chain.append((ess, 1000 * ess / grads[r]))
         out[name] = {"draws": kind}
         if len(draws) > k:

@@ -441,6 +441,9 @@ def read_run(d) -> Run:
         if "compile_s" not in summary or "chain" not in samples:
             raise RunError(f"{rd.path}: written by an older version of adaptive_hmc, whose run directories this "
                            f"one does not read; run the config again")
+        n_out = pred["Y_test"].shape[1]
+        samples.setdefault("target_mean", np.zeros(n_out))      # runs from before target standardisation
+        samples.setdefault("target_sd", np.ones(n_out))
         return Run(rd.path, cfg, MLPSpec.from_arch(samples["arch"]), summary, rd.read_log(), pred, samples,
                    json.loads(rd.file(TUNER).read_text()))
     except (OSError, ValueError, KeyError, ConfigError) as e:

@@ -822,3 +822,13 @@ def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
     assert cfg.tuner.warmup_super_transitions == DEFAULT_WARMUP
     assert cfg.replicas.full_data_chain and cfg.data.standardize_inputs and cfg.data.standardize_targets
     assert BNNRegressor().burn_in_super_transitions is None         # resolved to super_transitions // 3 in fit
+
+
+def test_ess_of_draws_that_never_change_is_zero():
+    import arviz as az
+    from adaptive_hmc.reports import draws_ess
+    rng = np.random.default_rng(0)
+    y = np.stack([np.full(200, 0.3), rng.normal(size=200)], axis=1)[None]
+    raw = np.nan_to_num(az.ess(az.convert_to_dataset(y))["x"].values)
+    ess = draws_ess(az, y)
+    assert ess[0] == 0.0 and ess[1] == pytest.approx(raw[1]) and ess[1] > 100
