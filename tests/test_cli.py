@@ -157,7 +157,8 @@ CASES.update({
                                               r["model"].update(likelihood="softmax")),
                                 "model.likelihood = 'softmax': needs class indices"),
     "one fold": (lambda r, t: r["replicas"].update(k=1), "replicas.k = 1: 0 (full-data chain only) or >= 2 folds"),
-    "no chain at all": (lambda r, t: (_fixed(r), r["replicas"].update(k=0)), "replicas.full_data_chain = False"),
+    "no chain at all": (lambda r, t: (_fixed(r), r["replicas"].update(k=0, full_data_chain=False)),
+                        "replicas.full_data_chain = False"),
     "unknown data set": (lambda r, t: r["data"].update(dataset="nosuch", file="x.data", target_columns=[-1]),
                          "data.dataset = 'nosuch': data set 'nosuch' not found"),
     "dataset and path": (lambda r, t: r["data"].update(path="x.csv"), "give exactly one of dataset and path"),
@@ -180,7 +181,8 @@ CASES.update({
     "integer bounds shown as integers": (lambda r, t: r["tuner"]["bounds"].update(num_steps=[20, 9000]),
                                          "tuner.bounds.num_steps = [20, 9000]: upper bound"),
     "zero budget": (lambda r, t: r["run"].update(budget=0), "run.budget = 0"),
-    "predictions from a chain that is not there": (lambda r, t: r["replicas"].update(predict_from="full"),
+    "predictions from a chain that is not there": (lambda r, t: r["replicas"].update(predict_from="full",
+                                                                                     full_data_chain=False),
                                                    "replicas.predict_from = 'full': needs replicas.full_data_chain"),
     "zero checkpoint interval": (lambda r, t: r["run"].update(checkpoint_every=0), "run.checkpoint_every = 0"),
 })
@@ -619,7 +621,7 @@ def test_validate_and_dry_run_check_everything_and_write_nothing(tmp_path, capsy
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr()
     assert yaml.safe_load(out.out)["run"]["super_transitions"] == 2
-    assert "valid. Network 2-16-2 (gaussian, 82 parameters), 8 chains, 200 training cases" in out.err
+    assert "valid. Network 2-16-2 (gaussian, 82 parameters), 9 chains, 200 training cases" in out.err
     assert main(["run", str(path), "--dry-run"]) == 0
     assert "valid." in capsys.readouterr().err and not (tmp_path / "runs").exists()
     raw = _small(_raw(), n=2)
@@ -714,7 +716,9 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
 def test_ess_is_per_posterior_and_tables_are_per_metric(tmp_path):
     from adaptive_hmc.models.mlp import predict
     from adaptive_hmc.reports import MIN_KEPT, chain_draws, compare, table
-    path = _write(tmp_path, _small(_raw(), n=8))
+    raw = _small(_raw(), n=8)
+    raw["replicas"]["full_data_chain"] = False
+    path = _write(tmp_path, raw)
     raw = _small(_raw(), n=8)
     raw["replicas"]["full_data_chain"] = True
     raw["run"]["thin"] = 1
