@@ -1,4 +1,4 @@
-"""Command line: ``adaptive-hmc run | validate | compare | predict | plot | export | reference``.
+"""Command line: ``adaptive-hmc run | validate | sweep | compare | predict | plot | export | reference``.
 
 Flow position: the edge. Bad input (config, paths) ends with a message on
 stderr and exit code 2 before anything is written; Ctrl-C or SIGTERM during a
@@ -65,7 +65,9 @@ def _run(args) -> int:
 
 def _compare(args) -> int:
     from .reports import compare, table
-    rows = compare(args.dirs, args.chains)
+    from .sweep import run_dirs
+    dirs = [x for d in args.dirs for x in (run_dirs(d) if (Path(d) / "sweep.yaml").is_file() else [d])]
+    rows = compare(dirs, args.chains)
     print(table(rows, markdown=False))
     md = table(rows, markdown=True)
     if args.markdown:
@@ -76,6 +78,14 @@ def _compare(args) -> int:
         target.write_text(md + "\n")
         print(f"markdown table: {args.markdown}")
     return 0
+
+
+def _sweep(args) -> int:
+    from .sweep import run_sweep
+    if args.workers is not None and args.workers < 1:
+        from .config import ConfigError
+        raise ConfigError(f"--workers {args.workers}: at least 1")
+    return run_sweep(args.sweep, args.out, args.scheduler, args.workers, args.resume, args.quiet)
 
 
 def _predict(args) -> int:
@@ -129,8 +139,17 @@ def main(argv=None) -> int:
     v.add_argument("config")
     v.add_argument("--seed", type=int, help="override run.seed")
     v.set_defaults(fn=_validate)
+    w = sub.add_parser("sweep", help="run every combination of a sweep file on a Dask cluster")
+    w.add_argument("sweep", help="a sweep file: base config(s), a grid of overrides, cases (see the README)")
+    w.add_argument("--out", help="sweep directory (default: sweeps/NAME)")
+    w.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a "
+                                       "local cluster); its workers must see the sweep directory")
+    w.add_argument("--workers", type=int, help="local cluster: worker processes (default: one per core)")
+    w.add_argument("--resume", action="store_true", help="skip finished runs, resume interrupted ones")
+    w.add_argument("--quiet", action="store_true", help="no progress output")
+    w.set_defaults(fn=_sweep)
     c = sub.add_parser("compare", help="table of test errors, CV error, acceptance, cost and ESS")
-    c.add_argument("dirs", nargs="+")
+    c.add_argument("dirs", nargs="+", help="run directories or sweep directories")
     c.add_argument("--markdown", help="also write the table as markdown to this file")
     c.add_argument("--chains", choices=["all", "full", "replicas"],
                    help="test errors of these chains' samples (default: each run's replicas.predict_from)")

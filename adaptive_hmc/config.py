@@ -21,6 +21,7 @@ from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
+from .tasks import TASKS
 from .samplers.settings import HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
 
@@ -99,11 +100,15 @@ class SplitConfig(_Strict):
                                               "(default: all the others)")
     seed: int = Field(0, ge=0, description="seed of the shuffle")
     stratify: bool = Field(False, description="keep each class's share in both parts (classification)")
+    parts: int = Field(1, ge=1, description="deal the shuffled training cases into this many disjoint subsets "
+                       "(Rasmussen 1996: 1, 2, 4, 8) ...")
+    part: int = Field(0, ge=0, description="... and train on this one (0..parts-1); the test set stays the same")
 
 
 class DataConfig(_Strict):
     dataset: Optional[str] = Field(None, description="a named data set: a folder in $ADAPTIVE_HMC_DATA or "
-                                   "shared/data (`robot_arm` is shipped); give this or `path`")
+                                   "shared/data (`robot_arm` is shipped; auto_price, cpu, house, mpg and servo "
+                                   "without `file` are Rasmussen's (1996) encoded tasks); give this or `path`")
     file: Optional[str] = Field(None, description="the table to read in the data set's folder (not for robot_arm)")
     path: Optional[str] = Field(None, description="or a table anywhere; a relative path is relative to the "
                                 "config file's folder")
@@ -312,14 +317,19 @@ def _check(cfg: Config, source: str):
               "for a table anywhere give data.path")
     if (d.dataset is None) == (d.path is None):
         _fail(source, "data", {"dataset": d.dataset, "path": d.path}, "give exactly one of dataset and path")
-    if d.dataset not in (None, "robot_arm") and d.file is None:
-        _fail(source, "data.file", None, f"data set {d.dataset!r} needs the file to read in its folder")
+    encoded = ("robot_arm", *TASKS)
+    if d.dataset not in (None, *encoded) and d.file is None:
+        _fail(source, "data.file", None, f"data set {d.dataset!r} needs the file to read in its folder (without "
+              f"one: {', '.join(encoded)})")
     if d.dataset == "robot_arm" and (d.file is not None or d.target_columns is not None):
         _fail(source, "data", {"file": d.file, "target_columns": d.target_columns},
               "robot_arm is read by its own loader: no file or target_columns")
+    if d.dataset in TASKS and d.file is None and d.target_columns is not None:
+        _fail(source, "data.target_columns", d.target_columns,
+              f"{d.dataset} is read by its own loader (its target is fixed): no target_columns")
     if d.path is not None and d.file is not None:
         _fail(source, "data.file", d.file, "file is for a named dataset; with path give the whole path")
-    if d.dataset != "robot_arm" and not d.target_columns:
+    if not (d.dataset in encoded and d.file is None) and not d.target_columns:
         _fail(source, "data.target_columns", d.target_columns, "a table needs the list of target columns")
     if (d.train_rows is None) == (d.split is None):
         _fail(source, "data", {"train_rows": d.train_rows, "split": d.split and d.split.model_dump()},

@@ -15,6 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .tasks import TASKS
+
 _SHIPPED = Path(__file__).parent / "datasets"
 
 
@@ -268,11 +270,13 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     """Read a named data set (``dataset``, and ``file`` in its folder unless it is
     the robot arm) or a table at ``path`` (a relative path is relative to
     ``base_dir``, the config file's folder; see :func:`parse_table` for
-    ``header`` and ``delimiter``); choose the training and test cases, by row
+    ``header`` and ``delimiter``; a task of :mod:`~adaptive_hmc.tasks`, named
+    without ``file``, comes encoded); choose the training and test cases, by row
     ranges or lists (``train_rows``, ``test_sets``, see :func:`row_range`; a
     test set may not overlap the training rows) or by a seeded shuffled ``split`` ({"train": n, "test": m
-    or None for the rest, "seed": s, "stratify": bool}, with one test set
-    "test"); leave out rows with missing values (``missing="drop_rows"``, said
+    or None for the rest, "seed": s, "stratify": bool, "parts": P, "part": j},
+    with one test set "test"; with ``parts`` the training cases are dealt into
+    P disjoint subsets of the shuffled order and subset j is used); leave out rows with missing values (``missing="drop_rows"``, said
     in the notes) or refuse them (``"error"``); check that the data are finite
     and fit the likelihood."""
     source = dataset or path
@@ -282,6 +286,12 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
         except (FileNotFoundError, ValueError) as e:
             raise DataError("data.dataset", "robot_arm", str(e)) from None
         X, Y = arm.X, arm.Y
+    elif dataset in TASKS and file is None:
+        try:
+            X, y = TASKS[dataset](data_dir(dataset))
+        except (OSError, ValueError) as e:
+            raise DataError("data.dataset", dataset, f"cannot read it: {e}") from None
+        X, Y = X, y[:, None]
     else:
         if dataset is not None:
             try:
@@ -340,7 +350,11 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
                                            stratify=Y[rows, 0] if split.get("stratify") else None)
         except ValueError as e:
             raise DataError("data.split", dict(split), f"{e} ({rows.size} complete rows)") from None
-        train, tests = np.sort(train), {"test": np.sort(test)}
+        parts, part = split.get("parts", 1), split.get("part", 0)
+        if not 0 <= part < parts <= train.size:
+            raise DataError("data.split.part", part, f"0..{parts - 1} of parts = {parts} subsets of the "
+                                                     f"{train.size} training cases")
+        train, tests = np.sort(np.array_split(train, parts)[part]), {"test": np.sort(test)}
     Ytr = Y[train]
     n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
     return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes))

@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "adaptive_hmc"
 
 #: Layers from the bottom; groups in one layer do not import each other.
 LAYERS = [
-    ("jit", "diagnostics"),
+    ("jit", "diagnostics", "tasks"),
     ("data",),
     ("models",),
     ("samplers",),
@@ -21,6 +21,7 @@ LAYERS = [
     ("results",),
     ("experiment", "estimator"),
     ("reports", "plots"),
+    ("sweep",),
     ("cli",),
 ]
 RANK = {group: i for i, layer in enumerate(LAYERS) for group in layer}

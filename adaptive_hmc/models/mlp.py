@@ -266,13 +266,19 @@ def _likelihood_and_deriv(out, YT, noise, lik, dout):
     dout[:, N:] = 0.0
     e = 0.0
     if lik == GAUSSIAN:
+        # A sum and a store in one loop would be vectorised or not depending on
+        # whether the arrays' addresses pass LLVM's runtime overlap checks, and so
+        # round differently from run to run: sums run in loops that only read.
         for o in range(n_out):
             t = noise[o]
+            d = dout[o]
+            for n in range(N):
+                d[n] = out[o, n] - YT[o, n]
             s = 0.0
             for n in range(N):
-                r = out[o, n] - YT[o, n]
-                s += r * r
-                dout[o, n] = t * r
+                s += d[n] * d[n]
+            for n in range(N):
+                d[n] *= t
             e += 0.5 * t * s
     elif lik == LOGISTIC:
         for n in range(N):
@@ -308,8 +314,11 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work):
     dout = work[2 * sum_h + n_out:2 * sum_h + 2 * n_out]
     energy = _likelihood_and_deriv(out, YT, noise, lik, dout)
     for k in range(q.size):
-        energy += 0.5 * prec[k] * q[k] * q[k]
         grad[k] = prec[k] * q[k]
+    e_prior = 0.0
+    for k in range(q.size):         # a sum apart from the stores (see _likelihood_and_deriv)
+        e_prior += grad[k] * q[k]
+    energy += 0.5 * e_prior
 
     # Output layer: output biases and direct connections.
     off = _layer_offset(arch, n_layers)

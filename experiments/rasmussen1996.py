@@ -1,0 +1,300 @@
+"""Rasmussen (1996), Fig. 1: five UCI regression tasks, training sets of 1/8,
+1/4, 1/2 and all of the training half, test errors normalised by the variance
+of the test targets; MC hand-tuned (his recipe) and bandit-tuned (ours) beside
+a GP with ARD, ensembles of nets chosen by cross-validation and linear
+regression.
+
+Run: python experiments/rasmussen1996.py [--quick] [--out DIR] [--workers N | --scheduler ADDR] [--docs]
+
+The MC runs are a sweep (``adaptive-hmc sweep``) of configs/rasmussen1996_hand.yaml
+and configs/rasmussen1996_bandit.yaml over the 15 partitions of each task; the
+baselines run as Dask tasks on the same cluster. Everything finished is kept
+in OUT (default: sweeps/rasmussen1996[_quick]) and read, not redone, when the
+script runs again. ``--docs`` writes docs/rasmussen1996.md and its figure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from adaptive_hmc.data import Standardizer, load_split
+from adaptive_hmc.sweep import dask_client, run_sweep
+from adaptive_hmc.tasks import ENCODINGS, TASKS, TRAIN_CASES
+
+ROOT = Path(__file__).resolve().parents[1]
+SPLIT_SEED = 1996
+SIZES = (8, 4, 2, 1)                      # parts of the training half, smallest training sets first
+METHODS = {"mc_hand": "MC, hand-tuned (his eps 0.2, L 200)", "mc_bandit": "MC, bandit-tuned (ours)",
+           "gp": "GP with ARD", "ensemble": "ensembles chosen by CV", "linear": "linear regression"}
+DECAYS = (0.0, 0.01, 0.04, 0.16, 0.64, 2.56)
+PUBLISHED_RANK = "MC best, GP close behind; MARS worst (his geometric means, read from Fig. 1, are not tabulated)"
+
+
+def hidden_units(n_cases: int, n_inputs: int) -> int:
+    """His rule: at least as many parameters as training cases (direct
+    connections and biases counted), at least 4 hidden units."""
+    return max(4, math.ceil((n_cases - n_inputs - 1) / (n_inputs + 2)))
+
+
+def partitions(tasks, sizes):
+    """(task, parts, part) of every training set."""
+    return [(t, p, j) for t in tasks for p in sizes for j in range(p)]
+
+
+def split_of(task, parts, part):
+    return {"train": TRAIN_CASES[task], "seed": SPLIT_SEED, "parts": parts, "part": part}
+
+
+def cases(task, parts, part):
+    s = load_split(dataset=task, split=split_of(task, parts, part))
+    return s.train, s.tests["test"]
+
+
+def label(task, parts, part):
+    return f"{task}-n{TRAIN_CASES[task] // parts}-p{part}"
+
+
+def write_sweep(out: Path, tasks, sizes, quick: bool) -> Path:
+    entries = []
+    for t, p, j in partitions(tasks, sizes):
+        (X, _), _ = cases(t, p, j)
+        entries.append({"label": label(t, p, j), "data.dataset": t, "data.split": split_of(t, p, j),
+                        "model.hidden": [hidden_units(len(X), X.shape[1])]})
+    spec = {"name": out.name, "base": [str(ROOT / "configs" / f"rasmussen1996_{m}.yaml") for m in ("hand", "bandit")],
+            "grid": {"run.budget": [1000], "run.super_transitions": [9]} if quick else {},
+            "cases": entries}
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "sweep_file.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    return path
+
+
+# -- baselines (each a Dask task) ---------------------------------------------------------
+
+def baseline(task, parts, part, method, seed=0) -> float:
+    """Normalised test error of a baseline on one training set."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    (X, y), (Xt, yt) = cases(task, parts, part)
+    y, yt = y[:, 0], yt[:, 0]
+    sx, sy = Standardizer.fit(X), Standardizer.fit(y[:, None])
+    Z, Zt, v = sx.transform(X), sx.transform(Xt), sy.transform(y[:, None])[:, 0]
+    warnings.simplefilter("ignore", ConvergenceWarning)
+    warnings.simplefilter("ignore", UserWarning)
+    if method == "linear":
+        from sklearn.linear_model import LinearRegression
+        pred = LinearRegression().fit(Z, v).predict(Zt)
+    elif method == "gp":
+        from sklearn.gaussian_process import GaussianProcessRegressor
+        from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
+        kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(np.ones(Z.shape[1]), (1e-2, 1e3)) + \
+            ConstantKernel(0.1, (1e-5, 1e2)) + WhiteKernel(0.1, (1e-6, 1e1))
+        gp = GaussianProcessRegressor(kernel, n_restarts_optimizer=5, random_state=seed).fit(Z, v)
+        pred = gp.predict(Zt)
+    else:
+        pred = _ensemble(Z, v, Zt, seed)
+    pred = sy.inverse(pred[:, None])[:, 0]
+    return float(np.mean((pred - yt) ** 2) / np.var(yt))
+
+
+def _net(h, decay, seed):
+    from sklearn.linear_model import Ridge
+    from sklearn.neural_network import MLPRegressor
+    if h == 0:
+        return Ridge(alpha=decay + 1e-8)
+    return MLPRegressor(hidden_layer_sizes=(int(h),), activation="tanh", solver="lbfgs", alpha=decay, max_iter=2000, random_state=seed)
+
+
+def _ensemble(Z, v, Zt, seed):
+    """His "common practice": hidden sizes from 0 (linear) up to as many
+    weights as cases x 6 weight decays, each scored on 5 random validation
+    thirds; then 10 nets of the best on all cases, averaged."""
+    n, d = Z.shape
+    top = max(1, (n - 1) // (d + 2))
+    sizes = sorted(set(np.round(np.linspace(0, top, 6)).astype(int)))
+    rng = np.random.default_rng(seed)
+    splits = [rng.permutation(n) for _ in range(5)]
+    best, best_err = None, np.inf
+    for h in sizes:
+        for decay in DECAYS:
+            err = 0.0
+            for k, order in enumerate(splits):
+                val, fit = order[:max(1, n // 3)], order[max(1, n // 3):]
+                m = _net(h, decay, seed + k).fit(Z[fit], v[fit])
+                err += np.mean((m.predict(Z[val]) - v[val]) ** 2)
+            if err < best_err:
+                best, best_err = (h, decay), err
+    return np.mean([_net(*best, seed + 100 + r).fit(Z, v).predict(Zt) for r in range(10)], axis=0)
+
+
+def run_baselines(client, tasks, sizes, store: Path) -> dict:
+    done = json.loads(store.read_text()) if store.is_file() else {}
+    todo = [(t, p, j, m) for t, p, j in partitions(tasks, sizes) for m in ("gp", "ensemble", "linear")
+            if f"{label(t, p, j)}/{m}" not in done]
+    futures = {client.submit(baseline, t, p, j, m, pure=False): f"{label(t, p, j)}/{m}" for t, p, j, m in todo}
+    from distributed import as_completed
+    for fut in as_completed(futures):
+        done[futures[fut]] = fut.result()
+        tmp = store.with_suffix(".tmp")
+        tmp.write_text(json.dumps(done, indent=1))
+        os.replace(tmp, store)
+    return done
+
+
+# -- collecting and reporting -------------------------------------------------------------
+
+def mc_error(run_dir: Path) -> float:
+    p = np.load(run_dir / "predictions.npz")
+    y = p["Y_test"]
+    return float(np.mean((p["test/mean"] - y) ** 2) / np.var(y))
+
+
+def collect(sweep_dir: Path, baselines: dict, tasks, sizes) -> dict:
+    """{task: {n_cases: {method: [errors over the partitions]}}}"""
+    res = {}
+    for t, p, j in partitions(tasks, sizes):
+        cell = res.setdefault(t, {}).setdefault(TRAIN_CASES[t] // p, {})
+        for m in ("hand", "bandit"):
+            d = sweep_dir / "runs" / f"rasmussen1996_{m}__{label(t, p, j)}"
+            if (d / "predictions.npz").is_file():
+                cell.setdefault(f"mc_{m}", []).append(mc_error(d))
+        for m in ("gp", "ensemble", "linear"):
+            if f"{label(t, p, j)}/{m}" in baselines:
+                cell.setdefault(m, []).append(baselines[f"{label(t, p, j)}/{m}"])
+    return res
+
+
+def summarise(res: dict, tasks, sizes) -> dict:
+    """Means, sd of the means, and the geometric mean over tasks per size index."""
+    out = {"tasks": {}, "geo": {}}
+    for t in tasks:
+        for i, p in enumerate(sizes):
+            n = TRAIN_CASES[t] // p
+            for m, v in res[t][n].items():
+                se = float(np.std(v, ddof=1) / math.sqrt(len(v))) if len(v) > 1 else None
+                out["tasks"].setdefault(t, {}).setdefault(m, []).append((n, float(np.mean(v)), se))
+    for m in METHODS:
+        geo = []
+        for i in range(len(sizes)):
+            vals = [out["tasks"][t][m][i][1] for t in tasks if m in out["tasks"][t]]
+            geo.append(float(np.exp(np.mean(np.log(vals)))) if len(vals) == len(tasks) else None)
+        out["geo"][m] = geo
+    return out
+
+
+def report(summary: dict, tasks, sizes, quick: bool, seconds: dict) -> str:
+    frac = {8: "1/8", 4: "1/4", 2: "1/2", 1: "all"}
+    lines = ["# Rasmussen (1996): five UCI regression tasks", "",
+             "Generated by `python experiments/rasmussen1996.py" + (" --quick" if quick else "") + " --docs`" +
+             "; do not edit. Squared test error normalised by the variance of the test targets (his Fig. 1): "
+             "1.0 is the error of predicting the test mean. Mean over the disjoint training sets of each size, "
+             "± one sd of that mean (none for the full training half, a single set).", ""]
+    lines += [f"## Geometric mean over the {len(tasks)} tasks (his summary)", "",
+              "| method | " + " | ".join(f"{frac[p]} of the training half" for p in sizes) + " |",
+              "|---|" + "---|" * len(sizes)]
+    geo = summary["geo"]
+    best = [min((geo[m][i], m) for m in METHODS if geo[m][i] is not None)[1] for i in range(len(sizes))]
+    for m, name in METHODS.items():
+        cells = ["-" if v is None else (f"**{v:.3f}**" if best[i] == m else f"{v:.3f}") for i, v in enumerate(geo[m])]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "## Per task", ""]
+    for t in tasks:
+        rows = summary["tasks"][t]
+        ns = [n for n, _, _ in rows["mc_hand"]]
+        lines += [f"### {t} ({TRAIN_CASES[t]} training / rest test cases)", "", ENCODINGS[t], "",
+                  "| method | " + " | ".join(f"n = {n}" for n in ns) + " |", "|---|" + "---|" * len(ns)]
+        for m, name in METHODS.items():
+            if m in rows:
+                lines.append(f"| {name} | " + " | ".join(f"{mu:.3f}" + ("" if se is None else f" ± {se:.3f}")
+                                                         for _, mu, se in rows[m]) + " |")
+        lines.append("")
+    lines += ["## Wall time", "", ", ".join(f"{k}: {v:.0f} s" for k, v in seconds.items()), ""]
+    return "\n".join(lines)
+
+
+def figure(summary: dict, tasks, sizes, path: Path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7.5))
+    style = {"mc_hand": ("C0", "o"), "mc_bandit": ("C3", "s"), "gp": ("C2", "^"), "ensemble": ("C1", "v"),
+             "linear": ("0.5", "x")}
+    for ax, t in zip(axes.flat, tasks):
+        for m, name in METHODS.items():
+            rows = summary["tasks"][t].get(m)
+            if not rows:
+                continue
+            n, mu, se = zip(*rows)
+            ax.errorbar(n, mu, yerr=[0 if s is None else s for s in se], label=name, color=style[m][0],
+                        marker=style[m][1], capsize=3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(t)
+        ax.set_xlabel("training cases")
+        ax.set_ylabel("test error / test variance")
+    ax = axes.flat[len(tasks)]
+    for m, name in METHODS.items():
+        g = summary["geo"][m]
+        if None not in g:
+            ax.plot([f"1/{p}" if p > 1 else "all" for p in sizes], g, label=name, color=style[m][0],
+                    marker=style[m][1])
+    ax.set_yscale("log")
+    ax.set_title("geometric mean over the tasks")
+    ax.set_xlabel("share of the training half")
+    ax.legend(fontsize=8)
+    for a in axes.flat[len(tasks) + 1:]:
+        a.axis("off")
+    fig.suptitle("Rasmussen (1996) tasks: normalised squared test error")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="two tasks, the smallest and largest training sets, "
+                                                         "short runs: a check that everything works")
+    ap.add_argument("--out", help="directory for the sweep and the baselines (default: sweeps/rasmussen1996)")
+    ap.add_argument("--workers", type=int, help="local Dask worker processes (default: one per core)")
+    ap.add_argument("--scheduler", help="address of a running Dask scheduler instead of a local cluster")
+    ap.add_argument("--docs", action="store_true", help="write docs/rasmussen1996.md and docs/img/rasmussen1996.png")
+    args = ap.parse_args(argv)
+    tasks = ("cpu", "servo") if args.quick else tuple(TASKS)
+    sizes = (8, 1) if args.quick else SIZES
+    out = Path(args.out or f"sweeps/rasmussen1996{'_quick' if args.quick else ''}")
+    sweep_file = write_sweep(out, tasks, sizes, args.quick)
+    client, cluster = dask_client(args.scheduler, args.workers)
+    seconds = {}
+    try:
+        t0 = time.perf_counter()
+        status = run_sweep(sweep_file, out / "sweep", resume=True, client=client)
+        seconds["MC sweep"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        baselines = run_baselines(client, tasks, sizes, out / "baselines.json")
+        seconds["baselines"] = time.perf_counter() - t0
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    summary = summarise(collect(out / "sweep", baselines, tasks, sizes), tasks, sizes)
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    text = report(summary, tasks, sizes, args.quick, seconds)
+    (out / "rasmussen1996.md").write_text(text)
+    figure(summary, tasks, sizes, out / "rasmussen1996.png")
+    if args.docs:
+        (ROOT / "docs" / "rasmussen1996.md").write_text(text.replace("(rasmussen1996.png)", "(img/rasmussen1996.png)"))
+        figure(summary, tasks, sizes, ROOT / "docs" / "img" / "rasmussen1996.png")
+    print(text)
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
