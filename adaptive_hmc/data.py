@@ -96,10 +96,16 @@ class Standardizer(NamedTuple):
         return cls(np.zeros(n_columns), np.ones(n_columns))
 
     @classmethod
-    def fit(cls, A):
+    def fit(cls, A, inputs: bool = False):
+        """Fitted to the rows of ``A``. A column that never varies gets sd 1,
+        or, for ``inputs``, an infinite sd, so that it maps to 0 whatever its
+        value: the training data say nothing about the weights out of such an
+        input, so another value at prediction time would only multiply weights
+        drawn from their (heavy-tailed) prior. One-hot levels absent from a small
+        training set are the common case (Rasmussen's servo task with 11 cases)."""
         A = np.asarray(A, float)
         sd = A.std(axis=0)
-        return cls(A.mean(axis=0), np.where(sd > 0, sd, 1.0))
+        return cls(A.mean(axis=0), np.where(sd > 0, sd, np.inf if inputs else 1.0))
 
     def transform(self, A):
         return (np.asarray(A, float) - self.mean) / self.sd

@@ -120,7 +120,7 @@ class BNNRegressor(RegressorMixin, _BNN):
         X, y = self._validate(X, y, multi_output=True, y_numeric=True)
         self.single_output_ = y.ndim == 1
         Y = y[:, None] if self.single_output_ else y
-        self.x_scale_, self.y_scale_ = Standardizer.fit(X), Standardizer.fit(Y)
+        self.x_scale_, self.y_scale_ = Standardizer.fit(X, inputs=True), Standardizer.fit(Y)
         spec = MLPSpec(X.shape[1], self._hidden(), Y.shape[1])
         return self._fit(self.x_scale_.transform(X), self.y_scale_.transform(Y), spec, "mse")
 
@@ -155,7 +155,7 @@ class BNNClassifier(ClassifierMixin, _BNN):
             raise ValueError(f"y has {len(self.classes_)} class; need at least 2")
         K = len(self.classes_)
         spec = MLPSpec(X.shape[1], self._hidden(), 1 if K == 2 else K, "logistic" if K == 2 else "softmax")
-        self.x_scale_ = Standardizer.fit(X)
+        self.x_scale_ = Standardizer.fit(X, inputs=True)
         return self._fit(self.x_scale_.transform(X), codes.astype(float), spec, self.cv_metric)
 
     def predict_proba(self, X):

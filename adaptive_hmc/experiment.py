@@ -27,7 +27,7 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
     for note in split.notes:
         print(f"{source}: {note}", file=sys.stderr, flush=True)
     (X, Y), tests = split.train, dict(split.tests)
-    sc = Standardizer.fit(X) if cfg.data.standardize_inputs else Standardizer.identity(X.shape[1])
+    sc = Standardizer.fit(X, inputs=True) if cfg.data.standardize_inputs else Standardizer.identity(X.shape[1])
     X = sc.transform(X)
     tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     s, r, t = cfg.sampler, cfg.run, cfg.tuner

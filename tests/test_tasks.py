@@ -95,3 +95,15 @@ def test_the_benchmark_runs_in_its_quick_form(tmp_path):
     assert "| MC, bandit-tuned (ours) |" in (out / "rasmussen1996.md").read_text()
     rows = (out / "sweep" / "sweep.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * (8 + 1) * 2 and all(",finished," in r for r in rows[1:])
+
+
+def test_an_input_that_never_varies_in_training_maps_to_zero():
+    from adaptive_hmc.data import Standardizer
+    A = np.array([[1.0, 0.0], [3.0, 0.0]])
+    new = np.array([[2.0, 1.0], [5.0, 0.0]])
+    assert np.array_equal(Standardizer.fit(A, inputs=True).transform(new), [[0.0, 0.0], [3.0, 0.0]])
+    assert np.array_equal(Standardizer.fit(A).transform(new), [[0.0, 1.0], [3.0, 0.0]])     # targets: sd 1
+    # servo with 11 training cases: a motor level absent from training says nothing to the network
+    X, _ = load_split(dataset="servo", split={"train": 88, "seed": 1996, "parts": 8, "part": 4}).train
+    sc = Standardizer.fit(X, inputs=True)
+    assert np.isinf(sc.sd).sum() >= 1 and np.all(sc.transform(np.eye(12))[:, np.isinf(sc.sd)] == 0)
