@@ -107,8 +107,8 @@ class SplitConfig(_Strict):
 
 class DataConfig(_Strict):
     dataset: Optional[str] = Field(None, description="a named data set: a folder in $ADAPTIVE_HMC_DATA or "
-                                   "shared/data (`robot_arm` is shipped; auto_price, cpu, house, mpg and servo "
-                                   "without `file` are Rasmussen's (1996) encoded tasks); give this or `path`")
+                                   "shared/data (shipped: `robot_arm`, and auto_price, cpu, house, mpg and servo, "
+                                   "which without `file` are Rasmussen's (1996) encoded tasks); give this or `path`")
     file: Optional[str] = Field(None, description="the table to read in the data set's folder (not for robot_arm)")
     path: Optional[str] = Field(None, description="or a table anywhere; a relative path is relative to the "
                                 "config file's folder")

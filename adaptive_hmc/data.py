@@ -1,8 +1,8 @@
 """Data: locating and reading tables and named data sets, row selection,
 finiteness checks, standardisation, k-fold splits.
 
-Flow position: **data** -> models. Data are read from local files only: the copy
-the package ships (robot arm), a directory named by ``ADAPTIVE_HMC_DATA``, or a
+Flow position: **data** -> models. Data are read from local files only: the copies
+the package ships (robot arm, Rasmussen's five UCI tasks), a directory named by ``ADAPTIVE_HMC_DATA``, or a
 ``shared/data`` folder beside or above the working directory. Problems are
 raised as :class:`DataError`, which names the config key they concern.
 """
