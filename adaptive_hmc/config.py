@@ -22,7 +22,7 @@ from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
 from .tasks import TASKS
-from .samplers.settings import HMCSettings, SettingsError, check_settings
+from .samplers.settings import KINDS, HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
 
 _SETTINGS = HMCSettings._field_defaults     # sampler defaults: declared once, in HMCSettings
@@ -195,11 +195,16 @@ class SamplerConfig(_Strict):
                                   "for the rest of the run: a step factor of 2 is then the leapfrog stability "
                                   "limit on any model (needs tuner.warmup_super_transitions >= 1)")
 
+    kind: Literal[KINDS] = Field(KINDS[0], description="the transition of each iteration: hmc; metropolis "
+                                 "(random walk, num_steps proposals of one energy evaluation each, proposal sd "
+                                 "= the step); stochastic_dynamics (num_steps leapfrog steps after a persistent "
+                                 "momentum refresh, no acceptance test: biased, for comparison)")
+
     def settings(self) -> HMCSettings:
         """The settings template of every iteration (step and L come from the tuner)."""
         return HMCSettings(window=self.window, persistence=self.persistence, jitter=self.jitter,
                            step_nu=self.step_nu, max_energy_error=self.max_energy_error, gibbs=self.gibbs,
-                           initial_phase_steps=self.initial_phase_steps)
+                           initial_phase_steps=self.initial_phase_steps, kind=KINDS.index(self.kind))
 
 
 class ReplicasConfig(_Strict):

@@ -836,3 +836,24 @@ def test_ess_of_draws_that_never_change_is_zero():
     raw = np.nan_to_num(az.ess(az.convert_to_dataset(y))["x"].values)
     ess = draws_ess(az, y)
     assert ess[0] == 0.0 and ess[1] == pytest.approx(raw[1]) and ess[1] > 100
+
+
+@pytest.mark.parametrize("kind", ["metropolis", "stochastic_dynamics"])
+def test_other_transitions_run_on_the_replicas_from_a_config(kind, tmp_path, capsys):
+    """sampler.kind: the replicas' iteration runs random-walk Metropolis or
+    stochastic dynamics, within the same budget of energy evaluations."""
+    raw = _small(_raw(), n=4)
+    raw["sampler"].update(kind=kind, window=1)
+    raw["tuner"] = {"kind": "fixed", "step_factor": 0.05 if kind == "metropolis" else 0.2, "num_steps": 20}
+    path = _write(tmp_path, raw)
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    run = read_run(tmp_path / "r")
+    chains = raw["replicas"]["k"] + 1
+    assert run.summary["leapfrog_steps"] == 4 * 600 * chains        # every chain spends the whole budget
+    if kind == "metropolis":        # the share of proposals accepted, not of iterations
+        assert 0.05 < run.summary["acceptance"] < 0.95 and np.isfinite(run.summary["test_mse"]["test_201_400"])
+    else:                           # no acceptance test: every trajectory kept; it fits within this budget
+        assert run.summary["acceptance"] == 1.0 and run.summary["test_mse"]["test_201_400"] < 1.0
+    raw["sampler"]["window"] = 5
+    assert main(["validate", str(_write(tmp_path, raw, "bad.yaml"))]) == 2
+    assert "sampler.window = 5: windows and jitter are for kind hmc, not " + kind in capsys.readouterr().err

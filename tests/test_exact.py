@@ -257,7 +257,7 @@ def test_stochastic_dynamics_divergence_restores_the_state():
     rng = np.random.default_rng(15)
     model = _robot_model(rng)
     st = init_state(model, 0.5 * rng.normal(size=model.dim), model.initial_hyper(1.0))
-    new, info = make_stochastic_dynamics(model)(st, hmc_settings(5, step_size=1e160), rng)
+    new, info = make_stochastic_dynamics(model)(st, hmc_settings(5, step_size=1e160, gibbs=False), rng)
     assert info.divergent
     np.testing.assert_array_equal(new.position, st.position)
     assert np.all(np.isfinite(new.momentum)) and new.energy == st.energy
@@ -300,3 +300,42 @@ def test_calibrated_step_factor_two_is_the_leapfrog_stability_limit():
         accepted[f] = n
     assert accepted[1.9] >= 10 and accepted[2.1] == 0, accepted
     assert abs(2 * c - 2) > 0.3          # uncalibrated, the limit is at factor 2c (1.42 here), not 2
+
+
+def test_metropolis_iteration_is_its_proposals_one_by_one(bivariate):
+    """An iteration of L proposals equals L iterations of one proposal, bit for
+    bit (the same random numbers in the same order), costs L energy
+    evaluations, and reports the sum over proposals of probability x squared
+    jump as accept_prob x squared_jump (what the ESJD reward reads)."""
+    from adaptive_hmc.samplers import make_metropolis
+    met = make_metropolis(bivariate)
+    st0 = init_state(bivariate, np.array([0.3, -0.2]))
+    for L in (1, 4, 9):
+        params = hmc_settings(L, step_factor=1.5, gibbs=False)
+        whole, info = met(st0, params, np.random.default_rng(L))
+        rng, st, esjd, accepted = np.random.default_rng(L), st0, 0.0, False
+        for _ in range(L):
+            st, one = met(st, hmc_settings(1, step_factor=1.5, gibbs=False), rng)
+            esjd += one.accept_prob * one.squared_jump
+            accepted = accepted or one.accepted
+        assert np.array_equal(whole.position, st.position) and whole.energy == st.energy
+        assert info.num_steps == L and info.accepted == accepted
+        assert info.accept_prob * info.squared_jump == pytest.approx(esjd, rel=1e-12)
+    with pytest.raises(ValueError, match="windows and jitter are for kind hmc"):
+        met(st0, hmc_settings(4, step_factor=1.0, window=2), np.random.default_rng(0))
+
+
+def test_stochastic_dynamics_iteration_is_the_leapfrog_without_a_test(bivariate):
+    """With persistence 0 and one iteration: the momentum drawn, L leapfrog
+    steps, the end state kept whatever its energy error."""
+    from adaptive_hmc.samplers import make_stochastic_dynamics
+    st = init_state(bivariate, np.array([0.3, -0.2]))
+    params = hmc_settings(7, step_size=0.9, gibbs=False)
+    new, info = make_stochastic_dynamics(bivariate)(st, params, np.random.default_rng(4))
+    q, p, g = st.position.copy(), np.random.default_rng(4).standard_normal(2), st.grad.copy()
+    u, used, ok = leapfrog(q, p, g, np.full(2, 0.9), 7, bivariate.target, bivariate.initial_hyper())
+    np.testing.assert_array_equal(new.position, q)
+    assert ok and used == 7 and info.num_steps == 7 and info.accepted and info.accept_prob == 1.0
+    assert info.energy_error == pytest.approx(u + kinetic(p) - st.energy - kinetic(
+        np.random.default_rng(4).standard_normal(2)), abs=1e-12)
+    assert info.squared_jump == pytest.approx(np.sum((q - st.position) ** 2), rel=1e-12)

@@ -24,6 +24,7 @@ VARIANTS = {
     "windowed-persistent": (make_hmc, hmc_settings(10, step_factor=0.6, window=3, persistence=0.8)),
     "random-step": (make_hmc, hmc_settings(30, step_factor=0.5, step_nu=0.2)),
     "metropolis": (make_metropolis, hmc_settings(step_factor=1.0)),
+    "metropolis-5": (make_metropolis, hmc_settings(5, step_factor=1.0)),     # 5 proposals per iteration
 }
 
 
@@ -52,9 +53,9 @@ def _check_moments(draws, mean, var, burn):
 def test_transition_samples_gaussian(name, which, request):
     target = request.getfixturevalue(which)
     make, params = VARIANTS[name]
-    n = 200_000 if name == "metropolis" else 8_000
-    if name == "metropolis" and which == "wide10":
-        n = 100_000
+    n = {"metropolis": 200_000, "metropolis-5": 40_000}.get(name, 8_000)
+    if name.startswith("metropolis") and which == "wide10":
+        n //= 2
     draws = _run(target, make, params, n, seed=11, start=target.mean + 0.5)
     _check_moments(draws, target.mean, np.diag(target.cov), burn=n // 20)
 

@@ -14,8 +14,9 @@ import numpy as np
 
 from ..jit import njit
 from ..models.base import accumulate, energy_grad, gibbs, hyper_values, step_scales
+from .baselines import metropolis_kernel, stochastic_dynamics_kernel
 from .hmc import hmc_kernel
-from .settings import HMCSettings, check_settings
+from .settings import KINDS, HMCSettings, check_settings
 
 
 class Chain(NamedTuple):
@@ -34,7 +35,7 @@ class Record(NamedTuple):
     """Per-iteration diagnostics, (..., n_iter); ``hyper`` rows are the target's
     :func:`~adaptive_hmc.models.base.hyper_values`."""
 
-    accepted: np.ndarray
+    accepted: np.ndarray        # share of the iteration's moves accepted: 0 or 1 (HMC), k/L (Metropolis)
     accept_prob: np.ndarray
     energy_error: np.ndarray
     divergent: np.ndarray
@@ -47,7 +48,7 @@ class Record(NamedTuple):
 def new_record(n_chains: int, n_iter: int, n_hyper: int) -> Record:
     """Zeroed records of ``n_chains`` chains (arrays (n_chains, n_iter[, n_hyper]))."""
     R, n = n_chains, n_iter
-    return Record(np.zeros((R, n), np.bool_), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n), np.bool_),
+    return Record(np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n), np.bool_),
                   np.zeros((R, n), np.int64), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n, n_hyper)))
 
 
@@ -84,7 +85,8 @@ def fill_step_sizes(target, hyper, settings, out):
 def run_chain(target, chain, settings, n_iter, rec, obs, rng):
     """``n_iter`` iterations of [Gibbs update of the hyperparameters (when
     ``settings.gibbs``, once ``settings.initial_phase_steps`` leapfrog steps are
-    done), HMC transition] on ``chain``, in place. Iteration i is written to
+    done), transition of ``settings.kind`` (HMC, random-walk Metropolis or
+    stochastic dynamics)] on ``chain``, in place. Iteration i is written to
     ``rec[..., i]``; ``obs`` is an :class:`Observers` or None. Returns the
     number of rows of ``obs.kept`` written."""
     D = chain.q.size
@@ -96,8 +98,18 @@ def run_chain(target, chain, settings, n_iter, rec, obs, rng):
             gibbs(chain.q, target, chain.hyper, rng)
             fill_step_sizes(target, chain.hyper, settings, step_sizes)
             u = energy_grad(chain.q, chain.g, target, chain.hyper)
-        acc, prob, dh, div, used, u, jump = hmc_kernel(chain.q, u, chain.g, chain.p, step_sizes, settings,
-                                                       target, chain.hyper, rng)
+        if settings.kind == 0:
+            moved, prob, dh, div, used, u, jump = hmc_kernel(chain.q, u, chain.g, chain.p, step_sizes, settings,
+                                                             target, chain.hyper, rng)
+            acc = 1.0 if moved else 0.0
+        elif settings.kind == 1:
+            acc, prob, dh, div, used, u, jump = metropolis_kernel(chain.q, u, chain.g, step_sizes, settings,
+                                                                  target, chain.hyper, rng)
+        else:
+            moved, prob, dh, div, used, u, jump = stochastic_dynamics_kernel(chain.q, u, chain.g, chain.p,
+                                                                             step_sizes, settings, target,
+                                                                             chain.hyper, rng)
+            acc = 1.0 if moved else 0.0
         chain.counters[0] += used
         chain.counters[1] += 1
         rec.accepted[i] = acc
@@ -136,12 +148,13 @@ class ChainState(NamedTuple):
 
 
 class TransitionInfo(NamedTuple):
-    accepted: bool        # moved to the proposal (accept window); always True for uncorrected dynamics
-    accept_prob: float    # min(1, exp(-energy_error)); 1 for uncorrected dynamics
+    accepted: bool        # moved to the proposal (accept window; Metropolis: to one of the iteration's proposals)
+    accept_prob: float    # min(1, exp(-energy_error)) (Metropolis: the mean over the iteration's proposals);
+                          # 1 for uncorrected dynamics (0 when it diverged)
     energy_error: float   # H(proposal) - H(current); for windows log(sum_reject e^-H / sum_accept e^-H)
     divergent: bool       # non-finite energy or gradient, or energy error above the limit
     num_steps: int        # leapfrog steps (gradient evaluations) used
-    squared_jump: float = float("nan")   # ||proposal - current||^2 (HMC; NaN where not recorded)
+    squared_jump: float = float("nan")   # ||proposal - current||^2 (Metropolis: see metropolis_kernel)
 
 
 def init_state(model, position, hyper=None) -> ChainState:
@@ -163,22 +176,38 @@ def checked(settings: HMCSettings, dim: int) -> HMCSettings:
     return s
 
 
-def make_hmc(model):
-    """The [Gibbs, HMC] iteration of :func:`run_chain` as a transition
+def make_hmc(model, kind: str = "hmc"):
+    """The [Gibbs, transition] iteration of :func:`run_chain` as a transition
     ``(state, settings, rng) -> (state, info)`` for ``model`` (a
     :class:`~adaptive_hmc.models.base.Model`); ``settings`` an
     :class:`~adaptive_hmc.samplers.settings.HMCSettings` (with ``gibbs`` false,
-    the hyperparameters stay fixed). The state given is not changed."""
+    the hyperparameters stay fixed) whose ``kind`` is set to ``kind``. The
+    state given is not changed."""
     n_hyper = len(model.hyper_names())
 
     def transition(state: ChainState, settings: HMCSettings, rng):
-        s = checked(settings, model.dim)
+        s = checked(settings._replace(kind=KINDS.index(kind)), model.dim)
         chain = Chain(state.position.copy(), state.grad.copy(), state.momentum.copy(), state.hyper.copy(),
                       state.counters.copy())
         rec = Record(*(a[0] for a in new_record(1, 1, n_hyper)))
         run_chain(model.target, chain, s, 1, rec, None, rng)
-        info = TransitionInfo(bool(rec.accepted[0]), float(rec.accept_prob[0]), float(rec.energy_error[0]),
+        info = TransitionInfo(bool(rec.accepted[0] > 0), float(rec.accept_prob[0]), float(rec.energy_error[0]),
                               bool(rec.divergent[0]), int(rec.num_steps[0]), float(rec.squared_jump[0]))
         return ChainState(chain.q, float(rec.energy[0]), chain.g, chain.p, chain.hyper, chain.counters), info
 
     return transition
+
+
+def make_metropolis(model):
+    """Random-walk Metropolis for ``model`` (:func:`make_hmc` with kind
+    "metropolis"): ``num_steps`` proposals per iteration, the proposal sd of
+    parameter k being its step size (``step_factor`` times the heuristic scale,
+    or ``step_size``), randomised by ``step_nu``."""
+    return make_hmc(model, "metropolis")
+
+
+def make_stochastic_dynamics(model):
+    """Uncorrected stochastic dynamics for ``model`` (:func:`make_hmc` with kind
+    "stochastic_dynamics"): ``num_steps`` leapfrog steps after a refresh of the
+    momentum with ``persistence``, no acceptance test."""
+    return make_hmc(model, "stochastic_dynamics")

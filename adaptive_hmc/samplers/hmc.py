@@ -59,7 +59,7 @@ def _offer_both(idx, W, L, q, g, p, u, h, sel, rng):
 
 
 @njit
-def _squared_distance(a, b):
+def squared_distance(a, b):
     s = 0.0
     for k in range(a.size):
         s += (a[k] - b[k]) ** 2
@@ -95,7 +95,7 @@ def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
         dh = u1 + kinetic(p) - h0 if ok else math.inf
         divergent = (not ok) or (not dh <= max_energy_error)
         prob = 0.0 if divergent else min(1.0, math.exp(-dh))
-        jump = 0.0 if divergent else _squared_distance(q, q0)
+        jump = 0.0 if divergent else squared_distance(q, q0)
         if not divergent and rng.random() < prob:
             return True, prob, dh, False, used, u1, jump
         q[:] = q0
@@ -135,7 +135,7 @@ def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     dh = log_r - log_a
     prob = min(1.0, math.exp(-dh))
     divergent = not worst <= max_energy_error
-    jump = _squared_distance(aq, q0)
+    jump = squared_distance(aq, q0)
     if rng.random() < prob:
         q[:] = aq
         g[:] = ag

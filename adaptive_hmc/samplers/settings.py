@@ -12,6 +12,12 @@ import numpy as np
 
 _NO_STEP = np.empty(0)
 
+#: The transition of each iteration, by ``HMCSettings.kind``: Hybrid Monte
+#: Carlo, random-walk Metropolis (``num_steps`` proposals per iteration, each one
+#: energy evaluation), uncorrected stochastic dynamics (``num_steps`` leapfrog
+#: steps, no acceptance test).
+KINDS = ("hmc", "metropolis", "stochastic_dynamics")
+
 
 class SettingsError(ValueError):
     """A setting out of range: ``field``, ``value`` and what is ``allowed``."""
@@ -42,6 +48,8 @@ class HMCSettings(NamedTuple):
         transition (a no-op for targets without hyperparameters) ...
     initial_phase_steps : ... once this many leapfrog steps are done
         (Rasmussen 1996 section 2.3: hyperparameters fixed at first).
+    kind : the transition, an index into :data:`KINDS` (0: HMC). Windows and
+        jitter are for HMC only.
 
     Build a checked instance with :func:`hmc_settings`; a template for the
     replicas (step and L come from the tuner's action) with ``HMCSettings(...)``.
@@ -57,6 +65,7 @@ class HMCSettings(NamedTuple):
     max_energy_error: float = 1000.0
     gibbs: bool = True
     initial_phase_steps: int = 0
+    kind: int = 0
 
 
 def _whole(name, v, lo):
@@ -88,9 +97,15 @@ def check_settings(s: HMCSettings, need_step: bool = True) -> HMCSettings:
         raise SettingsError("step_nu", s.step_nu, "must be >= 0")
     if not s.max_energy_error > 0:
         raise SettingsError("max_energy_error", s.max_energy_error, "must be > 0")
+    kind = KINDS.index(s.kind) if s.kind in KINDS else s.kind
+    if isinstance(kind, bool) or not isinstance(kind, (int, np.integer)) or not 0 <= kind < len(KINDS):
+        raise SettingsError("kind", s.kind, f"one of {', '.join(KINDS)} (or its index)")
+    if kind != 0 and (window != 1 or s.jitter):
+        raise SettingsError("window" if window != 1 else "jitter", window if window != 1 else s.jitter,
+                            f"windows and jitter are for kind hmc, not {KINDS[kind]}")
     return HMCSettings(num_steps, step_factor, step_size, window, float(s.persistence), bool(s.jitter),
                        float(s.step_nu), float(s.max_energy_error), bool(s.gibbs),
-                       _whole("initial_phase_steps", s.initial_phase_steps, 0))
+                       _whole("initial_phase_steps", s.initial_phase_steps, 0), int(kind))
 
 
 def hmc_settings(num_steps: int = 1, *, step_factor: float | None = None, step_size=None,
