@@ -14,6 +14,7 @@ import math
 from pathlib import Path
 from typing import Annotated, Dict, List, Literal, Optional, Union, get_args, get_origin
 
+import numpy as np
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -195,6 +196,10 @@ class SamplerConfig(_Strict):
                                   "for the rest of the run: a step factor of 2 is then the leapfrog stability "
                                   "limit on any model (needs tuner.warmup_super_transitions >= 1)")
 
+    base_step: Optional[Number] = Field(None, gt=0, description="an absolute base step: every parameter's step is "
+                                        "the tuner's step factor times this, instead of times FBM's heuristic "
+                                        "scale (Neal 1992's eps0, about 1e-4 in his parameterisation; with "
+                                        "step_nu, eps0 exp(nu C)); null: the heuristic scales")
     kind: Literal[KINDS] = Field(KINDS[0], description="the transition of each iteration: hmc; metropolis "
                                  "(random walk, num_steps proposals of one energy evaluation each, proposal sd "
                                  "= the step); stochastic_dynamics (num_steps leapfrog steps after a persistent "
@@ -204,7 +209,8 @@ class SamplerConfig(_Strict):
         """The settings template of every iteration (step and L come from the tuner)."""
         return HMCSettings(window=self.window, persistence=self.persistence, jitter=self.jitter,
                            step_nu=self.step_nu, max_energy_error=self.max_energy_error, gibbs=self.gibbs,
-                           initial_phase_steps=self.initial_phase_steps, kind=KINDS.index(self.kind))
+                           initial_phase_steps=self.initial_phase_steps, kind=KINDS.index(self.kind),
+                           step_size=np.empty(0) if self.base_step is None else np.array([float(self.base_step)]))
 
 
 class ReplicasConfig(_Strict):
@@ -388,10 +394,14 @@ def _check(cfg: Config, source: str):
     need = {"exponential": "rate", "polynomial": "gamma", "wang2013": "burn_in"}[s.kind]
     if t.kind == "bandit" and getattr(s, need) is None:
         _fail(source, f"tuner.schedule.{need}", None, f"schedule kind {s.kind} needs {need}")
+    if cfg.sampler.base_step is not None and cfg.sampler.calibrate_steps:
+        _fail(source, "sampler.calibrate_steps", True, "calibrates FBM's heuristic scales; not with "
+              "sampler.base_step (absolute steps)")
     # The sampler settings, by the samplers' own checks; the window must fit every L the tuner may ask.
     shortest = t.num_steps if t.kind == "fixed" else int(t.bounds["num_steps"][0])
     try:
-        check_settings(cfg.sampler.settings()._replace(num_steps=shortest, step_factor=1.0))
+        check_settings(cfg.sampler.settings()._replace(num_steps=shortest,
+                                                       step_factor=0.0 if cfg.sampler.base_step else 1.0))
     except SettingsError as e:
         where = "tuner.num_steps" if t.kind == "fixed" else "the lower bound of tuner.bounds.num_steps"
         too_long = e.field == "window" and e.allowed.startswith("must be in 1..num_steps")

@@ -328,7 +328,9 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
                      rng=None) -> SuperTransitionResult:
     """Run ``floor(budget / num_steps)`` iterations of [Gibbs, HMC at (step_factor,
     num_steps)] on every replica; a replica never uses more than ``budget``
-    leapfrog steps (with jitter, L <= num_steps).
+    leapfrog steps (with jitter, L <= num_steps). The steps are ``step_factor``
+    times the heuristic scales, or, when the replicas' settings carry a
+    ``step_size`` (absolute base steps), ``step_factor`` times those.
 
     ``rng`` is a ``numpy.random.SeedSequence`` (one child per replica is spawned
     from it for this call; default :attr:`ReplicaSet.streams`) or a Generator
@@ -340,8 +342,10 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
         raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per replica)")
     if not (isinstance(num_steps, (int, np.integer)) and 1 <= num_steps <= budget):
         raise ValueError(f"num_steps={num_steps!r}: must be an integer in 1..budget ({budget})")
-    settings = check_settings(replicas.settings._replace(num_steps=int(num_steps), step_factor=float(step_factor),
-                                                         step_size=np.empty(0)))
+    base = replicas.settings.step_size          # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
+    settings = check_settings(replicas.settings._replace(
+        num_steps=int(num_steps), step_factor=0.0 if base.size else float(step_factor),
+        step_size=base * float(step_factor) if base.size else np.empty(0)))
     if replicas.calibrate_after == replicas.n_super:
         replicas.step_calibration = np.array([curvature_scale(r.model, r.chain.q, r.chain.hyper)
                                               for r in replicas.replicas])
@@ -359,7 +363,9 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
         r = replicas.replicas[j]
         reset(r.held)
         reset(r.test)
-        mine = settings._replace(step_factor=settings.step_factor * replicas.step_calibration[j])
+        c = replicas.step_calibration[j]
+        mine = settings._replace(step_size=settings.step_size * c) if base.size else \
+            settings._replace(step_factor=settings.step_factor * c)
         n_kept = run_chain(r.model.target, r.chain, mine, n_iter, Record(*(a[j] for a in rec)),
                            Observers(r.held, r.test, int(retain_after), thin, kept[j]), streams[j])
         replicas.kept[j].extend(kept[j][:n_kept])

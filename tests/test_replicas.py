@@ -2,6 +2,7 @@
 exact checks against NumPy computations from kept samples, and statistical
 checks (seeded, tolerances in Monte Carlo standard errors)."""
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -381,3 +382,36 @@ def test_step_calibration_is_made_once_after_warm_up_and_kept_in_the_state():
     assert np.array_equal(fresh.step_calibration, state["step_calibration"])
     with pytest.raises(ValueError, match="calibrate_after"):
         _replicas(calibrate_after=-1)
+
+
+def test_an_absolute_base_step_is_scaled_by_the_step_factor():
+    """With absolute base steps in the settings (sampler.base_step), a
+    super-transition's steps are step_factor x base: base 0.002 at factor 1.5
+    runs bit for bit as base 0.003 at factor 1, and not as base 0.002 at factor 1."""
+    def run(base, factor):
+        rs = _replicas(settings=HMCSettings(step_size=np.array([base]), window=2))
+        return super_transition(rs, factor, 8, 96).record
+
+    a, b, c = run(0.002, 1.5), run(0.003, 1.0), run(0.002, 1.0)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not np.array_equal(a.energy, c.energy)
+    assert a.accept_prob.mean() > 0.5           # a step the chains take
+
+
+def test_base_step_from_a_config(tmp_path, capsys):
+    import yaml
+
+    from adaptive_hmc.cli import main
+    from adaptive_hmc.config import read_config
+    raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "robot_arm_human_quick.yaml").read_text())
+    raw["sampler"].update(base_step=0.002, step_nu=0.5)
+    raw["tuner"]["step_factor"] = 1.0
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    s = read_config(path).sampler.settings()
+    assert s.step_size.tolist() == [0.002] and s.step_factor == 0.0
+    assert main(["validate", str(path)]) == 0
+    raw["sampler"]["calibrate_steps"] = True
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(path)]) == 2
+    assert "sampler.calibrate_steps = True: calibrates FBM's heuristic scales" in capsys.readouterr().err
