@@ -21,6 +21,8 @@ from typing import Callable, NamedTuple
 import numpy as np
 from numba.extending import overload
 
+from ..jit import njit
+
 
 class TargetKernels(NamedTuple):
     """Compiled functions (``numba.njit``, ``cache=True``) of one target type.
@@ -85,6 +87,16 @@ class Model:
         """(U(q), dU/dq) at ``hyper``."""
         g = np.empty(self.dim)
         return energy_grad(np.ascontiguousarray(q, dtype=np.float64), g, self.target, hyper), g
+
+
+@njit
+def no_gibbs(q, target, hyper, rng):
+    """The Gibbs update of a target without hyperparameters."""
+
+
+@njit
+def no_hyper_values(hyper, out):
+    """The (empty) hyperparameter row of a target without hyperparameters."""
 
 
 def _kernels(target_type) -> TargetKernels:

@@ -10,7 +10,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from .base import Model, TargetKernels
+from .base import Model, TargetKernels, no_gibbs, no_hyper_values
 
 
 class GaussianData(NamedTuple):
@@ -40,17 +40,7 @@ def _step_scales(t, hyper, out):
     return out
 
 
-@njit
-def _no_gibbs(q, t, hyper, rng):
-    pass
-
-
-@njit
-def _no_values(hyper, out):
-    pass
-
-
-GaussianData.kernels = TargetKernels(_energy_grad, _step_scales, _no_gibbs, _no_values)
+GaussianData.kernels = TargetKernels(_energy_grad, _step_scales, no_gibbs, no_hyper_values)
 
 
 class GaussianTarget(Model):

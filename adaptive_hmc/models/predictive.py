@@ -57,8 +57,17 @@ def snapshot(acc: Accumulator) -> Accumulator:
                         count=acc.count.copy())
 
 
+@njit(inline="always")
+def add_output(acc, out, o, n):
+    """Add output o of case n of one sample to the sums of ``acc``; returns the residual y - f."""
+    f = out[o, n]
+    acc.pred[o, n] += f
+    acc.sq[o, n] += f * f
+    return acc.YT[o, n] - f
+
+
 @njit
-def _logaddexp(a, b):
+def logaddexp(a, b):
     m = max(a, b)
     if m == -math.inf:
         return m
@@ -81,10 +90,7 @@ def accumulate(acc, out, noise, lik):
         if lik == GAUSSIAN:
             lp = 0.0
             for o in range(n_out):
-                f = out[o, n]
-                acc.pred[o, n] += f
-                acc.sq[o, n] += f * f
-                r = acc.YT[o, n] - f
+                r = add_output(acc, out, o, n)
                 lp += 0.5 * math.log(noise[o] / (2.0 * math.pi)) - 0.5 * noise[o] * r * r
         elif lik == LOGISTIC:
             f = out[0, n]
@@ -99,7 +105,7 @@ def accumulate(acc, out, noise, lik):
                 acc.pred[o, n] += pr
                 acc.sq[o, n] += pr * pr
             lp = out[int(acc.YT[0, n]), n] - m - math.log(s)
-        acc.lse[n] = _logaddexp(acc.lse[n], lp)
+        acc.lse[n] = logaddexp(acc.lse[n], lp)
     if lik == GAUSSIAN:
         for o in range(n_out):
             acc.var[o] += 1.0 / noise[o]
