@@ -19,12 +19,13 @@ from __future__ import annotations
 import csv
 import io
 import itertools
+import json
 import math
 import os
 import re
 import sys
 import time
-from contextlib import redirect_stderr
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import NamedTuple
 
@@ -263,6 +264,32 @@ def dask_client(scheduler=None, workers=None) -> tuple:
     cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
                            dashboard_address=None, env=one, silence_logs=40)
     return Client(cluster), cluster
+
+
+@contextmanager
+def dask_session(scheduler=None, workers=None):
+    """:func:`dask_client` as a context: the client (and its local cluster) closed on leaving."""
+    client, cluster = dask_client(scheduler, workers)
+    try:
+        yield client
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def map_tasks(client, fn, calls: dict, store) -> dict:
+    """{key: fn(*args)} for ``calls`` ({key: args}), each a Dask task; the
+    results are kept in the JSON file ``store``, rewritten atomically as each
+    task ends, and those already there are not computed again."""
+    from distributed import as_completed
+    store = Path(store)
+    done = json.loads(store.read_text()) if store.is_file() else {}
+    futures = {client.submit(fn, *args, pure=False): k for k, args in calls.items() if k not in done}
+    for fut in as_completed(futures):
+        done[futures[fut]] = fut.result()
+        _write_atomic(store, json.dumps(done, indent=1))
+    return {k: done[k] for k in calls}
 
 
 def run_sweep(path, out=None, scheduler=None, workers=None, resume=False, quiet=False, client=None) -> int:

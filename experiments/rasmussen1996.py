@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import time
 from pathlib import Path
 
@@ -25,7 +24,7 @@ import numpy as np
 import yaml
 
 from adaptive_hmc.data import Standardizer, load_split
-from adaptive_hmc.sweep import dask_client, run_sweep
+from adaptive_hmc.sweep import dask_session, map_tasks, run_sweep
 from adaptive_hmc.tasks import ENCODINGS, TASKS, TRAIN_CASES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -136,17 +135,9 @@ def _ensemble(Z, v, Zt, seed):
 
 
 def run_baselines(client, tasks, sizes, store: Path) -> dict:
-    done = json.loads(store.read_text()) if store.is_file() else {}
-    todo = [(t, p, j, m) for t, p, j in partitions(tasks, sizes) for m in ("gp", "ensemble", "linear")
-            if f"{label(t, p, j)}/{m}" not in done]
-    futures = {client.submit(baseline, t, p, j, m, pure=False): f"{label(t, p, j)}/{m}" for t, p, j, m in todo}
-    from distributed import as_completed
-    for fut in as_completed(futures):
-        done[futures[fut]] = fut.result()
-        tmp = store.with_suffix(".tmp")
-        tmp.write_text(json.dumps(done, indent=1))
-        os.replace(tmp, store)
-    return done
+    calls = {f"{label(t, p, j)}/{m}": (t, p, j, m) for t, p, j in partitions(tasks, sizes)
+             for m in ("gp", "ensemble", "linear")}
+    return map_tasks(client, baseline, calls, store)
 
 
 # -- collecting and reporting -------------------------------------------------------------
@@ -286,10 +277,9 @@ def main(argv=None):
     sizes = (8, 1) if args.quick else SIZES
     out = Path(args.out or f"sweeps/rasmussen1996{'_quick' if args.quick else ''}")
     sweep_file = write_sweep(out, tasks, sizes, args.quick)
-    client, cluster = dask_client(args.scheduler, args.workers)
     timings = out / "timings.json"        # wall seconds of the invocation that did each phase's work
     seconds = json.loads(timings.read_text()) if timings.is_file() else {}
-    try:
+    with dask_session(args.scheduler, args.workers) as client:
         t0 = time.perf_counter()
         before = len(list((out / "sweep" / "runs").glob("*/summary.json")))
         status = run_sweep(sweep_file, out / "sweep", resume=True, client=client)
@@ -301,10 +291,6 @@ def main(argv=None):
         if len(baselines) > n_before:
             seconds["baselines"] = time.perf_counter() - t0
         timings.write_text(json.dumps(seconds))
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
     summary = summarise(collect(out / "sweep", baselines, tasks, sizes), tasks, sizes)
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     text = report(summary, tasks, sizes, args.quick, seconds)

@@ -107,3 +107,16 @@ def test_an_input_that_never_varies_in_training_maps_to_zero():
     X, _ = load_split(dataset="servo", split={"train": 88, "seed": 1996, "parts": 8, "part": 4}).train
     sc = Standardizer.fit(X, inputs=True)
     assert np.isinf(sc.sd).sum() >= 1 and np.all(sc.transform(np.eye(12))[:, np.isinf(sc.sd)] == 0)
+
+
+def test_neal_1992_grid_runs_in_its_quick_form(tmp_path):
+    out = tmp_path / "grid"
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "neal1992_grid.py"), "--quick", "--out", str(out),
+                        "--workers", "2"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert len(results) == 2 * 2 * 1 * 2               # schedules x eps0 x nu x seeds
+    for v in results.values():
+        assert 0 < v["test_error"] and 0 <= v["acceptance"] <= 1 and v["failed"] == (not v["test_error"] <= 0.0075)
+    text = (out / "neal1992_grid.md").read_text()
+    assert "## annealed: failures out of 2" in text and (out / "neal1992_grid.png").stat().st_size > 5_000
