@@ -120,3 +120,8 @@ def test_neal_1992_grid_runs_in_its_quick_form(tmp_path):
         assert 0 < v["test_error"] and 0 <= v["acceptance"] <= 1 and v["failed"] == (not v["test_error"] <= 0.0075)
     text = (out / "neal1992_grid.md").read_text()
     assert "## annealed: failures out of 2" in text and (out / "neal1992_grid.png").stat().st_size > 5_000
+    bandit = json.loads((out / "bandit.json").read_text())
+    assert len(bandit) == 2 and all(len(r["actions"]) == 8 and r["test_error"] > 0 for r in bandit.values())
+    for r in bandit.values():          # every action inside the box
+        assert all(0.25e-4 <= e <= 2e-4 and 100 <= L <= 2000 for e, L in r["actions"])
+    assert "## The bandit on the same problem" in text
