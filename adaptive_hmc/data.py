@@ -297,7 +297,7 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
             X, y = TASKS[dataset](data_dir(dataset))
         except (OSError, ValueError) as e:
             raise DataError("data.dataset", dataset, f"cannot read it: {e}") from None
-        X, Y = X, y[:, None]
+        Y = y[:, None]
     else:
         if dataset is not None:
             try:

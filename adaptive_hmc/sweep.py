@@ -25,13 +25,15 @@ import os
 import re
 import sys
 import time
-from contextlib import contextmanager, redirect_stderr
+import traceback
+from contextlib import contextmanager, nullcontext, redirect_stderr
 from pathlib import Path
 from typing import NamedTuple
 
 import yaml
 
 from .config import ConfigError, parse
+from .results import RunDir, atomic_write
 
 SWEEP_KEYS = {"name": "the sweep's name (runs go to sweeps/NAME by default)",
               "base": "a config file, or a list of them, relative to the sweep file",
@@ -165,7 +167,6 @@ def run_one(config_path: str, run_dir: str, log_path: str) -> dict:
     Dask worker executes. Messages go to ``log_path``."""
     from .config import read_config
     from .experiment import run_experiment
-    from .results import RunDir
     status = RunDir(run_dir).status()
     if status == "finished":
         return {"status": "finished", "skipped": True}
@@ -176,9 +177,7 @@ def run_one(config_path: str, run_dir: str, log_path: str) -> dict:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    atomic_write(path, text.encode())
 
 
 def result_row(p: Planned, run_dir: Path, status: str, error: str = "") -> dict:
@@ -225,11 +224,10 @@ def _record(planned) -> dict:
     return {"runs": {p.name: p.raw for p in planned}}
 
 
-def prepare(path, out, resume: bool, say) -> tuple:
+def prepare(path, out, resume: bool) -> tuple:
     """(name, planned runs, sweep directory, names still to run); refuses a
     directory holding another sweep, or an unfinished one without ``resume``.
     Writes the sweep record and the configs."""
-    from .results import RunDir
     name, planned = expand(path)
     out = Path(out) if out else Path("sweeps") / name
     record = _record(planned)
@@ -295,61 +293,56 @@ def map_tasks(client, fn, calls: dict, store) -> dict:
 def run_sweep(path, out=None, scheduler=None, workers=None, resume=False, quiet=False, client=None) -> int:
     """Run a sweep file; 0 when every run finished, 1 when some failed (each
     recorded with its error in sweep.csv and its log). The runs go to
-    ``client`` when given (left open), else to :func:`dask_client`'s."""
+    ``client`` when given (left open), else to :func:`dask_session`'s."""
     from distributed import as_completed
 
     def say(message):
         print(message, file=sys.stderr, flush=True)
 
-    name, planned, out, todo = prepare(path, out, resume, say)
+    name, planned, out, todo = prepare(path, out, resume)
     rows = {p.name: result_row(p, out / "runs" / p.name, "finished" if p.name not in todo else "pending")
-            for p in planned}     # each finished run is read once
+            for p in planned}     # the state of every run, each finished run read once
+    write_tables(out, list(rows.values()))
     if not todo:
-        write_tables(out, list(rows.values()))
         say(f"{out}: all {len(planned)} runs of sweep {name} are finished; nothing to do (results: "
             f"{out / 'sweep.csv'})")
         return 0
-    status = {p.name: "finished" if p.name not in todo else "pending" for p in planned}
-    errors = {}
     by_name = {p.name: p for p in planned}
-    write_tables(out, list(rows.values()))
-    own = client is None
-    client, cluster = dask_client(scheduler, workers) if own else (client, None)
-    n_workers = len(client.scheduler_info()["workers"])
-    say(f"sweep {name}: {len(todo)} of {len(planned)} runs to do on {n_workers} Dask workers "
-        f"({'scheduler ' + scheduler if scheduler else 'local cluster' if own else 'the given client'}); results: {out / 'sweep.csv'}")
+    given = client is not None
+    session = nullcontext(client) if given else dask_session(scheduler, workers)
     bar = None
-    if not quiet and sys.stderr.isatty():
-        from tqdm import tqdm
-        bar = tqdm(total=len(planned), initial=len(planned) - len(todo), unit="run", file=sys.stderr)
     start = time.perf_counter()
     try:
-        futures = {client.submit(run_one, str((out / "configs" / f"{n}.yaml").resolve()),
-                                 str((out / "runs" / n).resolve()), str((out / "logs" / f"{n}.log").resolve()),
-                                 key=f"adaptive-hmc-{name}-{n}-{time.time_ns()}", pure=False, retries=0): n
-                   for n in todo}
-        for fut in as_completed(futures):
-            n = futures[fut]
-            if fut.status == "finished":
-                status[n] = "finished"
-            else:
-                status[n] = "failed"
-                exc = fut.exception()
-                errors[n] = f"{type(exc).__name__}: {exc}"
-                with open(out / "logs" / f"{n}.log", "a") as log:
-                    import traceback
-                    log.write("".join(traceback.format_exception(exc)))
-            rows[n] = result_row(by_name[n], out / "runs" / n, status[n], errors.get(n, ""))
-            write_tables(out, list(rows.values()))
-            done = sum(s in ("finished", "failed") for s in status.values())
-            failed = sum(s == "failed" for s in status.values())
-            running = min(n_workers, len(planned) - done)
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(finished=done - failed, running=running, failed=failed)
-            elif not quiet:
-                say(f"[{done}/{len(planned)}] {n}: {status[n]}{' (' + errors[n] + ')' if n in errors else ''}; "
-                    f"{failed} failed, {running} running, {time.perf_counter() - start:.0f} s")
+        with session as client:
+            n_workers = len(client.scheduler_info()["workers"])
+            where = "the given client" if given else f"scheduler {scheduler}" if scheduler else "local cluster"
+            say(f"sweep {name}: {len(todo)} of {len(planned)} runs to do on {n_workers} Dask workers ({where}); "
+                f"results: {out / 'sweep.csv'}")
+            if not quiet and sys.stderr.isatty():
+                from tqdm import tqdm
+                bar = tqdm(total=len(planned), initial=len(planned) - len(todo), unit="run", file=sys.stderr)
+            futures = {client.submit(run_one, str((out / "configs" / f"{n}.yaml").resolve()),
+                                     str((out / "runs" / n).resolve()), str((out / "logs" / f"{n}.log").resolve()),
+                                     key=f"adaptive-hmc-{name}-{n}-{time.time_ns()}", pure=False, retries=0): n
+                       for n in todo}
+            for fut in as_completed(futures):
+                n, error = futures[fut], ""
+                if fut.status != "finished":
+                    exc = fut.exception()
+                    error = f"{type(exc).__name__}: {exc}"
+                    with open(out / "logs" / f"{n}.log", "a") as log:
+                        log.write("".join(traceback.format_exception(exc)))
+                rows[n] = result_row(by_name[n], out / "runs" / n, "failed" if error else "finished", error)
+                write_tables(out, list(rows.values()))
+                states = [r["status"] for r in rows.values()]
+                failed, running = states.count("failed"), min(n_workers, states.count("pending"))
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(finished=states.count("finished"), running=running, failed=failed)
+                elif not quiet:
+                    say(f"[{len(states) - states.count('pending')}/{len(planned)}] {n}: {rows[n]['status']}"
+                        f"{' (' + error + ')' if error else ''}; {failed} failed, {running} running, "
+                        f"{time.perf_counter() - start:.0f} s")
     except KeyboardInterrupt:
         from .experiment import Interrupted
         raise Interrupted(f"sweep {name}: interrupted; finished runs are kept and interrupted ones resume from "
@@ -357,11 +350,7 @@ def run_sweep(path, out=None, scheduler=None, workers=None, resume=False, quiet=
     finally:
         if bar is not None:
             bar.close()
-        if own:
-            client.close()
-            if cluster is not None:
-                cluster.close()
-    failed = [n for n, s in status.items() if s == "failed"]
+    failed = [n for n, r in rows.items() if r["status"] == "failed"]
     say(f"sweep {name}: {len(planned) - len(failed)} of {len(planned)} runs finished in "
         f"{time.perf_counter() - start:.0f} s" + (f"; {len(failed)} failed (see sweep.csv and logs/): "
                                                     f"{', '.join(failed)}" if failed else "")
@@ -371,7 +360,6 @@ def run_sweep(path, out=None, scheduler=None, workers=None, resume=False, quiet=
 
 def run_dirs(sweep_dir) -> list:
     """The run directories of a sweep directory that hold finished runs, in the sweep's order."""
-    from .results import RunDir
     sweep_dir = Path(sweep_dir)
     record = yaml.safe_load((sweep_dir / "sweep.yaml").read_text())
     dirs = [sweep_dir / "runs" / n for n in record["expansion"]["runs"]]

@@ -33,7 +33,6 @@ SIZES = (8, 4, 2, 1)                      # parts of the training half, smallest
 METHODS = {"mc_hand": "MC, hand-tuned (his eps 0.2, L 200)", "mc_bandit": "MC, bandit-tuned (ours)",
            "gp": "GP with ARD", "ensemble": "ensembles chosen by CV", "linear": "linear regression"}
 DECAYS = (0.0, 0.01, 0.04, 0.16, 0.64, 2.56)
-PUBLISHED_RANK = "MC best, GP close behind; MARS worst (his geometric means, read from Fig. 1, are not tabulated)"
 
 
 def hidden_units(n_cases: int, n_inputs: int) -> int:

@@ -8,7 +8,6 @@ import pytest
 from scipy import integrate, stats
 
 from adaptive_hmc.diagnostics import batch_means_mcse
-from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc
 from adaptive_hmc.samplers.annealing import anneal, anneal_momentum, dummy_accept_prob
 
@@ -22,7 +21,7 @@ def test_the_stochastic_move_leaves_the_momentum_distribution_at_t0_invariant(al
     N_s degrees of freedom each (checked by mean, variance and a KS test)."""
     rng = np.random.default_rng(1)
     n_s, copies = 5, 20_000
-    before, after_s, after_d = [], [], []
+    after_s, after_d = [], []
     for _ in range(copies):
         p = rng.normal(scale=math.sqrt(t0), size=n_s)
         kd = 0.5 * t0 * rng.chisquare(n_s)

@@ -121,3 +121,26 @@ def test_a_tiny_network_samples_as_importance_sampling_from_the_prior_says():
     tol = Z * math.hypot(mcse, is_se)
     assert abs(fs.mean() - is_mean) < tol, (fs.mean(), is_mean, mcse, is_se)
     assert abs(np.median(f_new) - is_mean) > 3 * tol          # power: the data move the answer far from the prior's
+
+
+def test_accumulated_predictions_are_the_networks_and_eq_35():
+    """One sample's accumulated means, noise variance and log densities against
+    NumPy: the network's outputs, (s0 + S) / (m0 + m - 2), and log eq 35 with
+    the training squared error S at that sample."""
+    from adaptive_hmc.models.base import accumulate
+    from adaptive_hmc.models.predictive import new_accumulator
+    rng = np.random.default_rng(4)
+    model = _model(rng)
+    Xt = rng.normal(size=(9, 2))
+    Yt = rng.normal(size=(9, 2))
+    q = rng.uniform(0.1, 0.9, size=model.dim)
+    acc = new_accumulator(model.spec, Xt, Yt)
+    accumulate(q, model.target, model.initial_hyper(), acc)
+    w = _weights(model, q)
+    F = predict(model.spec, w, Xt)
+    np.testing.assert_allclose(acc.pred.T, F, rtol=1e-12)
+    S = np.sum((predict(model.spec, w, model.X) - model.Y) ** 2)
+    m = model.Y.size
+    np.testing.assert_allclose(acc.var, (0.1 + S) / (0.1 + m - 2), rtol=1e-12)
+    lp = [log_predictive(S, np.sum((F[n] - Yt[n]) ** 2), m, 2, 0.1, 0.1) for n in range(9)]
+    np.testing.assert_allclose(acc.lse, lp, rtol=1e-10)

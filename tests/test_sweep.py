@@ -105,7 +105,7 @@ def test_a_sweep_runs_on_a_local_cluster_and_a_finished_one_does_nothing(tmp_pat
 def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
     _base(tmp_path)
     path, out = _sweep(tmp_path), tmp_path / "out"
-    _, planned, _, _ = prepare(path, out, resume=False, say=print)     # the sweep directory, nothing run yet
+    _, planned, _, _ = prepare(path, out, resume=False)     # the sweep directory, nothing run yet
     bad = planned[1].name
     (out / "runs" / bad).mkdir(parents=True)
     (out / "runs" / bad / "notes.txt").write_text("not a run")      # the run will refuse this directory

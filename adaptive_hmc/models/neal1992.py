@@ -108,14 +108,25 @@ def log_predictive(s_train, s_new, m, n_out, m0, s0):
 
 
 @njit
+def _training_sse(t):
+    """Total squared error on the training cases of the weights in ``t.w`` (a forward pass)."""
+    out = forward(t.w, t.arch, t.XT, t.work)
+    sse = 0.0
+    for o in range(t.YT.shape[0]):
+        for n in range(t.YT.shape[1]):
+            r = out[o, n] - t.YT[o, n]
+            sse += r * r
+    return sse
+
+
+@njit
 def _accumulate(q, t, hyper, acc):
     """Predictive means and their squares; the noise variance of eq 35's
     Student-t, (s0 + S) / (m0 + m - 2) per output; log eq 35 per case."""
-    D = t.w.size
     fill_weights(q, t.group, t.w)
     m = t.YT.shape[0] * t.YT.shape[1]
-    sse = 2.0 * mlp_energy_grad(t.w, t.gw, t.arch, t.XT, t.YT, t.zero_prec, t.unit_noise, t.work)
-    out = forward(t.w[:D], t.arch, acc.XT, acc.work)
+    sse = _training_sse(t)
+    out = forward(t.w, t.arch, acc.XT, acc.work)
     n_out, N = acc.pred.shape
     acc.count[0] += 1.0
     for n in range(N):
