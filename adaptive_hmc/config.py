@@ -22,6 +22,7 @@ from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
+from .replicas import MODELS
 from .tasks import TASKS
 from .samplers.settings import KINDS, HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
@@ -154,6 +155,12 @@ def _rows(v):
 
 
 class ModelConfig(_Strict):
+    kind: Literal[MODELS] = Field(MODELS[0], description="bnn: the Bayesian MLP with the hierarchical priors "
+                                  "below (FBM, Rasmussen 1996); neal1992 / neal1993: Neal's parameterisations "
+                                  "(1992: uniform coordinates with reflected logistic weights, three scale groups; "
+                                  "1993: N(0, 1) unscaled weights times three scale factors), the noise "
+                                  "integrated out (m0 = s0 = 0.1), Gaussian outputs without direct connections, "
+                                  "started from a prior draw; absolute steps (sampler.base_step) as in the papers")
     hidden: List[int] = Field(min_length=1, description="sizes of the tanh hidden layers, e.g. [16] or [20, 8]")
     likelihood: Literal["gaussian", "logistic", "softmax"] = Field("gaussian", description="gaussian noise "
                                                                    "(regression), logistic (0/1 labels) or softmax "
@@ -200,6 +207,11 @@ class SamplerConfig(_Strict):
                                         "the tuner's step factor times this, instead of times FBM's heuristic "
                                         "scale (Neal 1992's eps0, about 1e-4 in his parameterisation; with "
                                         "step_nu, eps0 exp(nu C)); null: the heuristic scales")
+    anneal: List[Annotated[List[Number], Field(min_length=3, max_length=3)]] = Field(
+        [], description="simulated annealing with dummy momentum (Neal 1992 eqs 24-27): phases [iterations, alpha, "
+        "T0] counted from each chain's start, the last going on after the schedule, e.g. Neal's [[10, 0, 15], "
+        "[130, 0.95, 1], [60, 0, 1]]; with kind hmc a trajectory, with kind metropolis num_steps moves of eq 27, "
+        "accepted by the dummy momentum's rule (eq 25); [] for none")
     kind: Literal[KINDS] = Field(KINDS[0], description="the transition of each iteration: hmc; metropolis "
                                  "(random walk, num_steps proposals of one energy evaluation each, proposal sd "
                                  "= the step); stochastic_dynamics (num_steps leapfrog steps after a persistent "
@@ -210,7 +222,8 @@ class SamplerConfig(_Strict):
         return HMCSettings(window=self.window, persistence=self.persistence, jitter=self.jitter,
                            step_nu=self.step_nu, max_energy_error=self.max_energy_error, gibbs=self.gibbs,
                            initial_phase_steps=self.initial_phase_steps, kind=KINDS.index(self.kind),
-                           step_size=np.empty(0) if self.base_step is None else np.array([float(self.base_step)]))
+                           step_size=np.empty(0) if self.base_step is None else np.array([float(self.base_step)]),
+                           anneal=np.array(self.anneal, dtype=float).reshape(-1, 3))
 
 
 class ReplicasConfig(_Strict):
@@ -407,6 +420,9 @@ def _check(cfg: Config, source: str):
         too_long = e.field == "window" and e.allowed.startswith("must be in 1..num_steps")
         allowed = f"must be <= {where} ({shortest})" if too_long else e.allowed
         _fail(source, f"sampler.{e.field}", e.value, allowed)
+    if cfg.model.kind != "bnn" and (cfg.model.likelihood != "gaussian" or cfg.model.direct):
+        _fail(source, "model.kind", cfg.model.kind, "Neal's models are for likelihood gaussian without direct "
+              "connections (use kind bnn)")
     if cfg.model.likelihood == "logistic" and t.cv_metric == "mse" or \
             cfg.model.likelihood == "gaussian" and t.cv_metric == "error_rate":
         _fail(source, "tuner.cv_metric", t.cv_metric, f"not defined for a {cfg.model.likelihood} likelihood")

@@ -42,7 +42,8 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
                         burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin,
                         threads=r.threads,
                         calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None,
-                        standardize_targets=cfg.data.standardize_targets and cfg.model.likelihood == "gaussian"), sc
+                        standardize_targets=cfg.data.standardize_targets and cfg.model.likelihood == "gaussian",
+                        model=cfg.model.kind), sc
     except ValueError as e:
         raise ConfigError(f"{source}: model/data: {e}") from None
 

@@ -28,11 +28,13 @@ from .data import kfold
 from .models.base import hyper_values
 from .models.bnn import BayesianMLP, check_data
 from .models.mlp import MLPSpec
+from .models.neal1992 import Neal92MLP
+from .models.neal1993 import Neal93MLP
 from .models.predictive import (Prediction, new_accumulator, pool_predictions, reset, snapshot, test_metrics,
                                 to_original_units)
 from .models.priors import PriorSpec
 from .samplers.calibration import curvature_scale
-from .samplers.chain import Chain, Observers, Record, new_record, run_chain
+from .samplers.chain import Chain, Observers, Record, new_chain, new_record, run_chain
 from .samplers.settings import HMCSettings, check_settings
 
 
@@ -78,20 +80,35 @@ def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, k: int, full_data_
                 + kept_rows * (spec.n_params + spec.n_outputs))
 
 
+#: The models a replica set can run (``model``): the Bayesian MLP with
+#: hierarchical priors (FBM, Rasmussen), and Neal's 1992 and 1993 models.
+MODELS = ("bnn", "neal1992", "neal1993")
+
+
+def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec):
+    """The model ``kind`` (one of :data:`MODELS`) of network ``spec`` on (X, Y)."""
+    if kind == "bnn":
+        return BayesianMLP(spec, X, Y, priors)
+    if kind == "neal1992":
+        return Neal92MLP(spec, X, Y)
+    if kind == "neal1993":
+        return Neal93MLP(spec, X, Y)
+    raise ValueError(f"model={kind!r}: allowed are {', '.join(MODELS)}")
+
+
 class Replica:
     """One chain: a model on its training cases, its state, its held-out fold
     (empty for the full-data chain) and its test accumulator."""
 
     def __init__(self, model: BayesianMLP, X_held, Y_held, X_test, Y_test, initial_hyper, q0):
         self.model = model
-        self.chain = Chain(q0, np.empty_like(q0), np.zeros_like(q0), model.initial_hyper(initial_hyper),
-                           np.zeros(2, np.int64))
+        self.chain = new_chain(q0, model.initial_hyper(initial_hyper))
         self.held = new_accumulator(model.spec, X_held, Y_held)
         self.test = new_accumulator(model.spec, X_test, Y_test)
 
     def arrays(self) -> list:
-        """The chain's arrays (position, gradient, momentum, hyperparameters, counters)."""
-        return [self.chain.q, self.chain.g, self.chain.p, *self.chain.hyper, self.chain.counters]
+        """The chain's arrays (position, gradient, momentum, hyperparameters, counters, K_d)."""
+        return [self.chain.q, self.chain.g, self.chain.p, *self.chain.hyper, self.chain.counters, self.chain.kd]
 
 
 class ReplicaSet:
@@ -124,6 +141,11 @@ class ReplicaSet:
         (:attr:`target_mean`, :attr:`target_sd`); predictions, metrics and the
         per-super-transition history are reported in the original units (the
         held-out reward and the kept weights are in the standardised ones).
+    model : the model of every chain, one of :data:`MODELS`: "bnn" (the
+        Bayesian MLP with ``priors``), "neal1992" or "neal1993" (Neal's
+        parameterisations with the noise integrated out; Gaussian outputs, no
+        hyperparameters; ``priors`` and ``init_scale`` are not used, the start
+        is a prior draw).
     calibrate_after : None, or the super-transition (counted from 0) before
         which each chain's step scales are calibrated to the curvature at its
         state (:func:`~adaptive_hmc.samplers.calibration.curvature_scale`, about
@@ -136,7 +158,7 @@ class ReplicaSet:
                  test_sets: dict | None = None, seed=0, initial_hyper: float | None = 1.0,
                  init_scale: float = 0.0, burn_in_samples: int = 0, burn_in_super_transitions: int = 0,
                  thin: int = 0, threads: int | None = None, calibrate_after: int | None = None,
-                 standardize_targets: bool = False):
+                 standardize_targets: bool = False, model: str = "bnn"):
         X, Y = check_data(spec, X, Y, "training data")
         self.target_mean, self.target_sd = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
         if standardize_targets:
@@ -180,10 +202,11 @@ class ReplicaSet:
             parts.append((np.arange(X.shape[0]), np.arange(0)))
         self.replicas = []
         for train, held in parts:
-            model = BayesianMLP(spec, X[train], Y[train], priors)
-            q0 = model.initial_position(init_rng, init_scale)
-            self.replicas.append(Replica(model, X[held], Y[held], self.X_test, Y_test, initial_hyper, q0))
+            m = build_model(model, spec, X[train], Y[train], priors)
+            q0 = m.initial_position(init_rng, init_scale)
+            self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test, initial_hyper, q0))
         self.hyper_names = self.replicas[0].model.hyper_names()
+        self.dim = self.replicas[0].model.dim          # position coordinates of a chain (weights, or Neal's)
         R, n_out, Nt = len(self.replicas), spec.n_outputs, self.X_test.shape[0]
         # Retained test predictions over the whole run, per replica.
         self.test_pred = np.zeros((R, n_out, Nt))
@@ -236,14 +259,21 @@ class ReplicaSet:
         of each (S,), of all chains (needs ``thin`` > 0); :meth:`kept_rows` has
         the rest of what is kept."""
         A, chain, _ = self.kept_rows()
-        D = self.spec.n_params
-        noise = [D + i for i, n in enumerate(self.hyper_names) if n.startswith("noise_")]
-        return A[:, :D], A[:, noise], chain
+        W = np.empty((len(A), self.spec.n_params))
+        width = self.replicas[0].model.noise_precisions(A[:0, :self.dim], A[:0, self.dim:]).shape[1]
+        noise = np.empty((len(A), width))
+        for j, r in enumerate(self.replicas):
+            mine = chain == j
+            if mine.any():
+                W[mine] = r.model.weights(A[mine, :self.dim])
+                noise[mine] = r.model.noise_precisions(A[mine, :self.dim], A[mine, self.dim:])
+        return W, noise, chain
 
     def kept_rows(self) -> tuple:
-        """All kept rows (S, D + H): weights then hyperparameter values
-        (:attr:`hyper_names`), with the chain (S,) and the super-transition (S,) of each."""
-        width = self.spec.n_params + len(self.hyper_names)
+        """All kept rows (S, dim + H): positions (the weights, or Neal's
+        coordinates) then hyperparameter values (:attr:`hyper_names`), with the
+        chain (S,) and the super-transition (S,) of each."""
+        width = self.dim + len(self.hyper_names)
         rows = [q for chain in self.kept for q in chain]
         A = np.array(rows) if rows else np.empty((0, width))
         return (A, np.repeat(np.arange(self.n_replicas), [len(k) for k in self.kept]),
@@ -258,11 +288,11 @@ class ReplicaSet:
         settings = check_settings(self.settings._replace(num_steps=self.settings.window, step_factor=1.0,
                                                          step_size=np.empty(0)))
         H = len(self.hyper_names)
-        chain = Chain(r.chain.q.copy(), r.chain.g.copy(), r.chain.p.copy(), r.chain.hyper.copy(),
-                      r.chain.counters.copy())
+        chain = Chain(*(a.copy() for a in r.chain[:3]), r.chain.hyper.copy(), r.chain.counters.copy(),
+                      r.chain.kd.copy())
         run_chain(r.model.target, chain, settings, 0, Record(*(a[0] for a in new_record(1, 0, H))),
                   Observers(r.held, r.test, int(np.iinfo(np.int64).max), self.thin,
-                            np.empty((0, self.spec.n_params + H))), np.random.default_rng(0))
+                            np.empty((0, self.dim + H))), np.random.default_rng(0))
         hyper_values(r.model.target, r.chain.hyper, np.empty(H))
         return time.perf_counter() - t0
 
@@ -357,7 +387,7 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
     retain_after = replicas.burn_in_samples if replicas.n_super >= replicas.burn_in_super_transitions \
         else np.iinfo(np.int64).max
     thin = replicas.thin
-    kept = [np.empty((n_iter // thin + 1 if thin else 0, replicas.spec.n_params + H)) for _ in range(R)]
+    kept = [np.empty((n_iter // thin + 1 if thin else 0, replicas.dim + H)) for _ in range(R)]
 
     def one(j):
         r = replicas.replicas[j]

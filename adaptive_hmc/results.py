@@ -42,7 +42,7 @@ CHECKPOINT, PREDICTIONS, SAMPLES = "checkpoint.npz", "predictions.npz", "samples
 TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
 #: Files a run writes when it starts, before its first checkpoint.
 START_FILES = {CONFIG, METADATA, LOG, LOCK}
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2           # 2: each chain also stores its dummy kinetic energy (annealing)
 
 
 class RunError(ValueError):
@@ -339,7 +339,7 @@ class RunDir:
         Q, noise, chain = replicas.samples()
         rows, _, super_index = replicas.kept_rows()
         atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, chain=chain, arch=replicas.spec.arch,
-                                              hyper=rows[:, replicas.spec.n_params:], super_transition=super_index,
+                                              hyper=rows[:, replicas.dim:], super_transition=super_index,
                                               input_mean=x_scale.mean, input_sd=x_scale.sd,
                                               target_mean=replicas.target_mean, target_sd=replicas.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())

@@ -3,7 +3,10 @@ annealing on the robot arm (8 hidden units, the first 100 training cases, his
 parameterisation with the noise integrated out), L = 1000 leapfrog steps, 200
 iterations, randomised steps eps0 exp(nu C); a run fails when the test error
 (rows 201-400) of the predictions averaged over the last 50 iterations exceeds
-0.0075.
+0.0075. Then his comparison with the plain Metropolis algorithm (moves of eq 27
+with dummy momentum): 200,000 iterations, eps0 1e-4 to 32e-4 by factors of 2,
+every 1000th of the last 50,000 iterations predicting, 5 seeds; and the GP
+bandit on the HMC problem.
 
 Run: python experiments/neal1992_grid.py [--quick] [--workers N | --scheduler ADDR] [--out DIR] [--docs]
 
@@ -24,8 +27,7 @@ from adaptive_hmc.data import load_robot_arm
 from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.models.neal1992 import Neal92MLP
 from adaptive_hmc.models.predictive import squared_errors
-from adaptive_hmc.samplers import hmc_settings, init_state
-from adaptive_hmc.samplers.annealing import anneal
+from adaptive_hmc.samplers import anneal, hmc_settings, init_state
 from adaptive_hmc.sweep import dask_session, map_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +38,35 @@ FAIL = 0.0075
 SCHEDULES = {"plain": [(200, 0.0, 1.0)], "annealed": [(10, 0.0, 15.0), (130, 0.95, 1.0), (60, 0.0, 1.0)]}
 #: Neal's best cell (eps0 1e-4, nu 0.71): the errors of its best runs.
 PUBLISHED_BEST = {"plain": 0.006565, "annealed": 0.006502}
+
+
+#: Metropolis (eq 27): his step range, seeds, and the schedules with 1000 times the iterations
+#: (alpha 0.99995 in the cooling phase for the same cooling effect).
+M_EPS0 = (1e-4, 2e-4, 4e-4, 8e-4, 16e-4, 32e-4)
+M_SEEDS = 5
+M_SCHEDULES = {"plain": [(200_000, 0.0, 1.0)],
+               "annealed": [(10_000, 0.0, 15.0), (130_000, 0.99995, 1.0), (60_000, 0.0, 1.0)]}
+M_PUBLISHED_BEST = 0.016        # his best run (annealed, eps0 4e-4, nu 0.71)
+
+
+def metropolis_run(eps0: float, nu: float, schedule: str, seed: int, scale: float = 1.0) -> dict:
+    """One Metropolis run (eq 27 moves, acceptance with dummy momentum): test
+    error of the predictions of every 1000th state of the last quarter."""
+    t0 = time.perf_counter()
+    arm = load_robot_arm()
+    (X, Y), (Xt, Yt) = arm.rows(1, 100), arm.rows(201, 400)
+    spec = MLPSpec(2, (8,), 2)
+    model = Neal92MLP(spec, X, Y)
+    rng = np.random.default_rng([seed, M_EPS0.index(eps0), NU.index(nu), list(M_SCHEDULES).index(schedule), 27])
+    state = init_state(model, model.initial_position(rng))
+    phases = [(max(1, int(n * scale)), a, t) for n, a, t in M_SCHEDULES[schedule]]
+    settings = hmc_settings(1, step_size=eps0, step_nu=nu, gibbs=False)
+    _, _, trace, positions = anneal(model, state, phases, settings, rng, metropolis=True,
+                                    every=max(1, int(1000 * scale)))
+    mean = predict(spec, model.weights(positions[-50:]), Xt).mean(axis=0)
+    error = float(np.mean(squared_errors(mean, Yt)))
+    return {"eps0": eps0, "nu": nu, "schedule": schedule, "seed": seed, "test_error": error,
+            "acceptance": float(trace[:, 2].mean()), "seconds": time.perf_counter() - t0}
 
 
 def one_run(eps0: float, nu: float, schedule: str, seed: int, num_steps: int = 1000, scale: float = 1.0) -> dict:
@@ -63,46 +94,65 @@ def one_run(eps0: float, nu: float, schedule: str, seed: int, num_steps: int = 1
 #: The bandit's box: eps0 over the grid's range (log axis), L from 100 to 2000; nu fixed at his best 0.71.
 BANDIT_BOUNDS = {"step_factor": (EPS0[0], EPS0[-1]), "num_steps": (100, 2000)}
 BANDIT_NU = 0.71
-BANDIT_ST = 20           # super-transitions over the grid runs' 200,000 leapfrog steps
-BANDIT_RATE = 0.15       # p_i = exp(-0.15 (i - 1)): 0.06 by the last super-transition
+#: The two bandits: from a prior draw (20 super-transitions, p_i = exp(-0.15 (i - 1)), 3 warm-up
+#: super-transitions not told), and after an annealed warm-up at the box's centre (Neal's hot start
+#: 10 x (0, 15) and a shortened cooling 50 x (0.95, 1) of his schedule; then 14 super-transitions,
+#: p_i = exp(-0.3 (i - 1)), every reward told). The second's rate was chosen on seeds 0-8, so it is
+#: also run on the fresh seeds 100-108.
+BANDITS = {"bandit": {"n_super": 20, "rate": 0.15, "warmup": None, "seeds": range(9)},
+           "bandit_annealed": {"n_super": 14, "rate": 0.3, "warmup": [(10, 0.0, 15.0), (50, 0.95, 1.0)],
+                               "seeds": [*range(9), *range(100, 109)]}}
+PREDICT_STEPS = 50_000   # predictions from the samples of the last 50 grid iterations' worth of compute
 
 
-def bandit_run(seed: int, total: int = 200_000, n_super: int = BANDIT_ST) -> dict:
+def bandit_run(variant: str, seed: int, total: int = 200_000) -> dict:
     """One chain whose (eps0, L) a GP bandit chooses (the package's default reward
-    model: ESJD/sqrt(L), rank transform, log eps0 axis, 3 warm-up
-    super-transitions) within the same 200,000 leapfrog steps as a grid run,
-    plain HMC at T0 = 1 with dummy acceptance; predictions from the samples of
-    the last quarter of the compute (the grid's last 50 of 200 iterations)."""
+    model: ESJD/sqrt(L), rank transform, log eps0 axis) within the same 200,000
+    leapfrog steps as a grid run, HMC at T0 = 1 with dummy acceptance (after
+    an annealed warm-up for the "bandit_annealed" variant, see :data:`BANDITS`);
+    predictions from the samples of the last 50,000 steps' super-transitions."""
     from adaptive_hmc.runner import DEFAULT_BANDIT, DEFAULT_WARMUP
     from adaptive_hmc.tuners import BanditTuner, Exponential
+    v = BANDITS[variant]
     t0 = time.perf_counter()
     arm = load_robot_arm()
     (X, Y), (Xt, Yt) = arm.rows(1, 100), arm.rows(201, 400)
     spec = MLPSpec(2, (8,), 2)
     model = Neal92MLP(spec, X, Y)
     rng = np.random.default_rng([seed, 1992])
-    tuner = BanditTuner(BANDIT_BOUNDS, seed=seed, schedule=Exponential(BANDIT_RATE), **DEFAULT_BANDIT)
-    state, kd = init_state(model, model.initial_position(rng)), None
-    budget = total // n_super
+    tuner = BanditTuner(BANDIT_BOUNDS, seed=seed, schedule=Exponential(v["rate"]), **DEFAULT_BANDIT)
+    state, kd, used = init_state(model, model.initial_position(rng)), None, 0
+    first = None
+    if v["warmup"]:
+        first = tuner.ask()                                  # the box's centre
+        phases = [(max(1, round(n * total / 200_000)), a, t) for n, a, t in v["warmup"]]
+        settings = hmc_settings(int(first["num_steps"]), step_size=float(first["step_factor"]), step_nu=BANDIT_NU,
+                                gibbs=False)
+        state, kd, trace, _ = anneal(model, state, phases, settings, rng)
+        used = int(trace[:, 3].sum())
+    n_super = v["n_super"] if total >= 100_000 else max(4, v["n_super"] // 3)
+    budget = (total - used) // n_super
+    warm = 0 if v["warmup"] else DEFAULT_WARMUP
     kept, actions, accepted = [], [], []
     for i in range(n_super):
-        action = tuner.ask()
+        action = first if i == 0 and first is not None else tuner.ask()
         eps0, L = float(action["step_factor"]), int(action["num_steps"])
         settings = hmc_settings(L, step_size=eps0, step_nu=BANDIT_NU, gibbs=False)
         start = state.position.copy()
         state, kd, trace, positions = anneal(model, state, [(budget // L, 0.0, 1.0)], settings, rng, kd=kd)
         jumps = np.diff(np.vstack([start, positions]), axis=0)
-        reward = float(np.sum(jumps ** 2) / np.sqrt(L))
-        if i >= DEFAULT_WARMUP:
-            tuner.tell(action, reward)
+        if i >= warm:
+            tuner.tell(action, float(np.sum(jumps ** 2) / np.sqrt(L)))
         kept += [(p, i) for p in positions]
         actions.append((eps0, L))
         accepted.append(trace[:, 2].mean())
-    last = [p for p, i in kept if i >= n_super - n_super // 4]
+    k = max(1, round(PREDICT_STEPS * total / 200_000 / budget))
+    last = [p for p, i in kept if i >= n_super - k]
     mean = predict(spec, model.weights(np.array(last)), Xt).mean(axis=0)
     error = float(np.mean(squared_errors(mean, Yt)))
-    return {"seed": seed, "test_error": error, "failed": bool(not error <= FAIL), "actions": actions,
-            "acceptance": float(np.mean(accepted)), "seconds": time.perf_counter() - t0}
+    return {"variant": variant, "seed": seed, "test_error": error, "failed": bool(not error <= FAIL),
+            "actions": actions, "acceptance": float(np.mean(accepted)), "warmup_steps": used,
+            "seconds": time.perf_counter() - t0}
 
 
 def key(eps0, nu, schedule, seed):
@@ -130,7 +180,36 @@ def cells(results: dict, eps_values, nu_values) -> dict:
     return out
 
 
-def report(grid: dict, eps_values, nu_values, seeds, quick, seconds, bandit=None) -> str:
+def metropolis_report(results: dict, eps_values, nu_values) -> list:
+    lines = ["## Plain Metropolis (eq 27), as in his comparison", "",
+             "Moves q + eps p_s with dummy-momentum acceptance (`sampler.kind: metropolis` with `sampler.anneal`), "
+             "one energy evaluation each: 200,000 iterations (the compute of one HMC run), plain (T0 = 1) or "
+             "annealed (10,000 x (0, 15), 130,000 x (0.99995, 1), 60,000 x (0, 1)); predictions from every "
+             "1000th state of the last 50,000. Best test error of the runs per cell (failures out of "
+             f"{M_SEEDS} in brackets); his best run: {M_PUBLISHED_BEST} (annealed, eps0 4e-4, nu 0.71).", ""]
+    for sched in M_SCHEDULES:
+        lines += [f"**{sched}**", "", "| nu \\ eps0 | " + " | ".join(f"{e * 1e4:g}e-4" for e in eps_values) + " |",
+                  "|---|" + "---|" * len(eps_values)]
+        for n in nu_values:
+            row = []
+            for e in eps_values:
+                errs = [r["test_error"] for r in results.values() if r["schedule"] == sched and r["eps0"] == e
+                        and r["nu"] == n]
+                finite = [x for x in errs if np.isfinite(x)]
+                best = min(finite) if finite else float("nan")
+                row.append(f"{best:.4f} ({sum(not x <= FAIL for x in errs)})")
+            lines.append(f"| {n:g} | " + " | ".join(row) + " |")
+        lines.append("")
+    errs = [r["test_error"] for r in results.values() if np.isfinite(r["test_error"])]
+    best = min(results.values(), key=lambda r: r["test_error"] if np.isfinite(r["test_error"]) else np.inf)
+    lines += [f"Best Metropolis run here: {min(errs):.4f} ({best['schedule']}, eps0 {best['eps0'] * 1e4:g}e-4, "
+              f"nu {best['nu']:g}); {sum(not x <= FAIL for x in errs)} of {len(results)} runs fail the HMC "
+              f"grid's criterion ({FAIL}).", ""]
+    return lines
+
+
+def report(grid: dict, eps_values, nu_values, seeds, quick, seconds, bandit=None, metropolis=None,
+           m_eps=M_EPS0) -> str:
     lines = ["# Neal (1992), Fig. 1: the step-size grid", "",
              "Generated by `python experiments/neal1992_grid.py" + (" --quick" if quick else "") + " --docs`; do "
              "not edit. Robot arm, 8 hidden units, the first 100 training cases, Neal's parameterisation with the "
@@ -151,23 +230,38 @@ def report(grid: dict, eps_values, nu_values, seeds, quick, seconds, bandit=None
             lines.append(f"| {n:g} | " + " | ".join(row) + " |")
         lines.append("")
     if bandit:
-        errs = [r["test_error"] for r in bandit.values()]
-        fails = sum(r["failed"] for r in bandit.values())
         best_hand = min(grid[s][c][0] for s in SCHEDULES for c in grid[s])
+        centre = grid["annealed"].get((0.71e-4, 0.71), (None,))[0]
         lines += ["## The bandit on the same problem", "",
-                  f"One chain per seed, plain HMC (T0 = 1, dummy acceptance), the same 200,000 leapfrog steps as a grid "
-                  f"run in {BANDIT_ST} super-transitions; (eps0, L) chosen by the GP bandit with the package's default "
-                  f"reward model (ESJD/sqrt(L) from the realised jumps, rank transform, log eps0 axis, 3 warm-up "
-                  f"super-transitions) in eps0 {BANDIT_BOUNDS['step_factor'][0]:g}..{BANDIT_BOUNDS['step_factor'][1]:g}, "
-                  f"L {BANDIT_BOUNDS['num_steps'][0]}..{BANDIT_BOUNDS['num_steps'][1]}, nu {BANDIT_NU}, annealing rate "
-                  f"of the move probability {BANDIT_RATE}; predictions from the last quarter of the compute.", "",
-                  f"**{fails} of {len(errs)} runs fail** (the best hand cell: {best_hand} of {seeds}); test errors: "
-                  + ", ".join(f"{e:.5f}" for e in sorted(errs)) + ".", "",
-                  "| seed | test error | acceptance | final eps0 | final L |", "|---|---|---|---|---|"]
-        for r in sorted(bandit.values(), key=lambda r: r["seed"]):
+                  "One chain per seed, HMC at T0 = 1 with dummy acceptance, the same 200,000 leapfrog steps as a grid "
+                  "run; (eps0, L) chosen by the GP bandit with the package's default reward model (ESJD/sqrt(L) "
+                  "from the realised jumps, rank transform, log eps0 axis) in eps0 "
+                  f"{BANDIT_BOUNDS['step_factor'][0]:g}..{BANDIT_BOUNDS['step_factor'][1]:g}, L "
+                  f"{BANDIT_BOUNDS['num_steps'][0]}..{BANDIT_BOUNDS['num_steps'][1]}, nu {BANDIT_NU}; predictions "
+                  "from the super-transitions of the last 50,000 steps. **bandit**: from the prior draw, 20 "
+                  "super-transitions, move probability exp(-0.15 (i - 1)), the first 3 rewards not told. "
+                  "**bandit_annealed**: first Neal's hot start and a shortened cooling (10 x (0, 15), 50 x (0.95, 1)) "
+                  "at the box's centre (eps0 0.71e-4, L 1050), then 14 super-transitions, move probability "
+                  "exp(-0.3 (i - 1)), every reward told; its rate was chosen on seeds 0-8 (0.15 gave 2 of 9 "
+                  "failures there), so seeds 100-108 are fresh.", "",
+                  "| bandit | seeds | failed | test errors |", "|---|---|---|---|"]
+        for name in BANDITS:
+            for label, pick in (("0-8", lambda r: r["seed"] < 9), ("100-108", lambda r: r["seed"] >= 100)):
+                rs = [r for r in bandit.values() if r["variant"] == name and pick(r)]
+                if rs:
+                    lines.append(f"| {name} | {label} | {sum(r['failed'] for r in rs)} of {len(rs)} | "
+                                 + ", ".join(f"{r['test_error']:.5f}" for r in sorted(rs, key=lambda r: r['test_error']))
+                                 + " |")
+        lines += ["", f"The hand grid's best cell: {best_hand} of {seeds} failures; the annealed cell at the box's "
+                  f"centre (eps0 0.71e-4, nu 0.71): {centre} of {seeds}.", "",
+                  "| bandit | seed | test error | acceptance | final eps0 | final L |", "|---|---|---|---|---|---|"]
+        for r in sorted(bandit.values(), key=lambda r: (r["variant"], r["seed"])):
             e, L = r["actions"][-1]
-            lines.append(f"| {r['seed']} | {r['test_error']:.5f} | {r['acceptance']:.2f} | {e:.3g} | {L} |")
+            lines.append(f"| {r['variant']} | {r['seed']} | {r['test_error']:.5f} | {r['acceptance']:.2f} | "
+                         f"{e:.3g} | {L} |")
         lines.append("")
+    if metropolis:
+        lines += metropolis_report(metropolis, m_eps, nu_values)
     lines += [f"Neal's best cell (eps0 1e-4, nu 0.71): best runs {PUBLISHED_BEST['plain']} (plain) and "
               f"{PUBLISHED_BEST['annealed']} (annealed).", "",
               "Wall time on this machine: " + ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + ".", ""]
@@ -199,6 +293,27 @@ def figure(grid: dict, eps_values, nu_values, seeds, path: Path):
     plt.close(fig)
 
 
+def key_figures(grid: dict, bandit: dict, metropolis: dict) -> dict:
+    """The figures the papers' comparison table (experiments/neal_papers.py) reads."""
+    best_cell = (1.0e-4, 0.71)
+    out = {s: {"failed": sum(c[0] for c in grid[s].values()), "runs": sum(c[1] for c in grid[s].values()),
+               "best_cell_best_error": grid[s][best_cell][2], "best_cell_failed": grid[s][best_cell][0],
+               "fewest_failed": min(c[0] for c in grid[s].values())} for s in SCHEDULES}
+    for name in BANDITS:
+        for label, pick in (("", lambda r: r["seed"] < 9), ("_fresh", lambda r: r["seed"] >= 100)):
+            rs = [r for r in bandit.values() if r["variant"] == name and pick(r)]
+            if rs:
+                out[name + label] = {"failed": sum(r["failed"] for r in rs), "runs": len(rs),
+                                     "errors": sorted(r["test_error"] for r in rs)}
+    finite = [r for r in metropolis.values() if np.isfinite(r["test_error"])]
+    best = min(finite, key=lambda r: r["test_error"])
+    out["metropolis"] = {"best_error": best["test_error"], "best": [best["schedule"], best["eps0"], best["nu"]],
+                         "failed": sum(not r["test_error"] <= FAIL for r in metropolis.values()),
+                         "runs": len(metropolis)}
+    out["published"] = {"hmc_best_cell": PUBLISHED_BEST, "metropolis_best": M_PUBLISHED_BEST}
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="two step sizes, one nu, two seeds, short runs")
@@ -209,8 +324,10 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.quick:
         eps_values, nu_values, seeds, num_steps, scale = (EPS0[2], EPS0[4]), (NU[1],), 2, 100, 0.2
+        m_eps, m_seeds, m_scale = (M_EPS0[1], M_EPS0[2]), 2, 0.05
     else:
         eps_values, nu_values, seeds, num_steps, scale = EPS0, NU, SEEDS, 1000, 1.0
+        m_eps, m_seeds, m_scale = M_EPS0, M_SEEDS, 1.0
     out = Path(args.out or f"sweeps/neal1992_grid{'_quick' if args.quick else ''}")
     out.mkdir(parents=True, exist_ok=True)
     timings = out / "timings.json"
@@ -223,19 +340,29 @@ def main(argv=None):
             seconds["grid"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         before = len(json.loads((out / "bandit.json").read_text())) if (out / "bandit.json").is_file() else 0
-        bandit = map_tasks(client, bandit_run, {str(k): (k, 20_000, 8) if args.quick else (k,)
-                                                for k in range(seeds)}, out / "bandit.json")
+        bandit = map_tasks(client, bandit_run, {f"{name}/{k}": (name, k, 20_000 if args.quick else 200_000)
+                                                for name, v in BANDITS.items()
+                                                for k in (range(2) if args.quick else v["seeds"])}, out / "bandit.json")
         if len(bandit) > before:
             seconds["bandit"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        before = len(json.loads((out / "metropolis.json").read_text())) if (out / "metropolis.json").is_file() else 0
+        metropolis = map_tasks(client, metropolis_run, {key(e, n, sc, seed): (e, n, sc, seed, m_scale)
+                                                        for sc in M_SCHEDULES for e in m_eps for n in nu_values
+                                                        for seed in range(m_seeds)}, out / "metropolis.json")
+        if len(metropolis) > before:
+            seconds["metropolis"] = time.perf_counter() - t0
         timings.write_text(json.dumps(seconds))
     grid = cells(results, eps_values, nu_values)
     (out / "summary.json").write_text(json.dumps({s: {f"{e:g}/{n:g}": v for (e, n), v in c.items()}
                                                   for s, c in grid.items()}, indent=1))
-    text = report(grid, eps_values, nu_values, seeds, args.quick, seconds, bandit)
+    text = report(grid, eps_values, nu_values, seeds, args.quick, seconds, bandit, metropolis, m_eps)
     (out / "neal1992_grid.md").write_text(text)
     figure(grid, eps_values, nu_values, seeds, out / "neal1992_grid.png")
     if args.docs:
         (ROOT / "docs" / "neal1992_grid.md").write_text(text)
+        (ROOT / "docs" / "neal1992_grid.json").write_text(json.dumps(key_figures(grid, bandit, metropolis),
+                                                                     indent=1))
         figure(grid, eps_values, nu_values, seeds, ROOT / "docs" / "img" / "neal1992_grid.png")
     print(text)
     return 0

@@ -46,3 +46,31 @@ def tiny_bnn():
     is_mean = w @ f_star
     is_se = np.sqrt(w ** 2 @ (f_star - is_mean) ** 2)
     return model, x_star, is_mean, is_se
+
+
+def assert_hmc_matches_importance_sampling(model, x_new, f_new, logw, settings, rng, n=12_000, burn=1000, z=4.0):
+    """The posterior mean of the network output at ``x_new`` by HMC on ``model``
+    (from a prior draw, ``n`` iterations after ``burn``) against importance
+    sampling: prior draws whose outputs at ``x_new`` are ``f_new``, with log
+    weights ``logw``; within z combined standard errors, each small enough to
+    say something. Returns (importance-sampling mean, tolerance) for power checks."""
+    from adaptive_hmc.diagnostics import batch_means_mcse
+    from adaptive_hmc.models.mlp import predict
+    from adaptive_hmc.samplers import init_state, make_hmc
+    w = np.exp(logw - logw.max())
+    is_mean = np.sum(w * f_new) / w.sum()
+    is_se = math.sqrt(np.sum(w ** 2 * (f_new - is_mean) ** 2)) / w.sum()
+    assert w.sum() ** 2 / np.sum(w ** 2) > 2000              # enough effective draws to say something
+    hmc = make_hmc(model)
+    st = init_state(model, model.initial_position(rng))
+    fs = []
+    for i in range(n + burn):
+        st, _ = hmc(st, settings, rng)
+        if i >= burn:
+            fs.append(predict(model.spec, model.weights(st.position)[0], x_new)[0, 0])
+    fs = np.array(fs)
+    mcse = batch_means_mcse(fs)
+    assert mcse < 0.05                                       # precise enough to test
+    tol = z * math.hypot(mcse, is_se)
+    assert abs(fs.mean() - is_mean) < tol, (fs.mean(), is_mean, mcse, is_se)
+    return is_mean, tol

@@ -8,8 +8,8 @@ import pytest
 from scipy import integrate, stats
 
 from adaptive_hmc.diagnostics import batch_means_mcse
-from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc
-from adaptive_hmc.samplers.annealing import anneal, anneal_momentum, dummy_accept_prob
+from adaptive_hmc.samplers import anneal, hmc_settings, init_state, make_hmc
+from adaptive_hmc.samplers.annealing import anneal_momentum, dummy_accept_prob
 
 Z = 4.0
 

@@ -28,6 +28,9 @@ def _write(tmp_path, raw, name="c.yaml"):
 
 
 def _small(raw, n=6, budget=600):
+    if raw["model"].get("kind", "bnn") != "bnn":        # Neal's quick configs: already 6 short super-transitions
+        raw["run"].update(super_transitions=n, burn_in={"super_transitions": 2})
+        return raw
     raw["run"].update(super_transitions=n, budget=budget, burn_in={"super_transitions": 2}, thin=5)
     if raw["tuner"]["kind"] == "bandit":
         raw["tuner"]["bounds"]["num_steps"] = [10, 100]
@@ -47,6 +50,18 @@ def _bad(mutate, tmp_path):
 
 CASES = {
     "unknown key": (lambda r, t: r["run"].update(sed=3), "run.sed = 3: unknown key"),
+    "anneal with stochastic dynamics": (lambda r, t: r["sampler"].update(anneal=[[10, 0, 15]], window=1,
+                                                                          kind="stochastic_dynamics"),
+                                        "annealing is for kinds hmc and metropolis"),
+    "anneal phase alpha 1": (lambda r, t: r["sampler"].update(anneal=[[10, 1.0, 15]], window=1),
+                             "sampler.anneal = [10.0, 1.0, 15.0]: each phase"),
+    "anneal phase of 2 numbers": (lambda r, t: r["sampler"].update(anneal=[[10, 0.5]]),
+                                  "sampler.anneal[0] = [10, 0.5]: List should have at least 3 items"),
+    "anneal with a window": (lambda r, t: r["sampler"].update(anneal=[[10, 0.5, 1]], window=5),
+                             "sampler.window = 5: not with annealing"),
+    "Neal's model for classes": (lambda r, t: r["model"].update(kind="neal1993", likelihood="logistic"),
+                                 "model.kind = 'neal1993': Neal's models are for likelihood gaussian"),
+    "unknown model kind": (lambda r, t: r["model"].update(kind="neal1994"), "model.kind = 'neal1994'"),
     "wrong type": (lambda r, t: r["run"].update(budget="many"), "run.budget = 'many'"),
     "missing section": (lambda r, t: r.pop("model"), "model: missing"),
     "lower > upper": (lambda r, t: r["tuner"]["bounds"].update(step_factor=[1.0, 0.1]),
@@ -280,7 +295,11 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     idata = az.from_netcdf(str(out / "inference_data.nc"))
     assert idata.predictions["test_201_400"].shape[1] == 4      # draws: the retained super-transitions
     n_chains, n_draws = idata.posterior["weights"].shape[:2]
-    assert idata.posterior["log_noise_0"].shape == (n_chains, n_draws) and n_draws >= 3
+    bnn = raw["model"].get("kind", "bnn") == "bnn"
+    if bnn:
+        assert idata.posterior["log_noise_0"].shape == (n_chains, n_draws) and n_draws >= 3
+    else:                                      # Neal's models integrate the noise out: no hyperparameters
+        assert list(idata.posterior.data_vars) == ["weights"] and n_draws >= 3
     assert idata.log_likelihood["y"].shape == (n_chains, n_draws, 400)
     assert set(idata.sample_stats) >= {"acceptance", "diverging", "energy", "step_factor", "num_steps",
                                        "super_transition"}
@@ -289,8 +308,10 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
         warnings.simplefilter("ignore")
         loo = az.loo(idata)
         assert np.isfinite(loo.elpd_loo)
-        assert "log_noise_0" in az.summary(idata, var_names=["log_noise_0"]).index
-        az.plot_trace(idata, var_names=["log_noise_0"])
+        var = "log_noise_0" if bnn else "weights"
+        assert len(az.summary(idata, var_names=[var]).index) == (1 if bnn else idata.posterior["weights"].shape[2])
+        if bnn:
+            az.plot_trace(idata, var_names=[var])
 
 
 def test_resume_after_interruption_gives_the_same_summary(tmp_path):

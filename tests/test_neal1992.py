@@ -5,13 +5,13 @@ import math
 
 import numpy as np
 import pytest
+from conftest import assert_hmc_matches_importance_sampling
 from scipy import integrate
 
-from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.models import reference
 from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.models.neal1992 import N_GROUPS, Neal92MLP, log_predictive
-from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc
+from adaptive_hmc.samplers import hmc_settings
 
 Z = 4.0
 
@@ -101,25 +101,9 @@ def test_a_tiny_network_samples_as_importance_sampling_from_the_prior_says():
     F = predict(spec, Wt, X)[:, :, 0]
     sse = ((F - Y[:, 0]) ** 2).sum(1)
     logw = -0.5 * (0.1 + Y.size) * np.log(0.1 + sse)
-    w = np.exp(logw - logw.max())
     f_new = predict(spec, Wt, x_new)[:, 0, 0]
-    is_mean = np.sum(w * f_new) / w.sum()
-    is_se = math.sqrt(np.sum(w ** 2 * (f_new - is_mean) ** 2)) / w.sum()
-    assert w.sum() ** 2 / np.sum(w ** 2) > 2000              # enough effective draws to say something
-    # HMC in the uniform coordinates
-    hmc = make_hmc(model)
-    st = init_state(model, model.initial_position(rng))
     settings = hmc_settings(30, step_factor=0.01, step_nu=0.3, gibbs=False)
-    fs = []
-    for i in range(12_000):
-        st, _ = hmc(st, settings, rng)
-        if i >= 1000:
-            fs.append(predict(spec, model.weights(st.position)[0], x_new)[0, 0])
-    fs = np.array(fs)
-    mcse = batch_means_mcse(fs)
-    assert mcse < 0.05                                       # precise enough to test
-    tol = Z * math.hypot(mcse, is_se)
-    assert abs(fs.mean() - is_mean) < tol, (fs.mean(), is_mean, mcse, is_se)
+    is_mean, tol = assert_hmc_matches_importance_sampling(model, x_new, f_new, logw, settings, rng)
     assert abs(np.median(f_new) - is_mean) > 3 * tol          # power: the data move the answer far from the prior's
 
 

@@ -121,7 +121,39 @@ def test_neal_1992_grid_runs_in_its_quick_form(tmp_path):
     text = (out / "neal1992_grid.md").read_text()
     assert "## annealed: failures out of 2" in text and (out / "neal1992_grid.png").stat().st_size > 5_000
     bandit = json.loads((out / "bandit.json").read_text())
-    assert len(bandit) == 2 and all(len(r["actions"]) == 8 and r["test_error"] > 0 for r in bandit.values())
+    assert len(bandit) == 4 and all(r["test_error"] > 0 for r in bandit.values())
+    assert sorted(len(r["actions"]) for r in bandit.values()) == [4, 4, 6, 6]
+    assert all(r["warmup_steps"] > 0 for r in bandit.values() if r["variant"] == "bandit_annealed")
     for r in bandit.values():          # every action inside the box
         assert all(0.25e-4 <= e <= 2e-4 and 100 <= L <= 2000 for e, L in r["actions"])
     assert "## The bandit on the same problem" in text
+    metropolis = json.loads((out / "metropolis.json").read_text())
+    assert len(metropolis) == 2 * 2 * 1 * 2 and all(0 < r["acceptance"] < 1 for r in metropolis.values())
+    assert "## Plain Metropolis (eq 27)" in text
+
+
+def test_neal_1992_full_runs_in_their_quick_form(tmp_path):
+    out = tmp_path / "full"
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "neal1992_full.py"), "--quick", "--out", str(out),
+                        "--workers", "1"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert len(results) == 2
+    for v in results.values():
+        T = np.array(v["temperature"])
+        assert T[:2].mean() > 10 * T[-15:].mean()                # hot start at T0 40, cooled towards 1
+        assert len(v["averaged_test_errors"]) == len(v["test_errors"]) == 10
+    assert (out / "neal1992_full.png").stat().st_size > 5_000
+
+
+def test_neal_1993_runs_in_their_quick_form(tmp_path):
+    out = tmp_path / "n93"
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "neal1993.py"), "--quick", "--out", str(out),
+                        "--workers", "1"], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((out / "results.json").read_text())
+    assert set(res) == {"hmc", "sd_0.00012", "sd_0.0003", "bp_no_decay", "bp_decay"}
+    assert 0 < res["hmc"]["acceptance"] <= 1 and len(res["hmc"]["scale_factors"][0]) == 3
+    bp = res["bp_no_decay"]["train_errors"]
+    assert bp[-1] < 0.5 * bp[0]                                  # gradient descent descends
+    assert "| HMC, 500 x 1000 leapfrog steps" in (out / "neal1993.md").read_text()

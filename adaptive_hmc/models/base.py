@@ -88,6 +88,18 @@ class Model:
         g = np.empty(self.dim)
         return energy_grad(np.ascontiguousarray(q, dtype=np.float64), g, self.target, hyper), g
 
+    # Networks: what a kept sample (position row, hyperparameter-value row) means.
+    def weights(self, Q, hyper_rows=None) -> np.ndarray:
+        """The network weights (S, n_params) of positions Q (S, dim): the
+        positions themselves unless the model reparameterises them."""
+        return np.atleast_2d(np.asarray(Q, dtype=np.float64))
+
+    def noise_precisions(self, Q, hyper_rows) -> np.ndarray:
+        """(S, n_outputs) noise precisions of the samples: the hyperparameter
+        columns named noise_* (none for classification)."""
+        cols = [i for i, n in enumerate(self.hyper_names()) if n.startswith("noise_")]
+        return np.atleast_2d(np.asarray(hyper_rows, dtype=np.float64))[:, cols]
+
 
 @njit
 def no_gibbs(q, target, hyper, rng):

@@ -29,7 +29,7 @@ import numpy as np
 from ..jit import njit
 from .base import Model, NoHyper, TargetKernels, no_gibbs, no_hyper_values
 from .bnn import check_data
-from .mlp import MLPSpec, forward, mlp_energy_grad, pad_cases
+from .mlp import MLPSpec, forward, mlp_energy_grad, pad_cases, predict
 from .predictive import add_output, logaddexp
 
 #: Neal's scale groups by weight kind.
@@ -120,10 +120,11 @@ def _training_sse(t):
 
 
 @njit
-def _accumulate(q, t, hyper, acc):
-    """Predictive means and their squares; the noise variance of eq 35's
-    Student-t, (s0 + S) / (m0 + m - 2) per output; log eq 35 per case."""
-    fill_weights(q, t.group, t.w)
+def accumulate_eq35(t, acc):
+    """Add the sample whose weights are in ``t.w`` to ``acc``: predictive means
+    and their squares; the noise variance of eq 35's Student-t, (s0 + S) /
+    (m0 + m - 2) per output; log eq 35 per case. (For any target with Neal's
+    fields arch, XT, YT, work, w, m0, s0.)"""
     m = t.YT.shape[0] * t.YT.shape[1]
     sse = _training_sse(t)
     out = forward(t.w, t.arch, acc.XT, acc.work)
@@ -139,17 +140,29 @@ def _accumulate(q, t, hyper, acc):
         acc.var[o] += (t.s0 + sse) / (t.m0 + m - 2.0)
 
 
+@njit
+def _accumulate(q, t, hyper, acc):
+    fill_weights(q, t.group, t.w)
+    accumulate_eq35(t, acc)
+
+
 Neal92Target.kernels = TargetKernels(_energy_grad, _step_scales, no_gibbs, no_hyper_values, _accumulate)
 
 
-class Neal92MLP(Model):
-    """Neal's (1992) model of an MLP with Gaussian outputs (no direct
-    connections) on training data (X, Y): uniform coordinates, three scale
-    groups, noise integrated out with m0 = s0 = 0.1 by default."""
+class NealMLP(Model):
+    """What Neal's (1992, 1993) models share: an MLP with Gaussian outputs (no
+    direct connections) on training data (X, Y), three weight groups, the
+    noise integrated out with m0 = s0 = 0.1 by default, no hyperparameters. A
+    subclass sets ``Target`` (a NamedTuple with :class:`Neal92Target`'s
+    fields and its own kernels) and defines the position's meaning
+    (:meth:`initial_position`, :meth:`weights`)."""
+
+    Target = None
+    name = "Neal's model"
 
     def __init__(self, spec: MLPSpec, X, Y, m0: float = 0.1, s0: float = 0.1):
         if spec.likelihood != "gaussian" or spec.direct:
-            raise ValueError("Neal's 1992 model is for Gaussian outputs without direct connections")
+            raise ValueError(f"{self.name} is for Gaussian outputs without direct connections")
         if not (m0 > 0 and s0 > 0):
             raise ValueError(f"m0={m0}, s0={s0}: both must be > 0")
         X, Y = check_data(spec, X, Y, "training data")
@@ -159,20 +172,38 @@ class Neal92MLP(Model):
         for g in spec.groups:
             group[g.slice] = GROUP_OF_KIND[g.kind]
         XT = pad_cases(X.T)
-        self.target = Neal92Target(spec.arch, XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]), group,
-                                   np.zeros(D), np.ones(spec.n_outputs), np.empty(D), np.empty(D), float(m0),
-                                   float(s0))
+        self.target = self.Target(spec.arch, XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]), group,
+                                  np.zeros(D), np.ones(spec.n_outputs), np.empty(D), np.empty(D), float(m0),
+                                  float(s0))
         self.dim = D + N_GROUPS
         self.n_cases = X.shape[0]
 
     def initial_hyper(self, value=None):
         return NoHyper.empty()
 
-    def initial_position(self, rng) -> np.ndarray:
-        """A draw from the prior: every coordinate uniform on (0, 1) (Neal's start)."""
+    def noise_precisions(self, Q, hyper_rows=None) -> np.ndarray:
+        """(S, n_outputs): (m0 + m - 2) / (s0 + S(w)) for each sample, the
+        precision whose inverse is the variance of eq 35's Student-t."""
+        W = self.weights(Q)
+        t = self.target
+        m = self.Y.size
+        sse = ((predict(self.spec, W, self.X) - self.Y) ** 2).sum(axis=(1, 2))
+        return np.repeat(((t.m0 + m - 2.0) / (t.s0 + sse))[:, None], self.spec.n_outputs, axis=1)
+
+
+class Neal92MLP(NealMLP):
+    """Neal's (1992) model: uniform coordinates, three scale groups (eqs 28-29),
+    noise integrated out."""
+
+    Target = Neal92Target
+    name = "Neal's 1992 model"
+
+    def initial_position(self, rng, scale: float = 0.0) -> np.ndarray:
+        """A draw from the prior: every coordinate uniform on (0, 1) (Neal's
+        start; ``scale`` is not used)."""
         return rng.uniform(0.0, 1.0, size=self.dim)
 
-    def weights(self, Q) -> np.ndarray:
+    def weights(self, Q, hyper_rows=None) -> np.ndarray:
         """The weights (S, D) of positions Q (S, dim) (eq 28)."""
         Q = np.atleast_2d(np.asarray(Q, dtype=np.float64))
         W = np.empty((Q.shape[0], self.spec.n_params))

@@ -1,6 +1,9 @@
 """Simulated annealing with dummy momentum (Neal 1992, eqs 24-27).
 
-Flow position: integrator -> **transition**. The momentum has N_s significant
+Flow position: integrator -> **transition** -> iteration
+(:func:`~adaptive_hmc.samplers.chain.run_chain` runs :func:`annealed_kernel`
+when ``HMCSettings.anneal`` holds a schedule; :func:`~adaptive_hmc.samplers.chain.anneal`
+is its Python-level form). The momentum has N_s significant
 components (the model's parameters) and N_d = N_s dummy ones, of which only
 the kinetic energy K_d is stored. A stochastic move (eq 24),
 
@@ -15,20 +18,19 @@ the energy H by dH is accepted with probability
 
 and K_d absorbs the change (K_d <- K_d - dH), so the total energy is kept.
 rho tends to exp(-dH / T) as N_d grows (eq 26); with alpha = 0 it accepts, on
-average over the fresh K_d, exactly as plain HMC at T0 = 1. The hyperparameters
-are held fixed (Neal's 1992 models have none).
+average over the fresh K_d, exactly as plain HMC at T0 = 1. Gibbs updates of
+a model's hyperparameters between iterations (Neal's models have none) keep
+the distribution at T = 1 invariant too: the momenta do not depend on them.
 """
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 
 from ..jit import njit
 from ..models.base import energy_grad
-from .chain import ChainState, checked, fill_step_sizes
-from .hmc import draw_step_sizes
+from .hmc import draw_step_sizes, squared_distance
 from .leapfrog import kinetic, leapfrog
 
 
@@ -65,11 +67,24 @@ def dummy_accept_prob(dh, kd, n_d):
 
 
 @njit
-def annealed_kernel(q, u, g, p, kd, step_sizes, settings, alpha, t0, metropolis, target, hyper, rng):
+def phase_of(schedule, iteration):
+    """(alpha, T0) of the phase of ``schedule`` (rows (iterations, alpha, T0))
+    that holds ``iteration`` (counted from 0); the last phase goes on after the end."""
+    end = 0.0
+    for k in range(schedule.shape[0]):
+        end += schedule[k, 0]
+        if iteration < end:
+            return schedule[k, 1], schedule[k, 2]
+    return schedule[schedule.shape[0] - 1, 1], schedule[schedule.shape[0] - 1, 2]
+
+
+@njit
+def _annealed_move(q, u, g, p, kd, step_sizes, settings, alpha, t0, metropolis, target, hyper, rng):
     """One stochastic move (eq 24) then one dynamical move accepted by eq 25:
     ``settings.num_steps`` leapfrog steps (HMC) or, with ``metropolis``, the
     move q* = q + eps p_s (eq 27). In place on (q, g, p); returns (accepted,
-    accept_prob, dH, divergent, energy evaluations, new energy, new K_d)."""
+    accept_prob, dH, divergent, energy evaluations, new energy, new K_d,
+    squared jump of the proposal)."""
     kd = anneal_momentum(p, kd, alpha, t0, rng)
     step = draw_step_sizes(step_sizes, settings.step_nu, rng)
     q0 = q.copy()
@@ -90,55 +105,43 @@ def annealed_kernel(q, u, g, p, kd, step_sizes, settings, alpha, t0, metropolis,
         u1, used, ok = leapfrog(q, p, g, step, settings.num_steps, target, hyper)
         dh = u1 + kinetic(p) - h0 if ok else math.inf
     divergent = not (ok and dh <= settings.max_energy_error)
+    jump = 0.0 if divergent else squared_distance(q, q0)
     prob = dummy_accept_prob(dh, kd, q.size)
     if not divergent and rng.random() < prob:
-        return True, prob, dh, False, used, u1, kd - dh
+        return True, prob, dh, False, used, u1, kd - dh, jump
     q[:] = q0
     g[:] = g0
     p[:] = p0
-    return False, prob, dh, divergent, used, u, kd
+    return False, prob, dh, divergent, used, u, kd, jump
 
 
-class Phase(NamedTuple):
-    """A phase of an annealing schedule: ``iterations`` of [eq 24 with
-    ``alpha`` and ``t0``, dynamical move]; Neal (1992): 10 x (0, 15),
-    130 x (0.95, 1), 60 x (0, 1)."""
-
-    iterations: int
-    alpha: float
-    t0: float
-
-
-def temperature(p, kd) -> float:
-    """The temperature measured from the momentum, 2 (K_s + K_d) / N."""
-    return float(2.0 * (0.5 * np.dot(p, p) + kd) / (2 * p.size))
-
-
-def anneal(model, state: ChainState, phases, settings, rng, metropolis: bool = False, kd: float | None = None):
-    """Run an annealing schedule (a list of :class:`Phase` or (iterations,
-    alpha, t0)) from ``state`` with the trajectory settings ``settings`` (an
-    :class:`~adaptive_hmc.samplers.settings.HMCSettings`: num_steps, the step
-    and its randomisation ``step_nu``); the dummy kinetic energy starts at
-    ``kd`` (default: N_d/2, temperature 1). Returns (final state, final K_d,
-    trace, positions): the trace has per iteration the temperature measured
-    from the momenta, the potential energy, whether the move was accepted and
-    the energy evaluations used (Neal's Fig. 3 plots energy against
-    temperature); positions (iterations, D) are the states after each iteration."""
-    s = checked(settings, model.dim)
-    steps = fill_step_sizes(model.target, state.hyper, s, np.empty(model.dim))
-    q, g, p = state.position.copy(), state.grad.copy(), state.momentum.copy()
-    u = state.energy
-    kd = 0.5 * model.dim if kd is None else float(kd)
-    rows, positions = [], []
-    for phase in phases:
-        n, alpha, t0 = Phase(*phase)
-        if not (0.0 <= alpha < 1.0 and t0 > 0 and n >= 0):
-            raise ValueError(f"phase {tuple(phase)}: iterations >= 0, alpha in [0, 1) and t0 > 0")
-        for _ in range(int(n)):
-            acc, prob, dh, div, used, u, kd = annealed_kernel(q, u, g, p, kd, steps, s, float(alpha), float(t0),
-                                                              metropolis, model.target, state.hyper, rng)
-            rows.append((temperature(p, kd), u, acc, used))
-            positions.append(q.copy())
-    trace = np.array(rows, dtype=float).reshape(-1, 4)
-    return (ChainState(q, float(u), g, p, state.hyper, state.counters), kd, trace,
-            np.array(positions).reshape(-1, model.dim))
+@njit
+def annealed_kernel(q, u, g, p, kd, step_sizes, settings, iteration, target, hyper, rng):
+    """Iteration ``iteration`` of a chain annealed by ``settings.anneal``: with
+    kind hmc one annealed trajectory, with kind metropolis ``settings.num_steps``
+    annealed moves of eq 27. ``kd`` is the chain's dummy kinetic energy, a
+    1-element array updated in place. Returns (share of moves accepted, mean
+    acceptance probability, last dH, any divergent, energy evaluations, new
+    energy, squared jump), the squared jump such that probability x jump is
+    the iteration's expected squared jump (as
+    :func:`~adaptive_hmc.samplers.baselines.metropolis_kernel`)."""
+    alpha, t0 = phase_of(settings.anneal, iteration)
+    metropolis = settings.kind == 1
+    moves = settings.num_steps if metropolis else 1
+    n_acc = 0
+    p_sum = 0.0
+    jump_sum = 0.0
+    used = 0
+    dh = 0.0
+    divergent = False
+    for _ in range(moves):
+        acc, prob, dh, div, n, u, k_d, jump = _annealed_move(q, u, g, p, kd[0], step_sizes, settings, alpha, t0,
+                                                            metropolis, target, hyper, rng)
+        kd[0] = k_d
+        n_acc += acc
+        p_sum += prob
+        jump_sum += prob * jump
+        used += n
+        divergent = divergent or div
+    mean_p = p_sum / moves
+    return n_acc / moves, mean_p, dh, divergent, used, u, jump_sum / mean_p if mean_p > 0.0 else 0.0

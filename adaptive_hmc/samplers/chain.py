@@ -14,6 +14,7 @@ import numpy as np
 
 from ..jit import njit
 from ..models.base import accumulate, energy_grad, gibbs, hyper_values, step_scales
+from .annealing import annealed_kernel
 from .baselines import metropolis_kernel, stochastic_dynamics_kernel
 from .hmc import hmc_kernel
 from .settings import KINDS, HMCSettings, check_settings
@@ -22,13 +23,21 @@ from .settings import KINDS, HMCSettings, check_settings
 class Chain(NamedTuple):
     """A chain's state, updated in place by :func:`run_chain`: position,
     gradient, momentum (kept for persistence), the target's hyperparameter
-    state, and counters = [leapfrog steps, iterations] since the start."""
+    state, counters = [leapfrog steps, iterations] since the start, and the
+    dummy kinetic energy [K_d] of annealing (Neal 1992; unused otherwise)."""
 
     q: np.ndarray
     g: np.ndarray
     p: np.ndarray
     hyper: NamedTuple
     counters: np.ndarray
+    kd: np.ndarray
+
+
+def new_chain(q, hyper) -> Chain:
+    """A chain at position ``q`` (owned by the chain) with hyperparameter state
+    ``hyper``: zero momentum and counters, K_d at temperature 1 (D/2)."""
+    return Chain(q, np.empty_like(q), np.zeros_like(q), hyper, np.zeros(2, np.int64), np.array([0.5 * q.size]))
 
 
 class Record(NamedTuple):
@@ -42,6 +51,7 @@ class Record(NamedTuple):
     num_steps: np.ndarray
     energy: np.ndarray
     squared_jump: np.ndarray
+    temperature: np.ndarray     # measured from the momenta after the iteration: (K_s + K_d) / D annealed, else 2 K_s / D
     hyper: np.ndarray
 
 
@@ -49,7 +59,8 @@ def new_record(n_chains: int, n_iter: int, n_hyper: int) -> Record:
     """Zeroed records of ``n_chains`` chains (arrays (n_chains, n_iter[, n_hyper]))."""
     R, n = n_chains, n_iter
     return Record(np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n), np.bool_),
-                  np.zeros((R, n), np.int64), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n, n_hyper)))
+                  np.zeros((R, n), np.int64), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n)),
+                  np.zeros((R, n, n_hyper)))
 
 
 class Observers(NamedTuple):
@@ -86,7 +97,8 @@ def run_chain(target, chain, settings, n_iter, rec, obs, rng):
     """``n_iter`` iterations of [Gibbs update of the hyperparameters (when
     ``settings.gibbs``, once ``settings.initial_phase_steps`` leapfrog steps are
     done), transition of ``settings.kind`` (HMC, random-walk Metropolis or
-    stochastic dynamics)] on ``chain``, in place. Iteration i is written to
+    stochastic dynamics; with a ``settings.anneal`` schedule, annealed HMC or
+    annealed Metropolis of eq 27)] on ``chain``, in place. Iteration i is written to
     ``rec[..., i]``; ``obs`` is an :class:`Observers` or None. Returns the
     number of rows of ``obs.kept`` written."""
     D = chain.q.size
@@ -98,7 +110,11 @@ def run_chain(target, chain, settings, n_iter, rec, obs, rng):
             gibbs(chain.q, target, chain.hyper, rng)
             fill_step_sizes(target, chain.hyper, settings, step_sizes)
             u = energy_grad(chain.q, chain.g, target, chain.hyper)
-        if settings.kind == 0:
+        if settings.anneal.shape[0] > 0:
+            acc, prob, dh, div, used, u, jump = annealed_kernel(chain.q, u, chain.g, chain.p, chain.kd, step_sizes,
+                                                                settings, chain.counters[1], target, chain.hyper,
+                                                                rng)
+        elif settings.kind == 0:
             moved, prob, dh, div, used, u, jump = hmc_kernel(chain.q, u, chain.g, chain.p, step_sizes, settings,
                                                              target, chain.hyper, rng)
             acc = 1.0 if moved else 0.0
@@ -119,6 +135,10 @@ def run_chain(target, chain, settings, n_iter, rec, obs, rng):
         rec.num_steps[i] = used
         rec.energy[i] = u
         rec.squared_jump[i] = jump
+        ks = 0.0
+        for k in range(D):
+            ks += 0.5 * chain.p[k] * chain.p[k]
+        rec.temperature[i] = (ks + chain.kd[0]) / D if settings.anneal.shape[0] > 0 else 2.0 * ks / D
         hyper_values(target, chain.hyper, rec.hyper[i])
         if obs is not None:
             if obs.held.YT.shape[1] > 0:
@@ -137,7 +157,8 @@ def run_chain(target, chain, settings, n_iter, rec, obs, rng):
 
 class ChainState(NamedTuple):
     """Position, cached energy and gradient, momentum (kept for persistence),
-    the hyperparameter state, and counters = [leapfrog steps, iterations]."""
+    the hyperparameter state, counters = [leapfrog steps, iterations], and the
+    dummy kinetic energy of annealing (None: D/2, temperature 1)."""
 
     position: np.ndarray
     energy: float
@@ -145,6 +166,14 @@ class ChainState(NamedTuple):
     momentum: np.ndarray
     hyper: NamedTuple
     counters: np.ndarray
+    kd: float | None = None
+
+
+def _chain_of(state: ChainState, counters=None) -> Chain:
+    """A :class:`Chain` holding copies of ``state``'s arrays (``counters``: others)."""
+    kd = 0.5 * state.position.size if state.kd is None else state.kd
+    return Chain(state.position.copy(), state.grad.copy(), state.momentum.copy(), state.hyper.copy(),
+                 state.counters.copy() if counters is None else counters, np.array([float(kd)]))
 
 
 class TransitionInfo(NamedTuple):
@@ -187,13 +216,13 @@ def make_hmc(model, kind: str = "hmc"):
 
     def transition(state: ChainState, settings: HMCSettings, rng):
         s = checked(settings._replace(kind=KINDS.index(kind)), model.dim)
-        chain = Chain(state.position.copy(), state.grad.copy(), state.momentum.copy(), state.hyper.copy(),
-                      state.counters.copy())
+        chain = _chain_of(state)
         rec = Record(*(a[0] for a in new_record(1, 1, n_hyper)))
         run_chain(model.target, chain, s, 1, rec, None, rng)
         info = TransitionInfo(bool(rec.accepted[0] > 0), float(rec.accept_prob[0]), float(rec.energy_error[0]),
                               bool(rec.divergent[0]), int(rec.num_steps[0]), float(rec.squared_jump[0]))
-        return ChainState(chain.q, float(rec.energy[0]), chain.g, chain.p, chain.hyper, chain.counters), info
+        return ChainState(chain.q, float(rec.energy[0]), chain.g, chain.p, chain.hyper, chain.counters,
+                          float(chain.kd[0])), info
 
     return transition
 
@@ -211,3 +240,58 @@ def make_stochastic_dynamics(model):
     "stochastic_dynamics"): ``num_steps`` leapfrog steps after a refresh of the
     momentum with ``persistence``, no acceptance test."""
     return make_hmc(model, "stochastic_dynamics")
+
+
+class Phase(NamedTuple):
+    """A phase of an annealing schedule: ``iterations`` of [eq 24 with
+    ``alpha`` and ``t0``, dynamical move]; Neal (1992): 10 x (0, 15),
+    130 x (0.95, 1), 60 x (0, 1)."""
+
+    iterations: int
+    alpha: float
+    t0: float
+
+
+def sample(model, state: ChainState, settings: HMCSettings, n_iter: int, rng, every: int = 1):
+    """``n_iter`` iterations of :func:`run_chain` (the transition of
+    ``settings.kind``, annealed when ``settings.anneal`` holds a schedule,
+    counted by the state's iteration counter) from ``state``, without
+    observers. Returns (final state, trace, positions): the trace has per
+    iteration the temperature measured from the momenta, the potential energy,
+    the share of moves accepted and the energy evaluations used; positions
+    (n_iter // every, D) are the states after every ``every``-th iteration."""
+    s = checked(settings, model.dim)
+    every, n_iter = int(every), int(n_iter)
+    if every < 1 or n_iter < 0:
+        raise ValueError(f"every={every}, n_iter={n_iter}: every >= 1 and n_iter >= 0")
+    chain = _chain_of(state)
+    n_hyper = len(model.hyper_names())
+    records, positions = [], []
+    for start in range(0, n_iter, every):
+        rec = Record(*(a[0] for a in new_record(1, min(every, n_iter - start), n_hyper)))
+        run_chain(model.target, chain, s, rec.accepted.size, rec, None, rng)
+        records.append(np.column_stack([rec.temperature, rec.energy, rec.accepted, rec.num_steps]))
+        if rec.accepted.size == every:
+            positions.append(chain.q.copy())
+    trace = np.concatenate(records) if records else np.empty((0, 4))
+    u = float(trace[-1, 1]) if n_iter else state.energy
+    final = ChainState(chain.q, u, chain.g, chain.p, chain.hyper, chain.counters, float(chain.kd[0]))
+    return final, trace, np.array(positions).reshape(-1, model.dim)
+
+
+def anneal(model, state: ChainState, phases, settings: HMCSettings, rng, metropolis: bool = False,
+           kd: float | None = None, every: int = 1):
+    """Run an annealing schedule (a list of :class:`Phase` or (iterations,
+    alpha, t0), counted from this call) from ``state``: :func:`sample` with
+    ``settings.anneal`` set to ``phases`` and kind hmc (``settings.num_steps``
+    leapfrog steps a trajectory) or, with ``metropolis``, kind metropolis
+    (``num_steps`` moves of eq 27 an iteration). The dummy kinetic energy
+    starts at ``kd`` (default: the state's, or D/2). Returns (final state,
+    final K_d, trace, positions) as :func:`sample` (Neal's Fig. 3 plots the
+    trace's energy against its temperature)."""
+    phases = [tuple(Phase(*ph)) for ph in phases]
+    s = settings._replace(kind=1 if metropolis else 0, anneal=np.array(phases, dtype=float).reshape(-1, 3))
+    start = state._replace(counters=np.zeros(2, np.int64), kd=state.kd if kd is None else kd)
+    final, trace, positions = sample(model, start, s, int(sum(ph[0] for ph in phases)), rng, every)
+    final = final._replace(counters=state.counters + final.counters)
+    return final, final.kd, trace, positions

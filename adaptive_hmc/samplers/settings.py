@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 _NO_STEP = np.empty(0)
+_NO_PHASES = np.empty((0, 3))
 
 #: The transition of each iteration, by ``HMCSettings.kind``: Hybrid Monte
 #: Carlo, random-walk Metropolis (``num_steps`` proposals per iteration, each one
@@ -50,6 +51,13 @@ class HMCSettings(NamedTuple):
         (Rasmussen 1996 section 2.3: hyperparameters fixed at first).
     kind : the transition, an index into :data:`KINDS` (0: HMC). Windows and
         jitter are for HMC only.
+    anneal : simulated annealing with dummy momentum (Neal 1992 eqs 24-27), a
+        schedule of phases, rows (iterations, alpha, T0), counted from the
+        chain's first iteration; the last phase goes on after the schedule
+        ends. Empty: none. With kind hmc each iteration is [eq 24, a trajectory
+        of ``num_steps`` leapfrog steps accepted by eq 25]; with kind
+        metropolis, ``num_steps`` of [eq 24, the move q + eps p_s of eq 27].
+        No windows, jitter or persistence (eq 24 is the momentum update).
 
     Build a checked instance with :func:`hmc_settings`; a template for the
     replicas (step and L come from the tuner's action) with ``HMCSettings(...)``.
@@ -66,6 +74,7 @@ class HMCSettings(NamedTuple):
     gibbs: bool = True
     initial_phase_steps: int = 0
     kind: int = 0
+    anneal: np.ndarray = _NO_PHASES
 
 
 def _whole(name, v, lo):
@@ -105,7 +114,29 @@ def check_settings(s: HMCSettings, need_step: bool = True) -> HMCSettings:
                             f"windows and jitter are for kind hmc, not {KINDS[kind]}")
     return HMCSettings(num_steps, step_factor, step_size, window, float(s.persistence), bool(s.jitter),
                        float(s.step_nu), float(s.max_energy_error), bool(s.gibbs),
-                       _whole("initial_phase_steps", s.initial_phase_steps, 0), int(kind))
+                       _whole("initial_phase_steps", s.initial_phase_steps, 0), int(kind),
+                       check_schedule(s.anneal, kind, window, s.jitter, s.persistence))
+
+
+def check_schedule(phases, kind: int, window: int = 1, jitter: bool = False, persistence: float = 0.0) -> np.ndarray:
+    """An annealing schedule (rows (iterations, alpha, T0)) as a float (n, 3)
+    array, checked, for a transition of ``kind``."""
+    a = np.asarray(phases, dtype=np.float64)
+    if a.size == 0:
+        return _NO_PHASES
+    if a.ndim != 2 or a.shape[1] != 3:
+        raise SettingsError("anneal", phases, "phases (iterations, alpha, T0), one row each")
+    for n, alpha, t0 in a:
+        if not (n >= 0 and float(n).is_integer() and 0.0 <= alpha < 1.0 and t0 > 0 and math.isfinite(t0)):
+            raise SettingsError("anneal", [float(n), float(alpha), float(t0)], "each phase: iterations an integer >= 0, alpha in "
+                                "[0, 1), T0 > 0")
+    if kind not in (0, 1):
+        raise SettingsError("anneal", a.tolist(), f"annealing is for kinds hmc and metropolis, not {KINDS[kind]}")
+    if window != 1 or jitter or persistence != 0.0:
+        raise SettingsError("window" if window != 1 else "jitter" if jitter else "persistence",
+                            window if window != 1 else jitter if jitter else persistence,
+                            "not with annealing (its eq 24 is the momentum update)")
+    return np.ascontiguousarray(a)
 
 
 def hmc_settings(num_steps: int = 1, *, step_factor: float | None = None, step_size=None,
