@@ -23,7 +23,7 @@ from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
 from .replicas import MODELS
-from .tasks import TASKS
+from .tasks import LOADERS
 from .samplers.settings import KINDS, HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
 
@@ -129,8 +129,14 @@ class DataConfig(_Strict):
                                        "or {rows: [...]} like train_rows; none may overlap the training rows")
     split: Optional[SplitConfig] = Field(None, description="instead of rows: a seeded shuffled split "
                                          "(section below)")
+    select_features: Optional[int] = Field(None, ge=1, description="classification: keep this many input "
+                                           "columns, those whose presence (nonzero) is most related to the label "
+                                           "by a chi-squared test on the training cases only (Dexter: 295); "
+                                           "stored with the run, applied by predict")
+    log1p_inputs: bool = Field(False, description="inputs as log(1 + x) (counts; after the selection)")
     standardize_inputs: bool = Field(True, description="scale inputs to mean 0 and sd 1 on the training rows "
-                                     "(stored with the run, applied by predict)")
+                                     "(stored with the run, applied by predict; false keeps zeros zero, so a "
+                                     "wide and mostly zero table runs the first layer on its nonzeros)")
     standardize_targets: bool = Field(True, description="regression: the chains sample a network for the targets "
                                       "scaled to mean 0 and sd 1 on the training rows; predictions, test errors and "
                                       "predict's output are in the original units (ignored for classification)")
@@ -341,14 +347,14 @@ def _check(cfg: Config, source: str):
               "for a table anywhere give data.path")
     if (d.dataset is None) == (d.path is None):
         _fail(source, "data", {"dataset": d.dataset, "path": d.path}, "give exactly one of dataset and path")
-    encoded = ("robot_arm", *TASKS)
+    encoded = ("robot_arm", *LOADERS)
     if d.dataset not in (None, *encoded) and d.file is None:
         _fail(source, "data.file", None, f"data set {d.dataset!r} needs the file to read in its folder (without "
               f"one: {', '.join(encoded)})")
     if d.dataset == "robot_arm" and (d.file is not None or d.target_columns is not None):
         _fail(source, "data", {"file": d.file, "target_columns": d.target_columns},
               "robot_arm is read by its own loader: no file or target_columns")
-    if d.dataset in TASKS and d.file is None and d.target_columns is not None:
+    if d.dataset in LOADERS and d.file is None and d.target_columns is not None:
         _fail(source, "data.target_columns", d.target_columns,
               f"{d.dataset} is read by its own loader (its target is fixed): no target_columns")
     if d.path is not None and d.file is not None:
@@ -420,6 +426,9 @@ def _check(cfg: Config, source: str):
         too_long = e.field == "window" and e.allowed.startswith("must be in 1..num_steps")
         allowed = f"must be <= {where} ({shortest})" if too_long else e.allowed
         _fail(source, f"sampler.{e.field}", e.value, allowed)
+    if d.select_features is not None and cfg.model.likelihood == "gaussian":
+        _fail(source, "data.select_features", d.select_features, "a filter by class: for classification "
+              "(likelihood logistic or softmax with 2 classes)")
     if cfg.model.kind != "bnn" and (cfg.model.likelihood != "gaussian" or cfg.model.direct):
         _fail(source, "model.kind", cfg.model.kind, "Neal's models are for likelihood gaussian without direct "
               "connections (use kind bnn)")

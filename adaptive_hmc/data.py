@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .tasks import TASKS
+from .tasks import LOADERS
 
 _SHIPPED = Path(__file__).parent / "datasets"
 
@@ -86,32 +86,77 @@ def load_robot_arm() -> RobotArm:
 
 
 class Standardizer(NamedTuple):
-    """Affine map to zero mean, unit sd per column (fitted on training data)."""
+    """Affine map to zero mean, unit sd per column (fitted on training data),
+    after an optional choice of ``columns`` of the raw table (empty: all) and
+    an optional log(1 + x) (``log1p``): the map from a raw input row to the
+    network's inputs, stored with a run and applied by predict."""
 
     mean: np.ndarray
     sd: np.ndarray
+    columns: np.ndarray = np.empty(0, np.int64)
+    log1p: bool = False
+    width: int = 0          # columns of a raw row (0: as many as mean)
 
     @classmethod
-    def identity(cls, n_columns: int):
-        return cls(np.zeros(n_columns), np.ones(n_columns))
+    def identity(cls, n_columns: int, columns=None, log1p: bool = False):
+        """No scaling, of a raw table with ``n_columns`` columns (then ``columns`` and ``log1p``)."""
+        cols = np.empty(0, np.int64) if columns is None else np.asarray(columns, np.int64)
+        n = cols.size if cols.size else n_columns
+        return cls(np.zeros(n), np.ones(n), cols, bool(log1p), int(n_columns))
 
     @classmethod
-    def fit(cls, A, inputs: bool = False):
-        """Fitted to the rows of ``A``. A column that never varies gets sd 1,
-        or, for ``inputs``, an infinite sd, so that it maps to 0 whatever its
-        value: the training data say nothing about the weights out of such an
-        input, so another value at prediction time would only multiply weights
-        drawn from their (heavy-tailed) prior. One-hot levels absent from a small
-        training set are the common case (Rasmussen's servo task with 11 cases)."""
-        A = np.asarray(A, float)
+    def fit(cls, A, inputs: bool = False, columns=None, log1p: bool = False):
+        """Fitted to the rows of ``A`` (after ``columns`` and ``log1p``). A
+        column that never varies gets sd 1, or, for ``inputs``, an infinite sd,
+        so that it maps to 0 whatever its value: the training data say nothing
+        about the weights out of such an input, so another value at prediction
+        time would only multiply weights drawn from their (heavy-tailed) prior.
+        One-hot levels absent from a small training set are the common case
+        (Rasmussen's servo task with 11 cases)."""
+        base = cls.identity(np.shape(A)[1], columns, log1p)
+        A = base.prepare(A)
         sd = A.std(axis=0)
-        return cls(A.mean(axis=0), np.where(sd > 0, sd, np.inf if inputs else 1.0))
+        return base._replace(mean=A.mean(axis=0), sd=np.where(sd > 0, sd, np.inf if inputs else 1.0))
+
+    def prepare(self, A) -> np.ndarray:
+        """The chosen columns of ``A``, log(1 + x) when asked: before the affine map."""
+        A = np.asarray(A, float)
+        if self.columns.size:
+            A = A[:, self.columns]
+        return np.log1p(A) if self.log1p else A
 
     def transform(self, A):
-        return (np.asarray(A, float) - self.mean) / self.sd
+        return (self.prepare(A) - self.mean) / self.sd
 
     def inverse(self, A):
         return np.asarray(A, float) * self.sd + self.mean
+
+
+def select_features(X, labels, k: int) -> np.ndarray:
+    """The ``k`` columns of X (N, n) whose presence (x != 0) is most related to
+    the 0/1 ``labels`` by Pearson's chi-squared test of the 2 x 2 table
+    (presence x class), ties broken by the number of cases where the feature is
+    present; sorted column indices. A univariate filter on the cases given only
+    (Dexter: Neal & Zhang's entries also filtered features one at a time)."""
+    import scipy.sparse as sp
+    labels = np.asarray(labels, float).ravel()
+    P = (abs(sp.csc_matrix(X)) > 0).astype(float)
+    n = labels.size
+    if P.shape[0] != n or not np.isin(labels, (0.0, 1.0)).all():
+        raise ValueError(f"select_features: {P.shape[0]} cases and {n} labels, or labels other than 0/1")
+    if not 1 <= k <= P.shape[1]:
+        raise ValueError(f"select_features: k={k} must be in 1..{P.shape[1]} (the number of features)")
+    a = np.asarray(P.T @ labels).ravel()            # present and class 1
+    present = np.asarray(P.sum(axis=0)).ravel()
+    n1 = labels.sum()
+    table = np.stack([a, present - a, n1 - a, n - n1 - present + a])        # (4, n_features)
+    rows = np.stack([present, present, n - present, n - present])
+    cols = np.stack([np.full_like(a, n1), np.full_like(a, n - n1)] * 2)
+    expected = rows * cols / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        chi2 = np.where(expected > 0, (table - expected) ** 2 / expected, 0.0).sum(axis=0)
+    order = np.lexsort((-present, -chi2))
+    return np.sort(order[:k])
 
 
 def kfold(n_cases: int, k: int, rng, labels=None) -> list:
@@ -292,9 +337,9 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
         except (FileNotFoundError, ValueError) as e:
             raise DataError("data.dataset", "robot_arm", str(e)) from None
         X, Y = arm.X, arm.Y
-    elif dataset in TASKS and file is None:
+    elif dataset in LOADERS and file is None:
         try:
-            X, y = TASKS[dataset](data_dir(dataset))
+            X, y = LOADERS[dataset](data_dir(dataset))
         except (OSError, ValueError) as e:
             raise DataError("data.dataset", dataset, f"cannot read it: {e}") from None
         Y = y[:, None]

@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from .config import Config, ConfigError
-from .data import Standardizer
+from .data import Standardizer, select_features
 from .replicas import memory_estimate
 from .results import RunDir, RunError
 from .runner import Progress, make_run, run_super_transitions
@@ -27,7 +27,15 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
     for note in split.notes:
         print(f"{source}: {note}", file=sys.stderr, flush=True)
     (X, Y), tests = split.train, dict(split.tests)
-    sc = Standardizer.fit(X, inputs=True) if cfg.data.standardize_inputs else Standardizer.identity(X.shape[1])
+    d = cfg.data
+    columns = None
+    if d.select_features is not None:
+        if d.select_features > X.shape[1] or not np.isin(Y, (0.0, 1.0)).all():
+            raise ConfigError(f"{source}: data.select_features = {d.select_features}: needs at most "
+                              f"{X.shape[1]} (the input columns) and two classes labelled 0/1")
+        columns = select_features(X, Y[:, 0], d.select_features)
+    sc = Standardizer.fit(X, True, columns, d.log1p_inputs) if d.standardize_inputs else \
+        Standardizer.identity(X.shape[1], columns, d.log1p_inputs)
     X = sc.transform(X)
     tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     s, r, t = cfg.sampler, cfg.run, cfg.tuner

@@ -341,6 +341,8 @@ class RunDir:
         atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, chain=chain, arch=replicas.spec.arch,
                                               hyper=rows[:, replicas.dim:], super_transition=super_index,
                                               input_mean=x_scale.mean, input_sd=x_scale.sd,
+                                              input_columns=x_scale.columns, input_log1p=x_scale.log1p,
+                                              input_width=x_scale.width or x_scale.mean.size,
                                               target_mean=replicas.target_mean, target_sd=replicas.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
         summary = summarize(replicas, log, wall_s, cfg, compile_s)
@@ -382,14 +384,26 @@ class Run(NamedTuple):
         the config's ``replicas.predict_from``) at inputs X (N, n_in), and their noise precisions."""
         chains = chains or self.config.replicas.predict_from
         X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.spec.n_inputs:
-            raise ValueError(f"inputs have shape {X.shape}; the network takes (N, {self.spec.n_inputs})")
+        if X.ndim != 2 or X.shape[1] != self.n_raw_inputs:
+            raise ValueError(f"inputs have shape {X.shape}; the run takes (N, {self.n_raw_inputs})")
         keep = np.isin(self.samples["chain"], self.chain_indices(chains))
         if not keep.any():
             raise RunError(f"{self.dir}: no kept samples of chains {chains!r} (run.thin: 0 keeps none, and "
                            f"burn-in keeps none of its super-transitions); rerun with run.thin > 0")
-        Xs = (X - self.samples["input_mean"]) / self.samples["input_sd"]
+        Xs = self.input_map.transform(X)
         return self.outputs(self.samples["weights"][keep], self.samples["noise_precision"][keep], Xs)
+
+    @property
+    def input_map(self) -> Standardizer:
+        """The map from a raw input row to the network's inputs (selection, log1p, standardisation)."""
+        s = self.samples
+        return Standardizer(s["input_mean"], s["input_sd"], s.get("input_columns", np.empty(0, np.int64)),
+                            bool(s.get("input_log1p", False)), int(s.get("input_width", s["input_mean"].size)))
+
+    @property
+    def n_raw_inputs(self) -> int:
+        """Columns of a raw input row (a feature selection keeps fewer for the network)."""
+        return self.input_map.width
 
     def outputs(self, W, noise, Xs) -> tuple:
         """Network outputs (S, N, n_out) of weight vectors W at inputs Xs in the

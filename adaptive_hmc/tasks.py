@@ -1,4 +1,4 @@
-"""Rasmussen's (1996) five UCI regression tasks as numeric tables.
+"""Rasmussen's (1996) five UCI regression tasks as numeric tables, and Dexter.
 
 Flow position: files -> **tasks** -> data. Each encoder reads the original
 UCI file from a data set's folder (see its PROVENANCE.md) and returns the
@@ -76,3 +76,37 @@ def servo(folder: Path) -> tuple:
 
 #: name -> encoder(folder) -> (X, y)
 TASKS = {"auto_price": auto_price, "cpu": cpu, "house": house, "mpg": mpg, "servo": servo}
+
+
+#: Dexter (NIPS 2003 feature-selection challenge, training set only): 300 cases, 20,000 word counts.
+DEXTER_FEATURES = 20_000
+
+
+def load_dexter(folder: Path):
+    """Dexter's training set from ``folder`` (sparse ``index:value`` lines, 1-based
+    indices; labels +1/-1) as (X, y): X a scipy.sparse CSR matrix (300, 20000)
+    of counts, y the labels as 0/1 (+1 -> 1)."""
+    import scipy.sparse as sp
+    indptr, idx, vals = [0], [], []
+    for line in (folder / "dexter_train.data").read_text().splitlines():
+        for pair in line.split():
+            i, v = pair.split(":")
+            idx.append(int(i) - 1)
+            vals.append(float(v))
+        indptr.append(len(idx))
+    X = sp.csr_matrix((np.array(vals), np.array(idx, dtype=np.int64), np.array(indptr, dtype=np.int64)),
+                      shape=(len(indptr) - 1, DEXTER_FEATURES))
+    labels = np.array([int(t) for t in (folder / "dexter_train.labels").read_text().split()])
+    if labels.size != X.shape[0] or not np.isin(labels, (-1, 1)).all():
+        raise ValueError(f"{folder}: {labels.size} labels for {X.shape[0]} cases, or labels other than +1/-1")
+    return X, (labels == 1).astype(float)
+
+
+def dexter(folder: Path) -> tuple:
+    """Dexter as a dense table (X (300, 20000) counts, y 0/1), for configs."""
+    X, y = load_dexter(folder)
+    return X.toarray(), y
+
+
+#: Every data set read by its own loader (named without a file): the tasks, then Dexter.
+LOADERS = {**TASKS, "dexter": dexter}

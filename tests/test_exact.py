@@ -64,6 +64,16 @@ def test_kernel_matches_numpy_reference(spec):
     np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10)
 
 
+def _finite_differences(model, q, hyper, h=1e-5) -> np.ndarray:
+    """Central differences of the model's energy at q, one coordinate at a time."""
+    fd = np.empty_like(q)
+    for k in range(q.size):
+        e = np.zeros_like(q)
+        e[k] = h
+        fd[k] = (model.energy_grad(q + e, hyper)[0] - model.energy_grad(q - e, hyper)[0]) / (2 * h)
+    return fd
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}-io{s.direct}")
 @pytest.mark.parametrize("ard", [False, True])
 def test_gradient_matches_finite_differences(spec, ard):
@@ -75,12 +85,7 @@ def test_gradient_matches_finite_differences(spec, ard):
     precisions(model.prior, hyper.tau, hyper.prec)
     q = rng.normal(size=spec.n_params)
     _, g = model.energy_grad(q, hyper)
-    h = 1e-5
-    fd = np.empty_like(q)
-    for k in range(q.size):
-        e = np.zeros_like(q)
-        e[k] = h
-        fd[k] = (model.energy_grad(q + e, hyper)[0] - model.energy_grad(q - e, hyper)[0]) / (2 * h)
+    fd = _finite_differences(model, q, hyper)
     for grp in spec.groups:
         np.testing.assert_allclose(g[grp.slice], fd[grp.slice], rtol=1e-6, atol=1e-6, err_msg=grp.name)
 
@@ -339,3 +344,48 @@ def test_stochastic_dynamics_iteration_is_the_leapfrog_without_a_test(bivariate)
     assert info.energy_error == pytest.approx(u + kinetic(p) - st.energy - kinetic(
         np.random.default_rng(4).standard_normal(2)), abs=1e-12)
     assert info.squared_jump == pytest.approx(np.sum((q - st.position) ** 2), rel=1e-12)
+
+
+SPARSE_SPECS = [MLPSpec(40, (6, 3), 1, "logistic"), MLPSpec(30, (5,), 2, direct=True),
+                MLPSpec(25, (4,), 3, "softmax")]
+
+
+def _sparse_data(spec, n, rng, density=0.1):
+    X, Y = _data(spec, n, rng)
+    X *= rng.random(X.shape) < density
+    X[:, 3] = 0.0                                       # an input that is never on
+    X[5] = 0.0                                          # a case with no input on
+    return X, Y
+
+
+@pytest.mark.parametrize("spec", SPARSE_SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}-io{s.direct}")
+def test_sparse_first_layer_matches_the_dense_kernel_and_numpy(spec):
+    """Inputs that are mostly zero: the first layer run on the nonzeros (CSC)
+    gives the dense kernel's energy and gradient and NumPy's, and the model
+    chooses it by itself for such inputs (and not for dense ones)."""
+    rng = np.random.default_rng(3)
+    X, Y = _sparse_data(spec, 37, rng)
+    model = BayesianMLP(spec, X, Y)
+    dense = BayesianMLP(spec, X, Y, sparse=False)
+    assert model.sparse and not dense.sparse and not BayesianMLP(spec, *_data(spec, 37, rng)).sparse
+    assert model.target.sparse.vals.size == np.count_nonzero(X)
+    hyper = model.initial_hyper()
+    for _ in range(3):
+        q = rng.normal(size=spec.n_params)
+        e, g = model.energy_grad(q, hyper)
+        e_dense, g_dense = dense.energy_grad(q, hyper)
+        e_ref, g_ref = reference.energy_grad(spec, q, X, model.Y, hyper.prec, hyper.noise)
+        assert abs(e - e_dense) < 1e-10 * max(1.0, abs(e_dense)) and abs(e - e_ref) < 1e-10 * max(1.0, abs(e_ref))
+        np.testing.assert_allclose(g, g_dense, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10)
+
+
+def test_sparse_first_layer_gradient_matches_finite_differences():
+    spec = SPARSE_SPECS[0]
+    rng = np.random.default_rng(4)
+    X, Y = _sparse_data(spec, 23, rng)
+    model = BayesianMLP(spec, X, Y, PriorSpec(ard=True), sparse=True)
+    hyper = model.initial_hyper()
+    q = rng.normal(size=spec.n_params)
+    _, g = model.energy_grad(q, hyper)
+    np.testing.assert_allclose(g, _finite_differences(model, q, hyper), rtol=1e-6, atol=1e-6)

@@ -157,3 +157,50 @@ def test_neal_1993_runs_in_their_quick_form(tmp_path):
     bp = res["bp_no_decay"]["train_errors"]
     assert bp[-1] < 0.5 * bp[0]                                  # gradient descent descends
     assert "| HMC, 500 x 1000 leapfrog steps" in (out / "neal1993.md").read_text()
+
+
+def test_dexter_loads_sparse_and_its_feature_filter_is_a_chi_squared_test():
+    from scipy import stats
+    from adaptive_hmc.data import data_dir, select_features
+    from adaptive_hmc.tasks import load_dexter
+    X, y = load_dexter(data_dir("dexter"))
+    assert X.shape == (300, 20_000) and X.nnz == 28_218 and y.sum() == 150 and X.max() == 907
+    rows = np.arange(0, 300, 2)
+    cols = select_features(X[rows], y[rows], 295)
+    assert cols.size == 295 and np.all(np.diff(cols) > 0)
+    present = X[rows].toarray() > 0
+
+    def chi2(j):                                   # scipy's Pearson statistic of presence x class
+        p = present[:, j]
+        if p.all() or not p.any():
+            return 0.0
+        t = [[np.sum(p & (y[rows] == c)) for c in (1, 0)], [np.sum(~p & (y[rows] == c)) for c in (1, 0)]]
+        return stats.chi2_contingency(t, correction=False)[0]
+
+    worst_kept = min(chi2(j) for j in cols)
+    others = [j for j in np.flatnonzero(present.any(axis=0)) if j not in set(cols)]
+    assert len(others) > 1000 and max(chi2(j) for j in others[::5]) <= worst_kept + 1e-9      # the top k
+    # power: a feature present exactly in the class-1 cases is chosen first, one absent everywhere never
+    Z = X[rows].toarray()
+    Z[:, 5] = y[rows] * 3
+    Z[:, 7] = 0
+    picked = select_features(Z, y[rows], 1)
+    assert picked.tolist() == [5] and 7 not in select_features(Z, y[rows], 295)
+
+
+def test_the_dexter_benchmark_and_table_run_in_their_quick_forms(tmp_path):
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dexter.py"), "--quick"],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    bench = json.loads(r.stdout.strip().splitlines()[-1])
+    assert bench["n_params"] == 6097 and bench["sparse_grad_evals_per_s"] > 0 and bench["dense_grad_evals_per_s"] > 0
+    r = subprocess.run([sys.executable, str(ROOT / "experiments" / "dexter_table.py"), "--quick", "--runs",
+                        str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = json.loads((tmp_path / "dexter_table.json").read_text())
+    for kind in ("bandit", "human"):
+        r1 = res["networks"][kind]["1"]
+        assert 0 <= r1["majority"] < 0.4 and 0 <= r1["pooled"] < 0.4 and r1["mlpd"] < 0
+    assert all(0 <= v < 0.3 for v in res["baselines"]["1"].values()) and len(res["baselines"]["1"]) == 4
+    assert (tmp_path / "dexter_reward_surface.png").stat().st_size > 5_000
+    assert "| adaptive HMC (bandit), majority vote | 0.0667 |" in (tmp_path / "dexter_table.md").read_text()

@@ -13,7 +13,8 @@ import numpy as np
 from ..data import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
-from .mlp import LIKELIHOOD, MLPSpec, forward, mlp_energy_grad, mlp_step_scales, pad_cases, predict
+from .mlp import (LIKELIHOOD, MLPSpec, SparseInputs, forward, mlp_energy_grad, mlp_step_scales, pad_cases, predict,
+                  sparse_inputs, use_sparse)
 from .predictive import accumulate
 from .priors import Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper
 
@@ -51,11 +52,12 @@ class MLPTarget(NamedTuple):
     work: np.ndarray    # scratch of the kernels
     prior: Prior
     sumsq: np.ndarray   # (n_in,) sum over training cases of each squared input
+    sparse: SparseInputs  # the nonzero training inputs (empty: the first layer reads XT)
 
 
 @njit
 def _energy_grad(q, grad, t, hyper):
-    return mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work)
+    return mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
 
 
 @njit
@@ -88,17 +90,21 @@ class BayesianMLP(Model):
     """Posterior of an MLP's weights and hyperparameters on training data (X, Y).
 
     Y is (N, n_outputs) for regression, 0/1 labels for logistic, and class
-    indices 0..K-1 for softmax.
+    indices 0..K-1 for softmax. ``sparse``: run the first layer on the nonzero
+    inputs (None: when X is wide and mostly zero, :func:`~adaptive_hmc.models.mlp.use_sparse`).
     """
 
-    def __init__(self, spec: MLPSpec, X, Y, priors: PriorSpec = PriorSpec()):
+    def __init__(self, spec: MLPSpec, X, Y, priors: PriorSpec = PriorSpec(), sparse: bool | None = None):
         X, Y = check_data(spec, X, Y, "training data")
         self.spec, self.priors = spec, priors
         self.X, self.Y = X, Y
         self.prior, self.slot_names = build_prior(spec, priors)
         XT = pad_cases(X.T)
+        self.sparse = use_sparse(X) if sparse is None else bool(sparse)
+        nonzero = sparse_inputs(X) if self.sparse else SparseInputs(np.empty(0, np.int64), np.empty(0, np.int64),
+                                                                     np.empty(0))
         self.target = MLPTarget(spec.arch, XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]),
-                                self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)))
+                                self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero)
         self.n_cases = X.shape[0]
         self.dim = spec.n_params
 
