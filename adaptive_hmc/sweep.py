@@ -290,6 +290,21 @@ def map_tasks(client, fn, calls: dict, store) -> dict:
     return {k: done[k] for k in calls}
 
 
+def timed_map_tasks(client, fn, calls: dict, store, timings, label: str) -> dict:
+    """:func:`map_tasks`, and, when it computed any task, its wall seconds kept
+    under ``label`` in the JSON file ``timings`` (a rerun that only reads the
+    stored results keeps the time of the run that made them)."""
+    store, timings = Path(store), Path(timings)
+    done = set(json.loads(store.read_text())) if store.is_file() else set()
+    t0 = time.perf_counter()
+    results = map_tasks(client, fn, calls, store)
+    if set(calls) - done:
+        seconds = json.loads(timings.read_text()) if timings.is_file() else {}
+        seconds[label] = time.perf_counter() - t0
+        _write_atomic(timings, json.dumps(seconds))
+    return results
+
+
 def run_sweep(path, out=None, scheduler=None, workers=None, resume=False, quiet=False, client=None) -> int:
     """Run a sweep file; 0 when every run finished, 1 when some failed (each
     recorded with its error in sweep.csv and its log). The runs go to

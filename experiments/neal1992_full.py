@@ -29,7 +29,7 @@ from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.models.neal1992 import Neal92MLP
 from adaptive_hmc.models.predictive import squared_errors
 from adaptive_hmc.samplers import anneal, hmc_settings, init_state
-from adaptive_hmc.sweep import dask_session, map_tasks
+from adaptive_hmc.sweep import dask_session, timed_map_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = (0.00547, 0.00568, 0.00571, 0.00571, 0.00574)
@@ -93,7 +93,7 @@ def report(results: dict, quick: bool, wall: float | None) -> str:
              "squared error of each of the last networks on the training and test cases, and the test error of "
              "the prediction averaged over the networks so far.", ""]
     if wall is not None:
-        lines += [f"Wall time on this machine: {wall:.0f} s for the five runs (each " +
+        lines += [f"Wall time on this machine: {wall:.0f} s for the {len(s['seconds'])} runs (each " +
                   ", ".join(f"{v:.0f}" for v in s["seconds"]) + " s of one core).", ""]
     return "\n".join(lines)
 
@@ -138,15 +138,10 @@ def main(argv=None):
     out = Path(args.out or f"sweeps/neal1992_full{'_quick' if args.quick else ''}")
     out.mkdir(parents=True, exist_ok=True)
     timings = out / "timings.json"
-    wall = json.loads(timings.read_text()).get("runs") if timings.is_file() else None
     with dask_session(args.scheduler, args.workers) as client:
-        t0 = time.perf_counter()
-        before = len(json.loads((out / "results.json").read_text())) if (out / "results.json").is_file() else 0
-        results = map_tasks(client, one_run, {str(k): (k, num_steps, scale) for k in range(seeds)},
-                            out / "results.json")
-        if len(results) > before:
-            wall = time.perf_counter() - t0
-            timings.write_text(json.dumps({"runs": wall}))
+        results = timed_map_tasks(client, one_run, {str(k): (k, num_steps, scale) for k in range(seeds)},
+                                  out / "results.json", timings, "runs")
+    wall = json.loads(timings.read_text())["runs"]
     text = report(results, args.quick, wall)
     (out / "neal1992_full.md").write_text(text)
     figure(results, out / "neal1992_full.png", args.quick)

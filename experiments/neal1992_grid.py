@@ -28,7 +28,7 @@ from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.models.neal1992 import Neal92MLP
 from adaptive_hmc.models.predictive import squared_errors
 from adaptive_hmc.samplers import anneal, hmc_settings, init_state
-from adaptive_hmc.sweep import dask_session, map_tasks
+from adaptive_hmc.sweep import dask_session, timed_map_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 EPS0 = (0.25e-4, 0.35e-4, 0.5e-4, 0.71e-4, 1.0e-4, 1.41e-4, 2.0e-4)
@@ -162,7 +162,7 @@ def key(eps0, nu, schedule, seed):
 def run_grid(client, out: Path, eps_values, nu_values, seeds, num_steps, scale) -> dict:
     calls = {key(e, n, s, seed): (e, n, s, seed, num_steps, scale) for s in SCHEDULES for e in eps_values
              for n in nu_values for seed in range(seeds)}
-    return map_tasks(client, one_run, calls, out / "results.json")
+    return timed_map_tasks(client, one_run, calls, out / "results.json", out / "timings.json", "grid")
 
 
 def cells(results: dict, eps_values, nu_values) -> dict:
@@ -331,28 +331,17 @@ def main(argv=None):
     out = Path(args.out or f"sweeps/neal1992_grid{'_quick' if args.quick else ''}")
     out.mkdir(parents=True, exist_ok=True)
     timings = out / "timings.json"
-    seconds = json.loads(timings.read_text()) if timings.is_file() else {}
     with dask_session(args.scheduler, args.workers) as client:
-        t0 = time.perf_counter()
-        before = len(json.loads((out / "results.json").read_text())) if (out / "results.json").is_file() else 0
         results = run_grid(client, out, eps_values, nu_values, seeds, num_steps, scale)
-        if len(results) > before:
-            seconds["grid"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        before = len(json.loads((out / "bandit.json").read_text())) if (out / "bandit.json").is_file() else 0
-        bandit = map_tasks(client, bandit_run, {f"{name}/{k}": (name, k, 20_000 if args.quick else 200_000)
-                                                for name, v in BANDITS.items()
-                                                for k in (range(2) if args.quick else v["seeds"])}, out / "bandit.json")
-        if len(bandit) > before:
-            seconds["bandit"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        before = len(json.loads((out / "metropolis.json").read_text())) if (out / "metropolis.json").is_file() else 0
-        metropolis = map_tasks(client, metropolis_run, {key(e, n, sc, seed): (e, n, sc, seed, m_scale)
-                                                        for sc in M_SCHEDULES for e in m_eps for n in nu_values
-                                                        for seed in range(m_seeds)}, out / "metropolis.json")
-        if len(metropolis) > before:
-            seconds["metropolis"] = time.perf_counter() - t0
-        timings.write_text(json.dumps(seconds))
+        bandit = timed_map_tasks(client, bandit_run, {f"{name}/{k}": (name, k, 20_000 if args.quick else 200_000)
+                                                      for name, v in BANDITS.items()
+                                                      for k in (range(2) if args.quick else v["seeds"])},
+                                 out / "bandit.json", timings, "bandit")
+        metropolis = timed_map_tasks(client, metropolis_run, {key(e, n, sc, seed): (e, n, sc, seed, m_scale)
+                                                              for sc in M_SCHEDULES for e in m_eps
+                                                              for n in nu_values for seed in range(m_seeds)},
+                                     out / "metropolis.json", timings, "metropolis")
+    seconds = json.loads(timings.read_text())
     grid = cells(results, eps_values, nu_values)
     (out / "summary.json").write_text(json.dumps({s: {f"{e:g}/{n:g}": v for (e, n), v in c.items()}
                                                   for s, c in grid.items()}, indent=1))

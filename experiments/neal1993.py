@@ -35,7 +35,7 @@ from adaptive_hmc.models.neal1992 import N_GROUPS
 from adaptive_hmc.models.neal1993 import Neal93MLP
 from adaptive_hmc.models.predictive import squared_errors
 from adaptive_hmc.samplers import hmc_settings, init_state, sample
-from adaptive_hmc.sweep import dask_session, map_tasks
+from adaptive_hmc.sweep import dask_session, timed_map_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = 16
@@ -250,19 +250,15 @@ def main(argv=None):
     out = Path(args.out or f"sweeps/neal1993{'_quick' if args.quick else ''}")
     out.mkdir(parents=True, exist_ok=True)
     timings = out / "timings.json"
-    wall = json.loads(timings.read_text()).get("all") if timings.is_file() else None
     store = out / "results.json"
     with dask_session(args.scheduler, args.workers) as client:
-        t0 = time.perf_counter()
-        before = len(json.loads(store.read_text())) if store.is_file() else 0
         calls = {"hmc": ("hmc", 0, scale), "bp_no_decay": ("backprop", None, 0, scale),
                  **{k: ("sd", k, 0, scale) for k in SD_STEPS}}
-        res = map_tasks(client, task, calls, store)
+        res = timed_map_tasks(client, task, calls, store, timings, "runs")
         res["decay"] = decay_from(res["hmc"])
-        res.update(map_tasks(client, task, {"bp_decay": ("backprop", res["decay"], 0, scale)}, store))
-        if len(res) - 1 > before:
-            wall = time.perf_counter() - t0
-            timings.write_text(json.dumps({"all": wall}))
+        res.update(timed_map_tasks(client, task, {"bp_decay": ("backprop", res["decay"], 0, scale)}, store, timings,
+                                   "bp_decay"))
+    wall = sum(json.loads(timings.read_text()).values())
     text = report(res, args.quick, wall)
     (out / "neal1993.md").write_text(text)
     figure(res, out / "neal1993.png")
