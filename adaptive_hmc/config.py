@@ -22,7 +22,7 @@ from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
-from .replicas import MODELS
+from .replicas import DEFAULT_WEIGHT_BY, MODELS
 from .tasks import LOADERS
 from .samplers.settings import KINDS, HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
@@ -277,6 +277,11 @@ class TunerConfig(_Strict):
     log_axes: List[Literal["step_factor", "num_steps"]] = Field(
         list(DEFAULT_BANDIT["log_axes"]), description="bandit: dimensions the reward model sees on a log scale (the default: the "
         "step factor; the thesis: none, [])")
+    leave_below: Optional[Number] = Field(
+        DEFAULT_BANDIT["leave_below"], gt=0, lt=1, description="bandit: when a reward ranks among the lowest "
+        "this share of all rewards told, move by the acquisition whatever p_i says (the default: 0.05, so a chain "
+        "that stops accepting late in a run does not keep its action for many super-transitions; the thesis: "
+        "null, keep it with probability 1 - p_i)")
     fit_kernel: bool = Field(False, description="bandit: fit the GP's length scales and signal variance by "
                              "marginal likelihood (the thesis: fixed)")
     warmup_super_transitions: int = Field(DEFAULT_WARMUP, ge=0, description="first super-transitions whose "
@@ -295,7 +300,8 @@ class TunerConfig(_Strict):
                                              "num_steps": tuple(int(v) for v in self.bounds["num_steps"])},
                 "alpha": float(self.alpha), "delta": float(self.delta), "noise": float(self.noise),
                 "schedule": schedule, "first_action": self.first_action, "maxfun": self.maxfun,
-                "transform": self.transform, "log_axes": list(self.log_axes), "fit_kernel": self.fit_kernel}
+                "transform": self.transform, "log_axes": list(self.log_axes), "fit_kernel": self.fit_kernel,
+                "leave_below": None if self.leave_below is None else float(self.leave_below)}
 
 
 class BurnInConfig(_Strict):
@@ -312,6 +318,10 @@ class RunConfig(_Strict):
     checkpoint_every: int = Field(1, ge=1, description="super-transitions between checkpoints")
     thin: int = Field(0, ge=0, description="keep every thin-th retained weight vector (for plots and predict); "
                       "0 keeps none")
+    weight_by: Literal["gradients", "iterations"] = Field(
+        DEFAULT_WEIGHT_BY, description="how retained samples weigh in the predictions: gradients (each by its "
+        "iteration's leapfrog steps, so every super-transition weighs its compute whatever its L; the default, "
+        "README: tuning study) or iterations (each retained iteration once, the thesis)")
     threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
                                    "depend on it")
 

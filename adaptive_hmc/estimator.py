@@ -20,6 +20,7 @@ from .models.mlp import MLPSpec
 from .models.mlp import predict as mlp_predict
 from .models.predictive import class_probabilities, predictive_moments
 from .models.priors import PriorSpec
+from .replicas import DEFAULT_WEIGHT_BY
 from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, Progress, make_run, run_super_transitions
 from .samplers.settings import HMCSettings
 
@@ -28,8 +29,8 @@ class _BNN(BaseEstimator):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 reward=DEFAULT_REWARD):
-        self.reward = reward
+                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY):
+        self.reward, self.weight_by = reward, weight_by
         self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
         self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
         self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
@@ -63,7 +64,7 @@ class _BNN(BaseEstimator):
             cv_metric=metric, k=self.k,
             full_data_chain=True, priors=self.priors or PriorSpec(),
             settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps),
-            thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads)
+            thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads, weight_by=self.weight_by)
         progress = Progress(self.super_transitions, 0, quiet=not self.verbose)
         try:
             self.log_ = run_super_transitions(self.replicas_, self.tuner_, self.super_transitions, self.budget,
@@ -73,6 +74,7 @@ class _BNN(BaseEstimator):
             progress.close()
         self.spec_ = spec
         self.weights_, self.noise_, _ = self.replicas_.samples()
+        self.sample_weights_ = self.replicas_.kept_weights()
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
         stuck = sum(1 for e in self.log_ if e["stuck_chains"])
@@ -102,6 +104,8 @@ _COMMON_DOC = """
     initial_phase_steps : leapfrog steps with the hyperparameters fixed before Gibbs updates start.
     burn_in_super_transitions : discarded from predictions (default a third).
     thin : keep every thin-th retained sample for ``predict``.
+    weight_by : "gradients" (each retained sample weighs its iteration's leapfrog steps; the default) or
+        "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default Neal's).
     seed : decides every random number; threads do not change results.
@@ -126,7 +130,7 @@ class BNNRegressor(RegressorMixin, _BNN):
 
     def predict(self, X, return_std: bool = False):
         """Posterior predictive mean; with ``return_std`` also its sd, noise included."""
-        mean, var = predictive_moments(self._outputs(X), self.noise_)      # standardised units
+        mean, var = predictive_moments(self._outputs(X), self.noise_, self.sample_weights_)   # standardised units
         mean, sd = self.y_scale_.inverse(mean), np.sqrt(var) * self.y_scale_.sd
         if self.single_output_:
             mean, sd = mean[:, 0], sd[:, 0]
@@ -159,7 +163,8 @@ class BNNClassifier(ClassifierMixin, _BNN):
         return self._fit(self.x_scale_.transform(X), codes.astype(float), spec, self.cv_metric)
 
     def predict_proba(self, X):
-        return class_probabilities(self._outputs(X), self.spec_.likelihood).mean(axis=0)
+        return np.average(class_probabilities(self._outputs(X), self.spec_.likelihood), axis=0,
+                          weights=self.sample_weights_)
 
     def predict(self, X):
         P = self.predict_proba(X)

@@ -84,6 +84,13 @@ def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, k: int, full_data_
 #: hierarchical priors (FBM, Rasmussen), and Neal's 1992 and 1993 models.
 MODELS = ("bnn", "neal1992", "neal1993")
 
+#: How retained samples weigh in predictions (``weight_by``): "iterations"
+#: (each retained iteration once, as the thesis) or "gradients" (each by the
+#: leapfrog steps of its iteration, so that a super-transition weighs its compute
+#: whatever its L).
+WEIGHT_BY = ("iterations", "gradients")
+DEFAULT_WEIGHT_BY = "gradients"
+
 
 def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec):
     """The model ``kind`` (one of :data:`MODELS`) of network ``spec`` on (X, Y)."""
@@ -135,6 +142,12 @@ class ReplicaSet:
     burn_in_samples : samples of each chain discarded from predictions.
     burn_in_super_transitions : super-transitions discarded from predictions.
     thin : keep every thin-th retained weight vector (0 keeps none).
+    weight_by : how retained samples weigh in the predictions, one of
+        :data:`WEIGHT_BY`. With "gradients" every sample of a
+        super-transition weighs its chain's leapfrog steps per iteration there
+        (with jitter, their mean), so a super-transition at L = 20 and one at
+        L = 5000 weigh the same (their compute) instead of 250 : 1; the kept
+        rows carry the same weights (:meth:`kept_weights`).
     threads : worker threads (default: the cores available); results do not depend on it.
     standardize_targets : regression only: the chains sample a network for
         the targets standardised by the training cases' mean and sd per output
@@ -158,7 +171,7 @@ class ReplicaSet:
                  test_sets: dict | None = None, seed=0, initial_hyper: float | None = 1.0,
                  init_scale: float = 0.0, burn_in_samples: int = 0, burn_in_super_transitions: int = 0,
                  thin: int = 0, threads: int | None = None, calibrate_after: int | None = None,
-                 standardize_targets: bool = False, model: str = "bnn"):
+                 standardize_targets: bool = False, model: str = "bnn", weight_by: str = DEFAULT_WEIGHT_BY):
         X, Y = check_data(spec, X, Y, "training data")
         self.target_mean, self.target_sd = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
         if standardize_targets:
@@ -174,6 +187,9 @@ class ReplicaSet:
         self.spec, self.settings = spec, check_settings(settings, need_step=False)
         self.burn_in_samples, self.burn_in_super_transitions = int(burn_in_samples), int(burn_in_super_transitions)
         self.thin = int(thin)
+        if weight_by not in WEIGHT_BY:
+            raise ValueError(f"weight_by={weight_by!r}: allowed are {', '.join(WEIGHT_BY)}")
+        self.weight_by = weight_by
         if calibrate_after is not None and not (int(calibrate_after) == calibrate_after and calibrate_after >= 0):
             raise ValueError(f"calibrate_after={calibrate_after!r}: None or an integer >= 0")
         self.calibrate_after = None if calibrate_after is None else int(calibrate_after)
@@ -213,7 +229,8 @@ class ReplicaSet:
         self.test_sq = np.zeros((R, n_out, Nt))
         self.test_var = np.zeros((R, n_out))
         self.test_lse = np.full((R, Nt), -np.inf)
-        self.test_count = np.zeros(R)
+        self.test_count = np.zeros(R)                  # sum of the retained samples' weights
+        self.retained = np.zeros(R, dtype=np.int64)    # number of retained samples
         # Per super-transition: sums of retained test predictions and their counts.
         self.history_pred: list = []
         self.history_count: list = []
@@ -221,6 +238,7 @@ class ReplicaSet:
         self.history_hyper: list = []
         self.kept: list = [[] for _ in range(R)]
         self.kept_super: list = [[] for _ in range(R)]      # the super-transition of each kept row
+        self.kept_weight: list = [[] for _ in range(R)]     # the weight of each kept row (weight_by)
         self.step_calibration = np.ones(R)                  # multiplies each chain's step factor
         self.n_super = 0
 
@@ -279,6 +297,12 @@ class ReplicaSet:
         return (A, np.repeat(np.arange(self.n_replicas), [len(k) for k in self.kept]),
                 np.array([s for chain in self.kept_super for s in chain], dtype=np.int64))
 
+    def kept_weights(self) -> np.ndarray:
+        """The weight (S,) of each kept row of :meth:`kept_rows` in the
+        predictions: 1, or with ``weight_by="gradients"`` its iteration's
+        leapfrog steps."""
+        return np.array([w for chain in self.kept_weight for w in chain], dtype=np.float64)
+
     def compile(self) -> float:
         """Compile (or load from Numba's cache) the kernels a super-transition
         runs, by a call of no iterations that changes nothing; returns the
@@ -304,10 +328,11 @@ class ReplicaSet:
         return {"n_super": self.n_super, "streams_spawned": self.streams.n_children_spawned,
                 "chains": [[a.copy() for a in r.arrays()] for r in self.replicas],
                 "test": {k: getattr(self, k).copy() for k in ("test_pred", "test_sq", "test_var", "test_lse",
-                                                             "test_count")},
+                                                             "test_count", "retained")},
                 "history_pred": list(self.history_pred), "history_count": list(self.history_count),
                 "history_hyper": list(self.history_hyper), "kept": [list(k) for k in self.kept],
                 "kept_super": [list(k) for k in self.kept_super],
+                "kept_weight": [list(k) for k in self.kept_weight],
                 "step_calibration": self.step_calibration.copy()}
 
     def restore(self, state: dict) -> None:
@@ -322,6 +347,7 @@ class ReplicaSet:
         self.history_hyper = list(state["history_hyper"])
         self.kept = [list(k) for k in state["kept"]]
         self.kept_super = [list(k) for k in state["kept_super"]]
+        self.kept_weight = [list(k) for k in state["kept_weight"]]
         self.step_calibration = np.array(state["step_calibration"], dtype=np.float64)
         self.n_super = state["n_super"]
         s = self.streams
@@ -400,6 +426,13 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
                            Observers(r.held, r.test, int(retain_after), thin, kept[j]), streams[j])
         replicas.kept[j].extend(kept[j][:n_kept])
         replicas.kept_super[j].extend([replicas.n_super] * n_kept)
+        replicas.kept_weight[j].extend([weight(j)] * n_kept)
+
+    def weight(j):
+        """Each retained sample's weight in chain j's predictions (:data:`WEIGHT_BY`)."""
+        if replicas.weight_by == "iterations" or n_iter == 0:
+            return 1.0
+        return float(rec.num_steps[j].sum()) / n_iter
 
     t0 = time.perf_counter()
     if replicas.threads > 1 and R > 1:
@@ -409,15 +442,19 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
         for j in range(R):
             one(j)
     seconds = time.perf_counter() - t0
-    st_pred = np.stack([r.test.pred for r in replicas.replicas])
-    st_count = np.array([r.test.count[0] for r in replicas.replicas])
+    w = np.array([weight(j) for j in range(R)])
+    n_retained = np.array([r.test.count[0] for r in replicas.replicas])
+    st_pred = w[:, None, None] * np.stack([r.test.pred for r in replicas.replicas])
+    st_count = w * n_retained
     replicas.test_pred += st_pred
-    replicas.test_sq += np.stack([r.test.sq for r in replicas.replicas])
-    replicas.test_var += np.stack([r.test.var for r in replicas.replicas])
-    replicas.test_lse = np.logaddexp(replicas.test_lse, np.stack([r.test.lse for r in replicas.replicas]))
+    replicas.test_sq += w[:, None, None] * np.stack([r.test.sq for r in replicas.replicas])
+    replicas.test_var += w[:, None] * np.stack([r.test.var for r in replicas.replicas])
+    replicas.test_lse = np.logaddexp(replicas.test_lse,
+                                     np.log(w)[:, None] + np.stack([r.test.lse for r in replicas.replicas]))
     replicas.test_count += st_count
+    replicas.retained += n_retained.astype(np.int64)
     replicas.history_pred.append(st_pred * replicas.target_sd[:, None] + replicas.target_mean[:, None]
-                                 * st_count[:, None, None])            # sums of predictive means, original units
+                                 * st_count[:, None, None])            # weighted sums of predictive means, original units
     replicas.history_count.append(st_count)
     replicas.history_hyper.append(np.stack([hyper_values(r.model.target, r.chain.hyper, np.empty(H))
                                             for r in replicas.replicas]))

@@ -36,18 +36,37 @@ def retained_draws(run: Run) -> np.ndarray:
 MIN_KEPT = 50
 
 
+def compute_spaced(weights) -> np.ndarray:
+    """Indices of draws of weights (S,), in order, each repeated so that the
+    draws are spaced by equal weight: draw i appears once for every multiple of
+    the smallest weight that the running sum of weights passes at it. Equal
+    weights give every index once; with weights in leapfrog steps, the
+    sequence has one draw per that many gradients, so that its ESS is that of
+    the weighted average (the estimator the run reports)."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    c = np.floor(np.cumsum(w) / w.min() + 1e-9).astype(np.int64)
+    return np.repeat(np.arange(w.size), np.diff(c, prepend=0))
+
+
 def chain_draws(run: Run) -> tuple:
     """(draws, kind): each chain's draws of the test predictions after burn-in,
     a list of (draws, cases x outputs) arrays. From the kept samples (every
     ``thin``-th retained sample, network outputs at the test inputs) when every
-    chain kept at least :data:`MIN_KEPT`; otherwise one draw per retained
-    super-transition, the mean prediction of its samples."""
+    chain kept at least :data:`MIN_KEPT`, spaced by their weights
+    (:func:`compute_spaced`; ``run.weight_by``); otherwise one draw per
+    retained super-transition, the mean prediction of its samples."""
     chain = run.samples["chain"]
     R = run.predictions["history_count"].shape[1]
     counts = np.bincount(chain, minlength=R) if chain.size else np.zeros(R, int)
     if counts.min() >= MIN_KEPT:
-        F = predict(run.spec, run.samples["weights"], run.predictions["X_test"])     # (S, N, out)
-        return [F[chain == r] for r in range(R)], "samples"
+        out = []
+        for r in range(R):
+            mine = chain == r
+            F = predict(run.spec, run.samples["weights"][mine], run.predictions["X_test"])     # (S, N, out)
+            out.append(F[compute_spaced(run.samples["weight"][mine])])
+        return out, "samples"
     d = retained_draws(run)                                                          # (R, S, out, N)
     return [np.swapaxes(x, 1, 2) for x in d], "super-transition means"
 
@@ -210,9 +229,12 @@ def export(d) -> Path:
     - log_likelihood: ``y`` (case), log p(y_case | sample) of the test cases, so
       that ``az.loo`` and ``az.waic`` work;
     - observed_data: ``y_test``, the test targets;
-    - sample_stats: per draw, the super-transition, its step factor and L, and
-      the chain's acceptance, divergences (``diverging``: any) and mean
-      potential energy in it;
+    - sample_stats: per draw, the super-transition, its step factor and L, the
+      chain's acceptance, divergences (``diverging``: any) and mean potential
+      energy in it, and the draw's ``sample_weight`` in the run's averages
+      (``run.weight_by``: 1, or its iteration's leapfrog steps; ArviZ's
+      summaries treat draws as equal, so with unequal weights they describe
+      the kept draws, not the run's weighted average);
     - predictions: the per-super-transition mean test predictions of each chain
       after burn-in (what ``compare`` computes the ESS from).
     """
@@ -243,7 +265,7 @@ def export(d) -> Path:
 
     log = {e["i"]: e for e in run.log}
     chain_of = np.repeat(chains, n)
-    stat = {"super_transition": st,
+    stat = {"super_transition": st, "sample_weight": s["weight"][pick],
             "step_factor": np.array([log[i]["step_factor"] for i in st]),
             "num_steps": np.array([log[i]["num_steps"] for i in st]),
             "acceptance": np.array([log[i]["acceptance"][c] for i, c in zip(st, chain_of)]),

@@ -42,7 +42,7 @@ CHECKPOINT, PREDICTIONS, SAMPLES = "checkpoint.npz", "predictions.npz", "samples
 TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
 #: Files a run writes when it starts, before its first checkpoint.
 START_FILES = {CONFIG, METADATA, LOG, LOCK}
-CHECKPOINT_FORMAT = 2           # 2: each chain also stores its dummy kinetic energy (annealing)
+CHECKPOINT_FORMAT = 3           # 2: each chain's dummy kinetic energy (annealing); 3: kept rows' weights
 
 
 class RunError(ValueError):
@@ -112,7 +112,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions if cfg.tuner.kind == "bandit"
                                                else 0:]),
         "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)),
-        "super_transitions": len(log), "samples_retained": int(replicas.test_count.sum()),
+        "super_transitions": len(log), "samples_retained": int(replicas.retained.sum()),
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
         "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),
         "step_calibration": [round(float(c), 6) for c in replicas.step_calibration],
@@ -156,6 +156,7 @@ def pack_checkpoint(ck: Checkpoint) -> bytes:
     arrays.update({k: _stack(st[k]) for k in ("history_pred", "history_count", "history_hyper")})
     arrays.update({f"kept/{r}": _stack(rows) for r, rows in enumerate(st["kept"])})
     arrays.update({f"kept_super/{r}": np.array(v, np.int64) for r, v in enumerate(st["kept_super"])})
+    arrays.update({f"kept_weight/{r}": np.array(v, np.float64) for r, v in enumerate(st["kept_weight"])})
     arrays["step_calibration"] = np.asarray(st["step_calibration"], np.float64)
     record = {"format": CHECKPOINT_FORMAT, "n_super": st["n_super"], "streams_spawned": st["streams_spawned"],
               "chain_arrays": [len(c) for c in st["chains"]], "test": sorted(st["test"]),
@@ -187,6 +188,7 @@ def unpack_checkpoint(data: bytes) -> Checkpoint:
                 "test": {k: arrays[f"test/{k}"] for k in record["test"]},
                 "kept": [list(arrays[f"kept/{r}"]) for r in range(R)],
                 "kept_super": [[int(v) for v in arrays[f"kept_super/{r}"]] for r in range(R)],
+                "kept_weight": [[float(v) for v in arrays[f"kept_weight/{r}"]] for r in range(R)],
                 "step_calibration": arrays.get("step_calibration", np.ones(R))}
     replicas.update({k: list(arrays[k]) for k in ("history_pred", "history_count", "history_hyper")})
     return Checkpoint(replicas, record["tuner"], record["log"], float(record["wall_s"]))
@@ -340,6 +342,7 @@ class RunDir:
         rows, _, super_index = replicas.kept_rows()
         atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, chain=chain, arch=replicas.spec.arch,
                                               hyper=rows[:, replicas.dim:], super_transition=super_index,
+                                              weight=replicas.kept_weights(),
                                               input_mean=x_scale.mean, input_sd=x_scale.sd,
                                               input_columns=x_scale.columns, input_log1p=x_scale.log1p,
                                               input_width=x_scale.width or x_scale.mean.size,
@@ -360,7 +363,7 @@ class Run(NamedTuple):
     summary: dict
     log: list
     predictions: dict   # arrays of predictions.npz
-    samples: dict       # weights (S, D) and noise_precision (S, n_out) of the kept samples
+    samples: dict       # weights (S, D), noise_precision (S, n_out), chain and weight (S,) of the kept samples
     tuner_state: dict
 
     def tuner(self):
@@ -381,7 +384,8 @@ class Run(NamedTuple):
 
     def _outputs(self, X, chains: str | None):
         """Network outputs (S, N, n_out) of the kept samples of ``chains`` (default:
-        the config's ``replicas.predict_from``) at inputs X (N, n_in), and their noise precisions."""
+        the config's ``replicas.predict_from``) at inputs X (N, n_in), their noise
+        precisions and their weights (``run.weight_by``)."""
         chains = chains or self.config.replicas.predict_from
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_raw_inputs:
@@ -391,7 +395,8 @@ class Run(NamedTuple):
             raise RunError(f"{self.dir}: no kept samples of chains {chains!r} (run.thin: 0 keeps none, and "
                            f"burn-in keeps none of its super-transitions); rerun with run.thin > 0")
         Xs = self.input_map.transform(X)
-        return self.outputs(self.samples["weights"][keep], self.samples["noise_precision"][keep], Xs)
+        return (*self.outputs(self.samples["weights"][keep], self.samples["noise_precision"][keep], Xs),
+                self.samples["weight"][keep])
 
     @property
     def input_map(self) -> Standardizer:
@@ -421,18 +426,18 @@ class Run(NamedTuple):
         """Regression: posterior predictive mean (N, n_out), and with
         ``return_std`` its sd, noise included. Classification: the label
         (class index) of the averaged class probabilities."""
-        F, noise = self._outputs(X, chains)
+        F, noise, w = self._outputs(X, chains)
         if self.likelihood != "gaussian":
-            return class_probabilities(F, self.likelihood).mean(axis=0).argmax(axis=1)
-        mean, var = predictive_moments(F, noise)
+            return np.average(class_probabilities(F, self.likelihood), axis=0, weights=w).argmax(axis=1)
+        mean, var = predictive_moments(F, noise, w)
         return (mean, np.sqrt(var)) if return_std else mean
 
     def predict_proba(self, X, chains: str | None = None) -> np.ndarray:
-        """Class probabilities (N, K), averaged over the kept samples."""
+        """Class probabilities (N, K), averaged over the kept samples (by their weights)."""
         if self.likelihood == "gaussian":
             raise RunError(f"{self.dir}: a regression run has no class probabilities; use predict")
-        F, _ = self._outputs(X, chains)
-        return class_probabilities(F, self.likelihood).mean(axis=0)
+        F, _, w = self._outputs(X, chains)
+        return np.average(class_probabilities(F, self.likelihood), axis=0, weights=w)
 
     def test_sets(self) -> list:
         """(name, slice of the test cases) of each test set."""
@@ -458,6 +463,7 @@ def read_run(d) -> Run:
         n_out = pred["Y_test"].shape[1]
         samples.setdefault("target_mean", np.zeros(n_out))      # runs from before target standardisation
         samples.setdefault("target_sd", np.ones(n_out))
+        samples.setdefault("weight", np.ones(len(samples["chain"])))   # runs from before sample weights
         return Run(rd.path, cfg, MLPSpec.from_arch(samples["arch"]), summary, rd.read_log(), pred, samples,
                    json.loads(rd.file(TUNER).read_text()))
     except (OSError, ValueError, KeyError, ConfigError) as e:

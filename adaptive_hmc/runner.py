@@ -23,7 +23,7 @@ from .tuners import BanditTuner, FixedTuner
 #: ESJD/sqrt(L) rewards, ranked (Gaussian copula) for the GP, the step factor on
 #: a log axis. The thesis's is reward "cv", transform "standardize", no log axes.
 DEFAULT_REWARD = "esjd"
-DEFAULT_BANDIT = {"transform": "rank", "log_axes": ("step_factor",)}
+DEFAULT_BANDIT = {"transform": "rank", "log_axes": ("step_factor",), "leave_below": 0.05}
 #: Super-transitions whose rewards are not told (configs and estimators alike).
 DEFAULT_WARMUP = 3
 

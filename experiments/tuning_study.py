@@ -15,12 +15,14 @@ Targets:
   robot_arm_fixed configs/robot_arm_fixed_hyper_bandit.yaml (every hyperparameter fixed)
   gauss1, gauss2  the thesis's bivariate Gaussians (chapter 2: covariance [[1, .99], [.99, 1]] and
                   [[2, .99], [.99, 2]]), plain HMC with an absolute step size, one chain, the ESJD reward;
-                  no predictive task: the ESS is that of the two coordinates (the smaller)
+                  no predictive task: the ESS is the smallest of the two coordinates' and their squares'
+                  (the means and the variances; the coordinates alone are reported too)
 
 Run: python experiments/tuning_study.py [--targets ...] [--seeds 1 2 3] [--grid-seeds 1] [--runs runs/tuning_study]
-     [--out docs/tuning_study.md] [--quick]
-The robot-arm runs go through the normal run directories (RUNS/TARGET/NAME-seedS); finished ones are read,
-not re-run, and interrupted ones resume. The Gaussian targets have no config section (the configs describe
+     [--out docs/tuning_study.md] [--quick] [--workers N | --scheduler ADDRESS]
+The robot-arm runs go through the normal run directories (RUNS/TARGET/NAME-seedS), each a Dask task on one
+thread (a local cluster of one worker per core by default); finished ones are read, not re-run, and
+interrupted ones resume. The Gaussian targets have no config section (the configs describe
 networks on data) and run through the Python API: the same BanditTuner, the same ESJD reward.
 --quick shrinks every target (a few super-transitions of a small budget) to check the pipeline.
 """
@@ -39,17 +41,21 @@ import numpy as np
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
-from adaptive_hmc.reports import draws_ess, test_ess
+from adaptive_hmc.replicas import DEFAULT_WEIGHT_BY
+from adaptive_hmc.runner import DEFAULT_BANDIT
+from adaptive_hmc.reports import compute_spaced, draws_ess, test_ess
 from adaptive_hmc.results import RunDir, read_run
 from adaptive_hmc.samplers.chain import init_state, make_hmc
 from adaptive_hmc.samplers.settings import hmc_settings
+from adaptive_hmc.sweep import dask_session, map_tasks
 from adaptive_hmc.tuners import BanditTuner
 
 ROOT = Path(__file__).resolve().parents[1]
 LOW = 0.2   # a super-transition whose mean acceptance is below this counts as stuck
 
 #: Thesis reward model: config overrides (robot arm) and BanditTuner options (Gaussians).
-THESIS = {"tuner.reward": "cv", "tuner.transform": "standardize", "tuner.log_axes": []}
+THESIS = {"tuner.reward": "cv", "tuner.transform": "standardize", "tuner.log_axes": [], "tuner.leave_below": None,
+          "run.weight_by": "iterations"}
 ROBOT = {
     "robot_arm": {"config": "robot_arm_bandit.yaml", "grid": ([0.05, 0.1, 0.2, 0.4], [100, 500, 2500])},
     "robot_arm_fixed": {"config": "robot_arm_fixed_hyper_bandit.yaml",
@@ -61,7 +67,7 @@ GAUSS = {
 }
 GAUSS_GRID = ([0.03, 0.1, 0.3, 1.0], [10, 30, 100])
 GAUSS_BOUNDS = {"step_size": (0.01, 1.0), "num_steps": (1, 100)}
-GAUSS_SIZE = {"super_transitions": 100, "budget": 2000, "warmup": 3, "burn_in": 10}
+GAUSS_SIZE = {"super_transitions": 200, "budget": 2000, "warmup": 3, "burn_in": 20}
 
 
 # -- robot arm: runs through the run directories ----------------------------------------------------
@@ -88,7 +94,7 @@ def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=())
         out.append(("bandit, default, calibrated steps", "calibrated", None, json.loads(json.dumps(CALIBRATED)),
                     seed))
     for _, _, _, over, _ in out:
-        over.update({"replicas.full_data_chain": True, "run.thin": 5})
+        over.update({"replicas.full_data_chain": True, "run.thin": 5, "run.threads": 1})
         if quick:
             over.update({"run.super_transitions": 12, "run.budget": 2000, "run.burn_in": {"super_transitions": 3},
                          "tuner.warmup_super_transitions": 0 if over.get("tuner.kind") == "fixed" else 2})
@@ -121,18 +127,20 @@ def robot_row(target: str, label: str, kind: str, action, over: dict, seed: int,
 
 
 # -- Gaussians: the same tuner and reward through the Python API -------------------------------------
-def gaussian_run(cov, tuner, size: dict, seed: int) -> dict:
+def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEIGHT_BY) -> dict:
     """One chain of plain HMC (absolute step size) on N(0, cov), its actions
     from ``tuner`` (ask/tell, ESJD/sqrt(L) rewards), ``size`` as
     :data:`GAUSS_SIZE`. Returns the low-acceptance share after warm-up,
-    divergences, and the ESS per 1000 gradients of the coordinates (the smaller)."""
+    divergences, and the ESS per 1000 gradients of the chain's average, its
+    draws weighted as ``weight_by`` says (as a run's samples,
+    ``run.weight_by``): "ess_full" the smallest over the coordinates and their
+    squares (means and variances), "ess_mean" over the coordinates alone."""
     import arviz as az
     model = GaussianTarget(np.zeros(2), np.array(cov))
     hmc = make_hmc(model)
     rng = np.random.default_rng(seed)
     state = init_state(model, rng.normal(size=2) * 3.0)
-    draws, grads, divergences, low, told = [], 0, 0, [], 0
-    spaced, spacing, next_draw = [], GAUSS_BOUNDS["num_steps"][1], None    # one draw per `spacing` gradients
+    draws, weights, grads, divergences, low, told = [], [], 0, 0, [], 0
     for i in range(size["super_transitions"]):
         action = tuner.ask()
         eps, L = float(action["step_size"]), int(action["num_steps"])
@@ -146,22 +154,20 @@ def gaussian_run(cov, tuner, size: dict, seed: int) -> dict:
             grads += info.num_steps
             if i >= size["burn_in"]:
                 draws.append(state.position.copy())
-                next_draw = grads if next_draw is None else next_draw
-                while grads >= next_draw:
-                    spaced.append(state.position.copy())
-                    next_draw += spacing
+                weights.append(L if weight_by == "gradients" else 1)
         if i >= size["warmup"]:
             tuner.tell(action, esjd / n / math.sqrt(L) if n else 0.0)
             told += 1
             low.append(accepted / max(n, 1) < LOW)
     def ess(d):
-        x = np.array(d)[None]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return float(np.min(draws_ess(az, x))) if len(d) >= 4 else 0.0
+            return draws_ess(az, np.array(d)[None]) if len(d) >= 4 else np.zeros(np.shape(d)[1:])
 
+    x = np.array(draws).reshape(-1, 2)[compute_spaced(weights)]
+    both = ess(np.hstack([x, x ** 2]))          # the coordinates (means) and their squares (variances)
     return {"low_share": float(np.mean(low)) if low else math.nan, "divergences": int(divergences),
-            "ess_full": 1000 * ess(draws) / grads, "ess_compute": 1000 * ess(spaced) / grads,
+            "ess_full": 1000 * float(both.min()) / grads, "ess_mean": 1000 * float(both[:2].min()) / grads,
             "ess_replicas": math.nan, "test": [], "wall_s": math.nan}
 
 
@@ -172,7 +178,7 @@ def gaussian_rows(target: str, seeds, grid_seeds, quick: bool) -> list:
 
     def add(label, kind, action, tuner, seed):
         t0 = time.perf_counter()
-        r = gaussian_run(cfg["cov"], tuner, size, seed)
+        r = gaussian_run(cfg["cov"], tuner, size, seed, "iterations" if kind == "thesis" else DEFAULT_WEIGHT_BY)
         r.update(target=target, label=label, kind=kind, action=action, seed=seed,
                  wall_s=time.perf_counter() - t0, dir="-")
         rows.append(r)
@@ -187,7 +193,7 @@ def gaussian_rows(target: str, seeds, grid_seeds, quick: bool) -> list:
         add("bandit, thesis reward model", "thesis", None,
             BanditTuner(GAUSS_BOUNDS, seed, transform="standardize", first_action="centre"), seed)
         add("bandit, default", "default", None,
-            BanditTuner(GAUSS_BOUNDS, seed, transform="rank", log_axes=["step_size"]), seed)
+            BanditTuner(GAUSS_BOUNDS, seed, **{**DEFAULT_BANDIT, "log_axes": ["step_size"]}), seed)
     return rows
 
 
@@ -206,22 +212,32 @@ class _Fixed:
 def bar(rows: list) -> dict:
     """For each target and bandit kind: the median figures over seeds and whether
     they meet the bar (low share <= 5%, ESS/1000 grad >= half the best grid
-    cell and above the grid's median cell)."""
+    cell and above the grid's median cell). For the Gaussians also the same
+    figures of the coordinates alone ("mean": their means, without the variances)."""
     out = {}
     for target in dict.fromkeys(r["target"] for r in rows):
-        grid = {}
-        for r in rows:
-            if r["target"] == target and r["kind"] == "hand":
-                grid.setdefault(r["label"], []).append(r["ess_full"])
-        cells = np.array([np.median(v) for v in grid.values()])
-        best, median = float(np.max(cells)), float(np.median(cells))
+        mine_rows = [r for r in rows if r["target"] == target]
+
+        def cells(key):
+            grid = {}
+            for r in mine_rows:
+                if r["kind"] == "hand":
+                    grid.setdefault(r["label"], []).append(r[key])
+            c = np.array([np.median(v) for v in grid.values()])
+            return float(np.max(c)), float(np.median(c))
+
+        best, median = cells("ess_full")
         for kind in ("thesis", "default", "calibrated"):
-            mine = [r for r in rows if r["target"] == target and r["kind"] == kind]
+            mine = [r for r in mine_rows if r["kind"] == kind]
             if not mine:
                 continue
             low, ess = float(np.median([r["low_share"] for r in mine])), float(np.median([r["ess_full"] for r in mine]))
             out[(target, kind)] = {"low_share": low, "ess": ess, "best_cell": best, "median_cell": median,
                                    "meets": low <= 0.05 and ess >= best / 2 and ess > median}
+            if "ess_mean" in mine[0]:
+                b, m = cells("ess_mean")
+                out[(target, kind)]["mean"] = {"ess": float(np.median([r["ess_mean"] for r in mine])),
+                                               "best_cell": b, "median_cell": m}
     return out
 
 
@@ -230,24 +246,30 @@ def markdown(rows: list, verdicts: dict, seconds: float, command: str) -> str:
              f"Made by `{command}` ({seconds / 60:.0f} min on 2 cores). Per run: the share of post-warm-up "
              "super-transitions with mean acceptance below 0.2, divergent trajectories, test MSE (robot arm: rows "
              "201-400 / 401-600), and the ESS of the test predictions per 1000 gradient evaluations (ArviZ bulk "
-             "ESS of the per-sample predictions, median over test cases; for the Gaussians, of the coordinates, "
-             "the smaller) of the full-data chain and (median) of the CV replicas. Grid cells run one full-data "
-             "chain at the bandit's leapfrog budget per chain.", "",
+             "ESS of the per-sample predictions, median over test cases; for the Gaussians, the smallest of the "
+             "coordinates' and their squares', i.e. of the means and the variances) of the full-data chain and "
+             "(median) of the CV replicas, each of the run's weighted average (`run.weight_by`: the default weighs "
+             "each sample by its leapfrog steps, the thesis's runs each iteration once). Grid cells run one "
+             "full-data chain at the bandit's leapfrog budget per chain; a cell's figure is the median over its "
+             "seeds.", "",
              "## The bar", "",
-             "| target | bandit | acc < 0.2 share | ESS/1000 grad | best grid cell | median grid cell | meets the bar |",
-             "|---|---|---|---|---|---|---|"]
+             "| target | bandit | acc < 0.2 share | ESS/1000 grad | best grid cell | median grid cell | meets the bar "
+             "| Gaussians, means alone: ESS / best / median cell |",
+             "|---|---|---|---|---|---|---|---|"]
     for (target, kind), v in verdicts.items():
+        m = v.get("mean")
+        means = f"{m['ess']:.2f} / {m['best_cell']:.2f} / {m['median_cell']:.2f}" if m else "-"
         lines.append(f"| {target} | {kind} | {v['low_share']:.3f} | {v['ess']:.3f} | {v['best_cell']:.3f} | "
-                     f"{v['median_cell']:.3f} | {'yes' if v['meets'] else 'no'} |")
+                     f"{v['median_cell']:.3f} | {'yes' if v['meets'] else 'no'} | {means} |")
     lines += ["", "## Every run", "",
               "| target | run | seed | acc < 0.2 share | divergences | test MSE | ESS/1000 grad, full-data chain "
-              "| ESS/1000 grad, replicas | ESS/1000 grad, one draw per 100 gradients | seconds |",
+              "| ESS/1000 grad, replicas | ESS/1000 grad, means alone (Gaussians) | seconds |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         test = " / ".join(f"{v:.5f}" for v in r["test"]) or "-"
         rep = "-" if math.isnan(r["ess_replicas"]) else f"{r['ess_replicas']:.3f}"
         low = "-" if r["low_share"] is None or math.isnan(r["low_share"]) else f"{r['low_share']:.3f}"
-        spaced = f"{r['ess_compute']:.3f}" if "ess_compute" in r else "-"
+        spaced = f"{r['ess_mean']:.3f}" if "ess_mean" in r else "-"
         lines.append(f"| {r['target']} | {r['label']} | {r['seed']} | {low} | {r['divergences']} | {test} | "
                      f"{r['ess_full']:.3f} | {rep} | {spaced} | {r['wall_s']:.0f} |")
     return "\n".join(lines) + "\n"
@@ -295,21 +317,31 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--targets", nargs="+", default=[*ROBOT, *GAUSS], choices=[*ROBOT, *GAUSS])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="seeds of the bandit runs")
-    ap.add_argument("--grid-seeds", type=int, nargs="+", default=[1], help="seeds of the grid cells")
+    ap.add_argument("--grid-seeds", type=int, nargs="+", default=[1], help="seeds of the robot-arm grid cells")
+    ap.add_argument("--gauss-grid-seeds", type=int, nargs="+", default=[1, 2, 3],
+                    help="seeds of the Gaussians' grid cells (each cell's figure is the median over them)")
     ap.add_argument("--calibrated-seeds", type=int, nargs="*", default=[1],
                     help="seeds of the robot-arm bandit runs with calibrated step scales")
     ap.add_argument("--runs", default="runs/tuning_study")
     ap.add_argument("--out", default=str(ROOT / "docs" / "tuning_study.md"))
     ap.add_argument("--quick", action="store_true", help="shrunk targets, to check the pipeline")
+    ap.add_argument("--scheduler", help="address of a Dask scheduler (default: a local cluster)")
+    ap.add_argument("--workers", type=int, help="workers of the local cluster (default: the cores)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     rows = []
+    calls = {f"{target}/{run[0]}/{run[4]}": (target, *run, Path(args.runs))
+             for target in args.targets if target in ROBOT
+             for run in robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds)}
+    if calls:      # each run a Dask task on one thread (results do not depend on threads)
+        with dask_session(args.scheduler, args.workers) as client:
+            robot = map_tasks(client, robot_row, calls, Path(args.runs) / "rows.json")
     for target in args.targets:
         if target in GAUSS:
-            rows += gaussian_rows(target, args.seeds, args.grid_seeds, args.quick)
+            rows += gaussian_rows(target, args.seeds, args.gauss_grid_seeds, args.quick)
         else:
-            rows += [robot_row(target, *run, Path(args.runs)) for run in
-                     robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds)]
+            rows += [dict(robot[k], action=tuple(robot[k]["action"]) if robot[k]["action"] else None)
+                     for k in calls if k.startswith(f"{target}/")]
     verdicts = bar(rows)
     command = " ".join(["python experiments/tuning_study.py", *(sys.argv[1:] if argv is None else argv)])
     text = markdown(rows, verdicts, time.perf_counter() - t0, command)

@@ -588,9 +588,13 @@ def test_predict_from_a_finished_run(tmp_path, capsys):
     P = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
     with np.load(out / "samples.npz") as z:       # the same from the stored samples and transform, by hand
         keep = z["chain"] >= 0
+        w = z["weight"][keep]                     # each kept sample weighs its leapfrog steps (run.weight_by)
+        assert len(np.unique(w)) > 1              # the bandit tried several L: the weights matter here
         F = mlp_predict(read_run(out).spec, z["weights"][keep], (X[45:] - z["input_mean"]) / z["input_sd"])
-        sd = np.sqrt(F.var(0) + (1 / z["noise_precision"][keep]).mean(0))
-    np.testing.assert_allclose(P[:, 0], F.mean(0)[:, 0], rtol=1e-8, atol=1e-10)
+        mean = np.average(F, axis=0, weights=w)
+        sd = np.sqrt(np.average((F - mean) ** 2, axis=0, weights=w)
+                     + np.average(1 / z["noise_precision"][keep], axis=0, weights=w))
+    np.testing.assert_allclose(P[:, 0], mean[:, 0], rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(P[:, 1], sd[:, 0], rtol=1e-8)
     np.testing.assert_allclose(P[:, 3] - P[:, 0], 1.959963984540054 * sd[:, 0], rtol=1e-8)
     assert np.mean((P[:, 0] - y[45:]) ** 2) < 0.5 * np.var(y[45:])      # it learned, in original units
@@ -737,7 +741,7 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
 
 def test_ess_is_per_posterior_and_tables_are_per_metric(tmp_path):
     from adaptive_hmc.models.mlp import predict
-    from adaptive_hmc.reports import MIN_KEPT, chain_draws, compare, table
+    from adaptive_hmc.reports import MIN_KEPT, chain_draws, compare, compute_spaced, table
     raw = _small(_raw(), n=8)
     raw["replicas"]["full_data_chain"] = False
     path = _write(tmp_path, raw)
@@ -761,7 +765,12 @@ def test_ess_is_per_posterior_and_tables_are_per_metric(tmp_path):
     S = run.samples
     assert kind == "samples" and np.bincount(S["chain"]).min() >= MIN_KEPT
     F = predict(run.spec, S["weights"][S["chain"] == 8], run.predictions["X_test"])
-    assert np.array_equal(draws[8], F)          # per-sample draws: the kept samples' network outputs
+    w = S["weight"][S["chain"] == 8]
+    assert len(np.unique(w)) > 1                # the bandit tried several L
+    # per-sample draws: the kept samples' network outputs, each repeated as its weight says (one draw per
+    # shortest-L worth of gradients), so that the ESS is that of the run's weighted average
+    assert np.array_equal(draws[8], F[compute_spaced(w)]) and len(draws[8]) > len(F)
+    assert len(draws[8]) == int(w.sum() / w.min() + 1e-9) and np.sum(compute_spaced(w) == 0) == int(w[0] / w.min())
     assert chain_draws(read_run(tmp_path / "a"))[1] == "super-transition means"     # thin 5: too few kept
     text = table(rows)
     regression, classification = text.split("\n\n")

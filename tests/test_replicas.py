@@ -172,11 +172,11 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood):
     rs = _replicas(likelihood, full_data_chain=True, burn_in_super_transitions=1)
     spec = rs.spec
     super_transition(rs, 0.3, 5, 100)
-    assert rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
+    assert rs.retained.sum() == rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
     for _ in range(2):
         super_transition(rs, 0.3, 5, 100)
     Q, noise, _ = rs.samples()
-    assert len(Q) == rs.test_count.sum() == 2 * 20 * rs.n_replicas
+    assert len(Q) == rs.retained.sum() == 2 * 20 * rs.n_replicas      # one L: equal weights, plain averages
     Xt, Yt = rs.X_test, rs.Y_test
     F = predict(spec, Q, Xt)
     pr = rs.prediction("test")
@@ -239,7 +239,7 @@ def test_no_cv_replicas_needs_the_full_data_chain():
         ReplicaSet(spec, X, Y, k=0)
     rs = ReplicaSet(spec, X, Y, k=0, full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
     res = super_transition(rs, 0.3, 5, 20)
-    assert res.held_out == [] and rs.test_count[0] == 4
+    assert res.held_out == [] and rs.retained[0] == 4 and rs.test_count[0] == 4 * 5     # weights: L = 5
 
 
 # -- statistical ---------------------------------------------------------------------------
@@ -256,7 +256,8 @@ def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
     batches = np.array([p[0, 0] / c[0] for p, c in zip(rs.history_pred[2:], rs.history_count[2:])])
     mean = rs.prediction("x").mean[:, 0]
     se = np.sqrt(batches.std(axis=0, ddof=1) ** 2 / len(batches) + is_se ** 2)
-    assert np.allclose(mean, batches.mean(0))
+    # with jitter each super-transition weighs its leapfrog steps (run.weight_by), nearly equal
+    assert np.allclose(mean, np.average(batches, axis=0, weights=[c[0] for c in rs.history_count[2:]]))
     assert np.all(se < 0.02), se
     assert np.all(np.abs(mean - is_mean) < Z * se), (mean, is_mean, se)
 
@@ -334,6 +335,49 @@ def test_predictions_from_chosen_chains_match_numpy_from_kept_samples():
         rs.prediction("test", chains="some")
     with pytest.raises(ValueError, match="no full-data chain"):
         _replicas().prediction("test", chains="full")
+
+
+@pytest.mark.parametrize("likelihood", ["gaussian", "logistic"])
+def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood):
+    """Super-transitions at L = 2 and L = 10 with the same budget: under
+    weight_by="gradients" every retained sample weighs its L, so both
+    super-transitions weigh the same in the model average although the first
+    has 5 times the samples; the mean, the predictive variance and the log
+    predictive density equal a NumPy weighted average over the kept samples
+    (thin 1), and kept weights, summary counts and the estimator agree.
+    Under "iterations" the same samples give a different (unweighted) mean."""
+    from adaptive_hmc.models.predictive import class_probabilities, predictive_moments
+    from adaptive_hmc.reports import compute_spaced
+    means = {}
+    for weight_by in ("gradients", "iterations"):
+        rs = _replicas(likelihood, full_data_chain=True, weight_by=weight_by)
+        super_transition(rs, 0.3, 2, 100)
+        super_transition(rs, 0.3, 10, 100)
+        A, chain, st = rs.kept_rows()
+        w = rs.kept_weights()
+        assert np.array_equal(w, np.where(st == 0, 2.0, 10.0) if weight_by == "gradients" else np.ones(len(A)))
+        assert int(rs.retained.sum()) == len(A) == rs.n_replicas * 60
+        assert np.allclose(rs.test_count, 100.0 * 2 if weight_by == "gradients" else 60)
+        W, noise, _ = rs.samples()
+        F = predict(rs.spec, W, rs.X_test)                                         # (S, N, out)
+        pr = rs.prediction("test")
+        if likelihood == "gaussian":
+            mean, var = predictive_moments(F, noise, w)
+            np.testing.assert_allclose(pr.var, var, rtol=1e-9)
+            dens = np.exp(np.sum(-0.5 * np.log(2 * np.pi / noise[:, None, :])
+                                 - 0.5 * noise[:, None, :] * (F - rs.Y_test) ** 2, axis=2))
+        else:
+            mean = np.average(class_probabilities(F, likelihood), axis=0, weights=w)[:, 1:]
+            p1 = class_probabilities(F, likelihood)[:, :, 1]
+            dens = np.where(rs.Y_test[None, :, 0] == 1, p1, 1 - p1)
+        np.testing.assert_allclose(pr.mean if likelihood == "gaussian" else pr.probs[:, 1:], mean, rtol=1e-9)
+        np.testing.assert_allclose(pr.lpd, np.log(np.average(dens, axis=0, weights=w)), rtol=1e-9, atol=1e-12)
+        means[weight_by] = mean
+    assert np.max(np.abs(means["gradients"] - means["iterations"])) > 1e-3       # the weighting matters here
+    assert compute_spaced([2.0, 2.0, 2.0]).tolist() == [0, 1, 2]
+    assert compute_spaced([20.0, 40.0, 20.0, 100.0]).tolist() == [0, 1, 1, 2, 3, 3, 3, 3, 3]
+    with pytest.raises(ValueError, match="weight_by"):
+        _replicas(weight_by="compute")
 
 
 def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():

@@ -137,10 +137,13 @@ def class_probabilities(F, likelihood: str) -> np.ndarray:
     return E / E.sum(axis=-1, keepdims=True)
 
 
-def predictive_moments(F, noise) -> tuple:
+def predictive_moments(F, noise, weights=None) -> tuple:
     """Predictive mean and variance (noise included) of Gaussian-noise networks
-    with outputs F (S, N, n_out) and noise precisions (S, n_out)."""
-    return F.mean(axis=0), F.var(axis=0) + (1.0 / noise).mean(axis=0)
+    with outputs F (S, N, n_out) and noise precisions (S, n_out), the samples
+    weighted by ``weights`` (S,) (default: equally)."""
+    mean = np.average(F, axis=0, weights=weights)
+    return mean, np.average((F - mean) ** 2, axis=0, weights=weights) + np.average(1.0 / noise, axis=0,
+                                                                                    weights=weights)
 
 
 # -- the model average --------------------------------------------------------------------

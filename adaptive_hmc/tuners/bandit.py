@@ -4,7 +4,8 @@ Flow position: reward -> **tuner** -> next action. Knows nothing about HMC:
 ``ask()`` proposes an action (a dict), ``tell(action, reward)`` learns from it
 (higher is better). After the i-th tell, with probability p_i the tuner moves
 to the maximiser of u(a) = mu(a) + p_i sqrt(beta_{i+1}) sigma(a), found by
-DIRECT; otherwise it keeps the action just told.
+DIRECT; otherwise it keeps the action just told (unless ``leave_below`` says
+the reward just told collapsed).
 """
 from __future__ import annotations
 
@@ -62,6 +63,11 @@ class BanditTuner:
     maxfun : DIRECT's evaluation budget; polish : L-BFGS-B after DIRECT.
     transform : how rewards become the GP's targets, :data:`TRANSFORMS`
         ("standardize", the thesis's and the default, or "rank").
+    leave_below : None (the thesis), or a share q: when the reward just told
+        ranks among the lowest q of all rewards told (mid-ranks for ties),
+        the tuner moves by the acquisition even when the p_i coin says keep.
+        Late in a run p_i is small, and an action whose chains stopped
+        accepting would otherwise be kept for many super-transitions.
     log_axes : names of dimensions the GP sees on a log scale (their bounds
         must be > 0): a step factor in [0.01, 1.01] then spends as much of the
         box on 0.01-0.1 as on 0.1-1, where the linear scale (the thesis's)
@@ -73,7 +79,7 @@ class BanditTuner:
     def __init__(self, bounds, seed: int = 0, *, integer=None, alpha: float = 0.2, delta: float = 0.1,
                  noise: float = 0.1, schedule=None, first_action="centre", fit_kernel: bool = False,
                  maxfun: int = 1000, polish: bool = True, model=None, transform: str = "standardize",
-                 log_axes=()):
+                 log_axes=(), leave_below: float | None = None):
         self.bounds = check_bounds(bounds)
         self.names = list(self.bounds)
         if integer is None:
@@ -89,6 +95,9 @@ class BanditTuner:
         if transform not in TRANSFORMS:
             raise ValueError(f"transform={transform!r}: allowed are {TRANSFORMS}")
         self.transform = transform
+        if leave_below is not None and not 0 < leave_below < 1:
+            raise ValueError(f"leave_below={leave_below}: None or a share in (0, 1)")
+        self.leave_below = None if leave_below is None else float(leave_below)
         self.log_axes = [n for n in self.names if n in set(log_axes)]
         unknown = set(log_axes) - set(self.names)
         if unknown:
@@ -161,15 +170,25 @@ class BanditTuner:
         s[2] += 1
         i = len(self._history) + 1
         if self._initial:
-            p, moved, nxt = 1.0, True, self._initial.pop(0)
+            p, moved, left, nxt = 1.0, True, False, self._initial.pop(0)
         else:
             p = float(self.schedule(i))
             moved = bool(self._rng.random() < p)
+            left = not moved and self._collapsed(float(reward))
+            moved = moved or left
             nxt = self._argmax(i, p) if moved else {n: action[n] for n in self.names}
         self._history.append({"action": {n: action[n] for n in self.names}, "reward": float(reward),
-                              "p": p, "moved": moved})
+                              "p": p, "moved": moved, **({"left": True} if moved and left else {})})
         self._pending = nxt
         return TellInfo(p, moved)
+
+    def _collapsed(self, reward: float) -> bool:
+        """Whether ``reward`` (not yet in the history) ranks among the lowest
+        :attr:`leave_below` of all rewards told, itself included (mid-ranks)."""
+        if self.leave_below is None:
+            return False
+        r = np.array([h["reward"] for h in self._history] + [reward])
+        return bool((np.sum(r < reward) + 0.5 * np.sum(r == reward)) / r.size <= self.leave_below)
 
     def _targets(self, means) -> np.ndarray:
         """The GP's targets for the distinct actions' mean rewards (see ``transform``)."""
@@ -211,7 +230,8 @@ class BanditTuner:
     # -- introspection -------------------------------------------------------------
     @property
     def history(self) -> list:
-        """One dict per tell: action, reward, p (move probability used after it), moved."""
+        """One dict per tell: action, reward, p (move probability used after it),
+        moved, and ``left`` when the move was forced by :attr:`leave_below`."""
         return [dict(h, action=dict(h["action"])) for h in self._history]
 
     def predict(self, actions) -> tuple:
@@ -261,7 +281,7 @@ class BanditTuner:
         """JSON-serialisable state; :meth:`from_state` resumes exactly."""
         return {"kind": "bandit", "bounds": {n: list(b) for n, b in self.bounds.items()},
                 "integer": self.integer, "alpha": self.alpha, "delta": self.delta, "noise": self.noise,
-                "transform": self.transform, "log_axes": self.log_axes,
+                "transform": self.transform, "log_axes": self.log_axes, "leave_below": self.leave_below,
                 "schedule": schedule_to_dict(self.schedule), "fit_kernel": self.fit_kernel,
                 "maxfun": self.maxfun, "polish": self.polish, "seed": self.seed,
                 "first_action": self.first_action, "rng": self._rng.bit_generator.state,
@@ -272,6 +292,7 @@ class BanditTuner:
         t = cls({n: tuple(b) for n, b in state["bounds"].items()}, state["seed"], integer=state["integer"],
                 alpha=state["alpha"], delta=state["delta"], noise=state["noise"],
                 transform=state["transform"], log_axes=state.get("log_axes", ()),
+                leave_below=state.get("leave_below"),
                 schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
                 fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"], model=model)
         t._rng.bit_generator.state = state["rng"]
