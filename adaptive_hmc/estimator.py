@@ -18,7 +18,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .data import Standardizer
 from .models.mlp import MLPSpec
 from .models.mlp import predict as mlp_predict
-from .models.predictive import class_probabilities, predictive_moments
+from .models.predictive import predictive_moments, predictive_probabilities
 from .models.priors import PriorSpec
 from .replicas import DEFAULT_WEIGHT_BY
 from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, Progress, make_run, run_super_transitions
@@ -163,8 +163,7 @@ class BNNClassifier(ClassifierMixin, _BNN):
         return self._fit(self.x_scale_.transform(X), codes.astype(float), spec, self.cv_metric)
 
     def predict_proba(self, X):
-        return np.average(class_probabilities(self._outputs(X), self.spec_.likelihood), axis=0,
-                          weights=self.sample_weights_)
+        return predictive_probabilities(self._outputs(X), self.spec_.likelihood, self.sample_weights_)
 
     def predict(self, X):
         P = self.predict_proba(X)

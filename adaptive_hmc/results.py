@@ -32,7 +32,7 @@ import yaml
 from .config import Config, ConfigError, parse, to_dict
 from .data import Standardizer
 from .models.mlp import MLPSpec, predict
-from .models.predictive import class_probabilities, predictive_moments
+from .models.predictive import predictive_moments, predictive_probabilities
 from .replicas import ReplicaSet, chain_indices
 from .runner import LogEntry
 from .tuners import BanditTuner, FixedTuner
@@ -426,9 +426,9 @@ class Run(NamedTuple):
         """Regression: posterior predictive mean (N, n_out), and with
         ``return_std`` its sd, noise included. Classification: the label
         (class index) of the averaged class probabilities."""
-        F, noise, w = self._outputs(X, chains)
         if self.likelihood != "gaussian":
-            return np.average(class_probabilities(F, self.likelihood), axis=0, weights=w).argmax(axis=1)
+            return self.predict_proba(X, chains).argmax(axis=1)
+        F, noise, w = self._outputs(X, chains)
         mean, var = predictive_moments(F, noise, w)
         return (mean, np.sqrt(var)) if return_std else mean
 
@@ -437,7 +437,7 @@ class Run(NamedTuple):
         if self.likelihood == "gaussian":
             raise RunError(f"{self.dir}: a regression run has no class probabilities; use predict")
         F, _, w = self._outputs(X, chains)
-        return np.average(class_probabilities(F, self.likelihood), axis=0, weights=w)
+        return predictive_probabilities(F, self.likelihood, w)
 
     def test_sets(self) -> list:
         """(name, slice of the test cases) of each test set."""

@@ -146,6 +146,12 @@ def predictive_moments(F, noise, weights=None) -> tuple:
                                                                                     weights=weights)
 
 
+def predictive_probabilities(F, likelihood: str, weights=None) -> np.ndarray:
+    """Class probabilities (N, K) of networks with outputs F (S, N, n_out),
+    averaged over the samples weighted by ``weights`` (S,) (default: equally)."""
+    return np.average(class_probabilities(F, likelihood), axis=0, weights=weights)
+
+
 # -- the model average --------------------------------------------------------------------
 
 class Prediction(NamedTuple):

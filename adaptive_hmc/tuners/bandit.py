@@ -178,7 +178,7 @@ class BanditTuner:
             moved = moved or left
             nxt = self._argmax(i, p) if moved else {n: action[n] for n in self.names}
         self._history.append({"action": {n: action[n] for n in self.names}, "reward": float(reward),
-                              "p": p, "moved": moved, **({"left": True} if moved and left else {})})
+                              "p": p, "moved": moved, **({"left": True} if left else {})})
         self._pending = nxt
         return TellInfo(p, moved)
 
