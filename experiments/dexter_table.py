@@ -26,6 +26,7 @@ from adaptive_hmc.config import read_config
 from adaptive_hmc.data import load_split, select_features
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.predictive import predicted_labels
+from adaptive_hmc.reports import test_ess
 from adaptive_hmc.results import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +54,9 @@ def run_network(kind: str, split: int, runs: Path, quick: bool) -> Path:
 def analyse(d: Path) -> dict:
     """Error rates of a run on its evaluation cases: the pooled model average,
     each CV replica's own average (its network), their majority vote (ties to
-    the pooled average), and the mean log predictive probability."""
+    the pooled average), the mean log predictive probability, and the ESS of
+    the evaluation predictions (median over the replicas, also per 1000
+    gradient evaluations: what the sampling buys)."""
     run = read_run(d)
     P, C = run.predictions["history_pred"], run.predictions["history_count"]     # (S, R, 1, N), (S, R)
     y = run.predictions["Y_test"][:, 0].astype(int)
@@ -65,11 +68,14 @@ def analyse(d: Path) -> dict:
     majority = np.where(2 * votes == len(rows), pooled > 0.5, 2 * votes > len(rows)).astype(int)
     each = (labels != y).mean(axis=1)
     s = run.summary
+    t = test_ess(run).get("test", {})
+    ess = t.get("replicas", (float("nan"),) * 2)
     return {"pooled": float((predicted_labels(pooled[None]) != y).mean()), "each_mean": float(each.mean()),
             "each_median": float(np.median(each)), "majority": float((majority != y).mean()),
             "mlpd": float(s["test_mlpd"]["test"]), "acceptance": s["acceptance"],
             "low_acceptance_share": s["low_acceptance_share"], "divergences": s["divergences"],
-            "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"], "final_action": s["final_action"]}
+            "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"], "final_action": s["final_action"],
+            "ess": ess[0], "ess_per_1000_grad": ess[1], "ess_draws": t.get("draws")}
 
 
 def baselines(split: int, quick: bool) -> dict:
@@ -153,15 +159,23 @@ def report(nets: dict, base: dict, splits, quick: bool, seconds: float | None) -
         rows.append((name, "-", _ms([base[s][name] for s in splits if s in base])))
     lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
     lines += ["", "## The runs", "", "| run | split | acceptance | share of super-transitions with acceptance < 0.2 "
-              "| divergences | final (eps, L) | wall s |", "|---|---|---|---|---|---|---|"]
+              "| divergences | final (eps, L) | ESS of the predictions (per 1000 gradients) | wall s |",
+              "|---|---|---|---|---|---|---|---|"]
     for kind in ("bandit", "human"):
         for s in splits:
             r = nets.get(kind, {}).get(s)
             if r:
                 a = r["final_action"]
+                how = "" if r["ess_draws"] == "samples" else f"; {r['ess_draws']}"
                 lines.append(f"| {kind} | {s} | {r['acceptance']:.2f} | {r['low_acceptance_share']:.2f} | "
-                             f"{r['divergences']} | ({a['step_factor']:.3g}, {a['num_steps']}) | {r['wall_s']:.0f} |")
-    lines += ["", "## Figures (thesis Figs 4.4-4.6), first split's bandit run", "",
+                             f"{r['divergences']} | ({a['step_factor']:.3g}, {a['num_steps']}) | {r['ess']:.0f} "
+                             f"({r['ess_per_1000_grad']:.3f}{how}) | {r['wall_s']:.0f} |")
+    lines += ["", "ESS: ArviZ's bulk ESS of each replica's evaluation predictions (the network's logit at each "
+              "evaluation case from the kept samples, spaced by their weights; from one draw per super-transition, "
+              "its mean probability, where the cell says so), median over cases and over the 10 replicas, and that "
+              "per 1000 of the replica's gradient evaluations over the whole run. Wall s: each run's sampling time "
+              "as it ran (longer when it shared the cores with other runs).", "",
+              "## Figures (thesis Figs 4.4-4.6), first split's bandit run", "",
               "![Reward surface with the tried actions (Fig. 4.4)](img/dexter_reward_surface.png)", "",
               "![Evaluation error against the number of samples (Fig. 4.5)](img/dexter_running_error.png)", "",
               "![Reward and acquisition along the slice eps = 0.22 (Fig. 4.6)](img/dexter_slice.png)", ""]
