@@ -10,7 +10,7 @@ Run: python experiments/dexter_table.py [--quick] [--runs DIR] [--splits 1 2 3] 
 The network runs are ordinary run directories, DIR/<config>_split<s> (default
 DIR: runs/dexter, or sweeps/dexter_quick with --quick), made from
 configs/dexter_{bandit,human}[_quick].yaml with data.split.seed = s; finished
-ones are read, not rerun (a full-size run takes 23 to 28 minutes on 2 cores).
+ones are read, not rerun (a full-size run takes 22 to 47 minutes on 2 cores).
 ``--docs`` writes docs/dexter_table.md and its figures.
 """
 from __future__ import annotations
@@ -136,8 +136,9 @@ def report(nets: dict, base: dict, splits, quick: bool, seconds: float | None) -
              "chain's samples after its first " + ("4 super-transitions" if quick else "6000 iterations") + ".", "",
              *([] if quick or len(splits) >= 3 else
                [f"**{len(splits)} split(s) only**: the protocol asks for at least three; each further split is a "
-                "full-size bandit run and a hand-tuned one (about 28 and 23 minutes on this 2-core machine). With "
-                "100 evaluation cases one error is 0.01 and the standard error of a rate near 0.06 is about 0.024: "
+                "full-size bandit run and a hand-tuned one (25 to 47 and 22 to 33 minutes on this shared 2-core "
+                "machine). With 100 evaluation cases one error is 0.01 and the standard error of a rate near 0.06 is "
+                "about 0.024: "
                 "the differences below are within it.", ""]),
              "## Thesis Table 4.2 (validation set) and ours (evaluation cases)", "",
              "| method | thesis (validation set) | here: error rate, mean ± sd over splits |", "|---|---|---|"]
