@@ -138,8 +138,7 @@ def report(nets: dict, base: dict, splits, quick: bool, seconds: float | None) -
                [f"**{len(splits)} split(s) only**: the protocol asks for at least three; each further split is a "
                 "full-size bandit run and a hand-tuned one (25 to 47 and 22 to 33 minutes on this shared 2-core "
                 "machine). With 100 evaluation cases one error is 0.01 and the standard error of a rate near 0.06 is "
-                "about 0.024: "
-                "the differences below are within it.", ""]),
+                "about 0.024: the differences below are within it.", ""]),
              "## Thesis Table 4.2 (validation set) and ours (evaluation cases)", "",
              "| method | thesis (validation set) | here: error rate, mean ± sd over splits |", "|---|---|---|"]
     rows = [("New-Bayes-nn-sel (Neal & Zhang)", "0.0800", "-")]
