@@ -22,7 +22,7 @@ from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
-from .replicas import DEFAULT_WEIGHT_BY, MODELS
+from .replicas import DEFAULT_WEIGHT_BY, MODELS, default_data
 from .tasks import LOADERS
 from .samplers.settings import KINDS, HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
@@ -203,7 +203,9 @@ class SamplerConfig(_Strict):
                                      "with the hyperparameters fixed, before Gibbs updates start")
     initial_hyper: Optional[Number] = Field(1.0, gt=0, description="starting value of every free precision "
                                             "(null: the prior means)")
-    init_scale: Number = Field(0.0, ge=0, description="initial weights N(0, init_scale^2); 0 starts at zero")
+    init_scale: Optional[Number] = Field(None, ge=0, description="initial weights N(0, init_scale^2); 0 starts "
+                                         "at zero (FBM); default 0 with replicas.data folds, 0.1 with full (the "
+                                         "chains of one posterior start apart, so that R-hat can see them meet)")
     calibrate_steps: bool = Field(False, description="after the tuner's warm-up super-transitions, multiply each "
                                   "chain's step scales by 1/sqrt(largest eigenvalue of its scaled Hessian), frozen "
                                   "for the rest of the run: a step factor of 2 is then the leapfrog stability "
@@ -233,11 +235,20 @@ class SamplerConfig(_Strict):
 
 
 class ReplicasConfig(_Strict):
-    k: int = Field(8, ge=0, description="cross-validation replicas (folds), >= 2; 0 runs the full-data chain "
-                   "alone (no CV reward)")
-    full_data_chain: bool = Field(True, description="add a chain on all training cases (predicts, never rewards)")
-    predict_from: Literal["all", "full", "replicas"] = Field("all", description="the chains whose retained "
-                                                              "samples make the test predictions")
+    data: Optional[Literal["full", "folds"]] = Field(None, description="what the chains see: full (k chains of "
+                                                     "the one posterior, every chain on all training cases; their "
+                                                     "samples are the answer) or folds (k cross-validation replicas, "
+                                                     "for the thesis's cv reward); default: folds for tuner.reward "
+                                                     "cv, full otherwise")
+    k: int = Field(8, ge=0, description="data full: chains of the posterior (>= 1); data folds: cross-validation "
+                   "replicas (folds), >= 2, or 0 to run the full-data chain alone (no CV reward)")
+    full_data_chain: Optional[bool] = Field(None, description="data folds: add a chain on all training cases "
+                                            "(predicts, never rewards); default true (not with data full)")
+    predict_from: Optional[Literal["all", "full", "replicas"]] = Field(
+        None, description="the chains whose retained samples make the test predictions: full (the chains on all "
+        "training cases: the posterior), replicas (the CV replicas) or all (the thesis's pooling of replicas and "
+        "full-data chain, a wider, shifted distribution); default full, or replicas when data folds has no "
+        "full-data chain")
 
 
 class ScheduleConfig(_Strict):
@@ -344,6 +355,19 @@ class Config(_Strict):
     tuner: TunerConfig = Field(description="who chooses (eps, L)")
     run: RunConfig = Field(description="budget, length, burn-in, seed, checkpoints")
 
+    @model_validator(mode="after")
+    def _replicas_defaults(self):
+        """Fill replicas.data (by the reward), full_data_chain and predict_from, so the resolved config says
+        which chains ran and which predict."""
+        r = self.replicas
+        data = r.data or default_data(self.tuner.reward)
+        full = r.full_data_chain if r.full_data_chain is not None or data == "full" else True
+        predict = r.predict_from or ("full" if data == "full" or full else "replicas")
+        if (data, full, predict) == (r.data, r.full_data_chain, r.predict_from):
+            return self
+        return self.model_copy(update={"replicas": r.model_copy(update={"data": data, "full_data_chain": full,
+                                                                         "predict_from": predict})})
+
 
 def _fail(source, path, value, allowed):
     raise ConfigError(f"{source}: {path} = {value!r}: {allowed}")
@@ -411,14 +435,25 @@ def _check(cfg: Config, source: str):
     if cfg.sampler.calibrate_steps and t.warmup_super_transitions < 1:
         _fail(source, "sampler.calibrate_steps", True, "needs tuner.warmup_super_transitions >= 1 (the "
               "calibration is made after the warm-up, at states the chains have reached)")
-    if r.k == 1:
-        _fail(source, "replicas.k", 1, "0 (full-data chain only) or >= 2 folds")
-    if r.k == 0 and not r.full_data_chain:
-        _fail(source, "replicas.full_data_chain", False, "must be true when replicas.k is 0")
-    if r.predict_from == "full" and not r.full_data_chain:
-        _fail(source, "replicas.predict_from", "full", "needs replicas.full_data_chain: true")
-    if r.predict_from == "replicas" and r.k == 0:
-        _fail(source, "replicas.predict_from", "replicas", "needs replicas.k >= 2")
+    if r.data == "full":
+        if t.reward == "cv":
+            _fail(source, "replicas.data", "full", "the cv reward reads held-out predictions: needs data: folds")
+        if r.k < 1:
+            _fail(source, "replicas.k", r.k, "data full needs k >= 1 chains")
+        if r.full_data_chain is not None:
+            _fail(source, "replicas.full_data_chain", r.full_data_chain, "is for data: folds (with data: full "
+                  "every chain is on all the training cases); leave it out")
+        if r.predict_from == "replicas":
+            _fail(source, "replicas.predict_from", "replicas", "needs data: folds (data full has no CV replicas)")
+    else:
+        if r.k == 1:
+            _fail(source, "replicas.k", 1, "0 (full-data chain only) or >= 2 folds")
+        if r.k == 0 and not r.full_data_chain:
+            _fail(source, "replicas.full_data_chain", False, "must be true when replicas.k is 0")
+        if r.predict_from == "full" and not r.full_data_chain:
+            _fail(source, "replicas.predict_from", "full", "needs replicas.full_data_chain: true")
+        if r.predict_from == "replicas" and r.k == 0:
+            _fail(source, "replicas.predict_from", "replicas", "needs replicas.k >= 2")
     s = t.schedule
     need = {"exponential": "rate", "polynomial": "gamma", "wang2013": "burn_in"}[s.kind]
     if t.kind == "bandit" and getattr(s, need) is None:

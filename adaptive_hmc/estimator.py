@@ -62,7 +62,7 @@ class _BNN(BaseEstimator):
         self.replicas_, self.tuner_, reward, cv_metric = make_run(
             spec, X, Y, tuner={"kind": "bandit", "bounds": bounds}, seed=self.seed, reward=self.reward,
             cv_metric=metric, k=self.k,
-            full_data_chain=True, priors=self.priors or PriorSpec(),
+            full_data_chain=self.reward == "cv", priors=self.priors or PriorSpec(),
             settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps),
             thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads, weight_by=self.weight_by)
         progress = Progress(self.super_transitions, 0, quiet=not self.verbose)
@@ -73,8 +73,10 @@ class _BNN(BaseEstimator):
         finally:
             progress.close()
         self.spec_ = spec
-        self.weights_, self.noise_, _ = self.replicas_.samples()
-        self.sample_weights_ = self.replicas_.kept_weights()
+        self.weights_, self.noise_, chain = self.replicas_.samples()
+        posterior = np.isin(chain, self.replicas_.chain_indices("full"))    # never the CV replicas
+        self.weights_, self.noise_ = self.weights_[posterior], self.noise_[posterior]
+        self.sample_weights_ = self.replicas_.kept_weights()[posterior]
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
         stuck = sum(1 for e in self.log_ if e["stuck_chains"])
@@ -95,8 +97,9 @@ class _BNN(BaseEstimator):
 
 _COMMON_DOC = """
     hidden : sizes of the tanh hidden layers.
-    k : cross-validation replicas (they predict, and give the reward when ``reward="cv"``); a full-data
-        chain is added.
+    k : chains. With the default reward, k chains of the posterior (every chain on all the training
+        cases; their samples predict). With ``reward="cv"``, k cross-validation replicas that give the
+        reward, and a full-data chain that predicts.
     reward : "esjd" (ESJD/sqrt(L), the default) or "cv" (minus the held-out error, the thesis's).
     super_transitions, budget : number of super-transitions and leapfrog steps per replica in each.
     step_factor_bounds, num_steps_bounds : the box the bandit tunes (eps, L) in.

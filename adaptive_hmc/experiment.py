@@ -15,7 +15,7 @@ import numpy as np
 from .config import Config, ConfigError
 from .data import Standardizer, select_features
 from .replicas import memory_estimate
-from .results import RunDir, RunError
+from .results import RunDir, RunError, diagnostics_line, rhat_warning
 from .runner import Progress, make_run, run_super_transitions
 
 
@@ -42,11 +42,11 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
     _check_fit(cfg, source, X, Y, tests, split.n_outputs)
     try:
         return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=t.options(), seed=r.seed,
-                        reward=t.reward, cv_metric=t.cv_metric, k=cfg.replicas.k,
-                        full_data_chain=cfg.replicas.full_data_chain, priors=cfg.model.priors.prior_spec(),
+                        reward=t.reward, cv_metric=t.cv_metric, k=cfg.replicas.k, data=cfg.replicas.data,
+                        full_data_chain=bool(cfg.replicas.full_data_chain), priors=cfg.model.priors.prior_spec(),
                         settings=s.settings(), test_sets=tests,
                         initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
-                        init_scale=float(s.init_scale), burn_in_samples=r.burn_in.samples,
+                        init_scale=None if s.init_scale is None else float(s.init_scale), burn_in_samples=r.burn_in.samples,
                         burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin,
                         weight_by=r.weight_by,
                         threads=r.threads,
@@ -70,10 +70,9 @@ def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int) -> N
     spec = m.spec(X.shape[1], n_outputs)
     t, run = cfg.tuner, cfg.run
     shortest = t.num_steps if t.kind == "fixed" else int(t.bounds["num_steps"][0])
-    kept = run.super_transitions * (run.budget // shortest // run.thin + 1) * (k + cfg.replicas.full_data_chain) \
-        if run.thin else 0
-    need = memory_estimate(spec, len(X), sum(len(a) for a, _ in tests.values()), k, cfg.replicas.full_data_chain,
-                           kept)
+    chains = k + bool(cfg.replicas.full_data_chain)
+    kept = run.super_transitions * (run.budget // shortest // run.thin + 1) * chains if run.thin else 0
+    need = memory_estimate(spec, len(X), sum(len(a) for a, _ in tests.values()), chains, kept)
     limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     if need > limit:
         raise ConfigError(f"{source}: model.hidden = {list(m.hidden)}: a network of {spec.n_params:,} parameters "
@@ -173,6 +172,11 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rd.write_metadata(meta)
     summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale, compile_s=meta["compile_s"])
+    if not quiet:
+        print(f"{rd.path}: {diagnostics_line(summary)}", file=sys.stderr, flush=True)
+    warning = rhat_warning(summary["diagnostics"])
+    if warning:
+        print(f"{rd.path}: warning: {warning}", file=sys.stderr, flush=True)
     if summary["stuck_super_transitions"]:
         print(f"{rd.path}: warning: in {summary['stuck_super_transitions']} of {len(log)} super-transitions some "
               f"chain accepted no trajectory (see stuck_chains in {rd.path / 'log.jsonl'}); its samples repeat "

@@ -1,9 +1,13 @@
-"""Cross-validation replicas and the super-transition (Wang thesis section 3.2).
+"""The chains of a run and the super-transition (Wang thesis section 3.2).
 
 Flow position: samplers -> **super-transition** -> reward. A
-:class:`ReplicaSet` holds k Bayesian MLPs, replica j trained on every fold but
-j and holding fold j out (plus, optionally, one chain on all the training
-data). :func:`super_transition` runs a fixed budget of leapfrog steps at one
+:class:`ReplicaSet` holds k Bayesian MLPs. With ``data="full"`` (the default
+whenever the reward reads no held-out prediction) they are k chains of one
+posterior, every chain on all the training cases, each with its own start and
+random stream. With ``data="folds"`` (the thesis's CV reward) replica j is
+trained on every fold but j and holds fold j out, plus, optionally, one chain
+on all the training data, which then makes the predictions.
+:func:`super_transition` runs a fixed budget of leapfrog steps at one
 setting (step factor, L) on every replica, each replica in the compiled
 iteration :func:`~adaptive_hmc.samplers.chain.run_chain` on its own thread and
 its own random stream, so the result is bit-identical whatever the thread count.
@@ -50,17 +54,28 @@ def as_seed_sequence(seed) -> np.random.SeedSequence:
 
 
 CHAINS = ("all", "full", "replicas")
+#: What the chains see (``data``): "full", k chains of the posterior given all
+#: the training cases; "folds", k cross-validation replicas (the thesis).
+DATA = ("full", "folds")
+
+
+def default_data(reward: str) -> str:
+    """The chains a reward needs: CV replicas for the held-out ("cv") reward,
+    chains of the one posterior otherwise."""
+    return "folds" if reward == "cv" else "full"
 
 
 def chain_indices(chains: str, n_cv: int, n_chains: int) -> np.ndarray:
     """Rows of the chains named by ``chains`` among ``n_cv`` CV replicas
-    followed (when ``n_chains`` > ``n_cv``) by the full-data chain."""
+    followed (when ``n_chains`` > ``n_cv``) by the full-data chains: "all",
+    "full" (the chains on all the training cases: the posterior) or
+    "replicas"."""
     if chains == "all":
         return np.arange(n_chains)
     if chains == "full":
         if n_chains == n_cv:
             raise ValueError("chains='full': this set has no full-data chain (full_data_chain=False)")
-        return np.array([n_cv])
+        return np.arange(n_cv, n_chains)
     if chains == "replicas":
         if n_cv == 0:
             raise ValueError("chains='replicas': this set has no cross-validation replicas (k=0)")
@@ -68,12 +83,12 @@ def chain_indices(chains: str, n_cv: int, n_chains: int) -> np.ndarray:
     raise ValueError(f"chains={chains!r}: allowed are {CHAINS}")
 
 
-def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, k: int, full_data_chain: bool,
-                    kept_rows: int = 0) -> int:
-    """Bytes a :class:`ReplicaSet` needs, roughly: per chain, the kernels'
-    scratch space over its training, held-out and test cases, some twenty
-    parameter-sized vectors, and ``kept_rows`` kept samples over the run."""
-    R = k + int(full_data_chain)
+def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, n_chains: int, kept_rows: int = 0) -> int:
+    """Bytes a :class:`ReplicaSet` of ``n_chains`` chains needs, roughly: per
+    chain, the kernels' scratch space over its training, held-out and test
+    cases, some twenty parameter-sized vectors, and ``kept_rows`` kept samples
+    over the run."""
+    R = n_chains
     rows = 2 * sum(spec.hidden) + 2 * spec.n_outputs
     cases = 2 * n_train + n_test + 3 * 8                    # training + held-out <= 2 N; padding
     return 8 * (R * (rows * cases + 4 * spec.n_outputs * n_test + 20 * spec.n_params)
@@ -119,17 +134,22 @@ class Replica:
 
 
 class ReplicaSet:
-    """k cross-validation replicas of a Bayesian MLP (Wang thesis section 3.2).
+    """k chains of a Bayesian MLP: of its posterior, or cross-validation
+    replicas (Wang thesis section 3.2).
 
     Parameters
     ----------
     spec, X, Y : the network and the training data (Y as for
         :class:`~adaptive_hmc.models.bnn.BayesianMLP`).
-    k : number of folds (and of CV replicas), >= 2, or 0 for the full-data
-        chain alone (no reward). The split is seeded and, for classification,
-        stratified.
-    full_data_chain : add one chain on all training cases; it follows the same
-        settings and contributes to test predictions, never to the reward.
+    k : with ``data="full"``, the number of chains of the posterior (>= 1);
+        with ``data="folds"``, the number of folds (and of CV replicas), >= 2,
+        or 0 for the full-data chain alone (no reward). The split is seeded
+        and, for classification, stratified.
+    data : one of :data:`DATA`: "full" (every chain on all the training cases)
+        or "folds" (CV replicas).
+    full_data_chain : folds only: add one chain on all training cases; it
+        follows the same settings and makes the test predictions by default,
+        never the reward.
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec`.
     settings : :class:`~adaptive_hmc.samplers.settings.HMCSettings` of every
         iteration; its step and L are replaced by each super-transition's action.
@@ -138,7 +158,9 @@ class ReplicaSet:
         weights and (through :attr:`streams`) every super-transition's random
         numbers.
     initial_hyper : starting value of every free precision (None: prior means).
-    init_scale : initial weights N(0, init_scale^2); 0 starts at zero (FBM).
+    init_scale : initial weights N(0, init_scale^2); 0 starts at zero (FBM);
+        None (the default): 0 with folds, 0.1 with chains of one posterior,
+        whose starts must differ for R-hat to mean anything.
     burn_in_samples : samples of each chain discarded from predictions.
     burn_in_super_transitions : super-transitions discarded from predictions.
     thin : keep every thin-th retained weight vector (0 keeps none).
@@ -166,10 +188,10 @@ class ReplicaSet:
         a step factor of 2 is then the leapfrog stability limit at that state.
     """
 
-    def __init__(self, spec: MLPSpec, X, Y, *, k: int = 8, full_data_chain: bool = False,
+    def __init__(self, spec: MLPSpec, X, Y, *, k: int = 8, data: str = "folds", full_data_chain: bool = False,
                  priors: PriorSpec = PriorSpec(), settings: HMCSettings = HMCSettings(),
                  test_sets: dict | None = None, seed=0, initial_hyper: float | None = 1.0,
-                 init_scale: float = 0.0, burn_in_samples: int = 0, burn_in_super_transitions: int = 0,
+                 init_scale: float | None = None, burn_in_samples: int = 0, burn_in_super_transitions: int = 0,
                  thin: int = 0, threads: int | None = None, calibrate_after: int | None = None,
                  standardize_targets: bool = False, model: str = "bnn", weight_by: str = DEFAULT_WEIGHT_BY):
         X, Y = check_data(spec, X, Y, "training data")
@@ -196,9 +218,18 @@ class ReplicaSet:
         self.threads = int(threads) if threads else len(os.sched_getaffinity(0))
         fold_seed, init_seed, self.streams = as_seed_sequence(seed).spawn(3)
         classify = spec.likelihood != "gaussian"
-        if k == 0 and not full_data_chain:
+        if data not in DATA:
+            raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")
+        if data == "full" and (k < 1 or full_data_chain):
+            raise ValueError(f"data='full' (k={k}, full_data_chain={full_data_chain}): needs k >= 1 chains, every "
+                             f"one on all the training cases (full_data_chain is for data='folds')")
+        if data == "folds" and k == 0 and not full_data_chain:
             raise ValueError("k=0 (no cross-validation replicas) needs full_data_chain=True")
-        self.folds = kfold(X.shape[0], k, np.random.default_rng(fold_seed), Y if classify else None) if k else []
+        self.data = data
+        if init_scale is None:
+            init_scale = 0.1 if data == "full" else 0.0
+        folds = k if data == "folds" else 0
+        self.folds = kfold(X.shape[0], k, np.random.default_rng(fold_seed), Y if classify else None) if folds else []
         self.test_names, tX, tY, self.test_slices = [], [], [], {}
         start = 0
         for name, (Xt, Yt) in (test_sets or {}).items():
@@ -211,11 +242,10 @@ class ReplicaSet:
         self.X_test = np.concatenate(tX) if tX else np.empty((0, spec.n_inputs))
         self.Y_test = np.concatenate(tY) if tY else np.empty((0, Y.shape[1]))      # original units
         Y_test = self._scaled(self.Y_test)
-        self.n_cv = k
+        self.n_cv = folds
         init_rng = np.random.default_rng(init_seed)
         parts = [(np.setdiff1d(np.arange(X.shape[0]), f), f) for f in self.folds]
-        if full_data_chain:
-            parts.append((np.arange(X.shape[0]), np.arange(0)))
+        parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(full_data_chain))
         self.replicas = []
         for train, held in parts:
             m = build_model(model, spec, X[train], Y[train], priors)
@@ -253,8 +283,8 @@ class ReplicaSet:
     # -- predictions ------------------------------------------------------------
     def chain_indices(self, chains: str = "all") -> np.ndarray:
         """Rows of the chains whose samples predict: "all", "full" (the
-        full-data chain) or "replicas" (the CV replicas, each trained on
-        (k-1)/k of the data)."""
+        chains on all the training cases: the posterior) or "replicas" (the
+        CV replicas, each trained on (k-1)/k of the data)."""
         return chain_indices(chains, self.n_cv, self.n_replicas)
 
     def prediction(self, name: str, level: float = 0.95, chains: str = "all") -> Prediction:

@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from .models.mlp import predict
 from .models.predictive import class_probabilities, predicted_labels, squared_errors
-from .results import Run, RunError, read_run
+from .results import Run, RunError, read_run, run_diagnostics
 
 
 def _arviz():
@@ -32,84 +31,16 @@ def retained_draws(run: Run) -> np.ndarray:
     return np.transpose(P[keep] / C[keep][:, :, None, None], (1, 0, 2, 3))
 
 
-#: Fewest kept samples of a chain for a per-sample ESS (below it, super-transition means are used).
-MIN_KEPT = 50
-
-
-def compute_spaced(weights) -> np.ndarray:
-    """Indices of draws of weights (S,), in order, each repeated so that the
-    draws are spaced by equal weight: draw i appears once for every multiple of
-    the smallest weight that the running sum of weights passes at it. Equal
-    weights give every index once; with weights in leapfrog steps, the
-    sequence has one draw per that many gradients, so that its ESS is that of
-    the weighted average (the estimator the run reports)."""
-    w = np.asarray(weights, dtype=np.float64)
-    if w.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    c = np.floor(np.cumsum(w) / w.min() + 1e-9).astype(np.int64)
-    return np.repeat(np.arange(w.size), np.diff(c, prepend=0))
-
-
-def chain_draws(run: Run) -> tuple:
-    """(draws, kind): each chain's draws of the test predictions after burn-in,
-    a list of (draws, cases x outputs) arrays. From the kept samples (every
-    ``thin``-th retained sample, network outputs at the test inputs) when every
-    chain kept at least :data:`MIN_KEPT`, spaced by their weights
-    (:func:`compute_spaced`; ``run.weight_by``); otherwise one draw per
-    retained super-transition, the mean prediction of its samples."""
-    chain = run.samples["chain"]
-    R = run.predictions["history_count"].shape[1]
-    counts = np.bincount(chain, minlength=R) if chain.size else np.zeros(R, int)
-    if counts.min() >= MIN_KEPT:
-        out = []
-        for r in range(R):
-            mine = chain == r
-            F = predict(run.spec, run.samples["weights"][mine], run.predictions["X_test"])     # (S, N, out)
-            out.append(F[compute_spaced(run.samples["weight"][mine])])
-        return out, "samples"
-    d = retained_draws(run)                                                          # (R, S, out, N)
-    return [np.swapaxes(x, 1, 2) for x in d], "super-transition means"
-
-
-def draws_ess(az, y) -> np.ndarray:
-    """ArviZ's bulk ESS of each variable of draws ``y`` (1, draws, variables);
-    0 where the draws never change (ArviZ would report their number: a chain
-    that rejects everything is not a perfect sampler)."""
-    ess = np.nan_to_num(az.ess(az.convert_to_dataset(y))["x"].values, nan=0.0)
-    return np.where(np.ptp(y[0], axis=0) > 0, ess, 0.0)
-
-
-def test_ess(run: Run) -> dict:
-    """ESS of the test predictions per test set and posterior: {name: {"full":
-    (ess, ess per 1000 gradient evaluations), "replicas": (the same, median
-    over the CV replicas), "draws": what the draws are}} (a posterior the run
-    does not have is left out).
-
-    Each chain has its own posterior (the CV replicas see (k-1)/k of the
-    training cases), so the ESS is computed per chain from its draws
-    (:func:`chain_draws`): the median over cases and outputs of ArviZ's bulk
-    ESS (0 for a case whose draws never change: a chain stuck for the whole
-    run). The gradient evaluations are that chain's over the whole run (burn-in
-    included), the cost a user pays for it."""
-    draws, kind = chain_draws(run)
-    if min(len(x) for x in draws) < 4:
-        return {}
-    az = _arviz()
-    k = run.config.replicas.k
-    grads = np.sum([e["chain_steps"] for e in run.log], axis=0)
-    out = {}
-    for name, cases in run.test_sets():
-        per_chain = []
-        for r, x in enumerate(draws):
-            y = x[:, cases].reshape(1, len(x), -1)
-            ess = float(np.median(draws_ess(az, y)))
-            per_chain.append((ess, 1000 * ess / grads[r]))
-        out[name] = {"draws": kind}
-        if len(draws) > k:
-            out[name]["full"] = per_chain[k]
-        if k:
-            out[name]["replicas"] = tuple(float(np.median([c[i] for c in per_chain[:k]])) for i in (0, 1))
-    return out
+def diagnostics(run: Run) -> dict:
+    """The run's multi-chain diagnostics (summary.json's ``diagnostics``:
+    :func:`~adaptive_hmc.results.run_diagnostics`), computed from the run
+    directory for a summary written without them."""
+    if "diagnostics" in run.summary:
+        return run.summary["diagnostics"]
+    chains = run.config.replicas.predict_from
+    return run_diagnostics(run.spec, run.samples, run.chain_indices(chains), chains, run.predictions,
+                           dict(run.test_sets()), run.predictions["history_hyper"],
+                           run.summary["leapfrog_steps"], run.summary["wall_s"])
 
 
 def model_average_errors(run: Run, chains: str) -> tuple:
@@ -139,8 +70,10 @@ def compare(dirs, chains: str | None = None) -> list:
     """One row (dict) per run directory: test errors (the metric named), CV
     error, acceptance, the share of post-warm-up super-transitions with mean
     acceptance below 0.2, the super-transitions with a stuck chain,
-    divergences, cost (sampling and compile time apart), and the ESS of the
-    test predictions per posterior (:func:`test_ess`). Test errors are those of
+    divergences, cost (sampling and compile time apart), and the multi-chain
+    diagnostics of the predicting chains (:func:`diagnostics`: R-hat, ESS of
+    the test predictions per 1000 of every gradient the run computed and per
+    second of sampling, smallest and median over outputs). Test errors are those of
     each run's summary (its ``replicas.predict_from``), or, with ``chains``, of
     those chains' samples."""
     rows = []
@@ -158,7 +91,7 @@ def compare(dirs, chains: str | None = None) -> list:
                      "acceptance": s["acceptance"], "divergences": s["divergences"],
                      "stuck": s["stuck_super_transitions"], "low_acceptance_share": s["low_acceptance_share"],
                      "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"],
-                     "compile_s": s["compile_s"], "ess": test_ess(run)})
+                     "compile_s": s["compile_s"], "diagnostics": diagnostics(run)})
     return rows
 
 
@@ -171,8 +104,15 @@ def table(rows, markdown: bool = True) -> str:
     return "\n\n".join(out)
 
 
-def _ess_cell(v) -> str:
-    return "-" if v is None else f"{v[0]:.0f} ({v[1]:.3f})"
+def _ess_cells(d: dict, name: str) -> list:
+    """R-hat max, and the smallest / median ESS per 1000 gradients and per second, of test set ``name``."""
+    t = (d or {}).get("test", {}).get(name)
+    if t is None:
+        return ["-", "-", "-"]
+    r = t["rhat_max"]
+    g, sec = t["ess_per_1000_gradients"], t["ess_per_second"]
+    return ["inf" if r is None else f"{r:.3f}", f"{g['min']:.3f} / {g['median']:.3f}",
+            f"{sec['min']:.2f} / {sec['median']:.2f}"]
 
 
 def _table(rows, metric: str, markdown: bool) -> str:
@@ -181,8 +121,8 @@ def _table(rows, metric: str, markdown: bool) -> str:
     head = (["run", "tuner", "chains"] + [f"test {metric} {label[s]} ± se" for s in sets]
             + ["CV error", "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps",
                "sampling s", "compile s"]
-            + [f"ESS (per 1000 grad) {label[s]}, {post}" for post in ("full-data chain", "median replica")
-               for s in sets])
+            + [f"{what} {label[s]}" for s in sets for what in
+               ("R-hat max", "ESS per 1000 grad (min / median)", "ESS per s (min / median)")])
     body = []
     for r in rows:
         mine = [(r["data"], n) for n in r["test"]]
@@ -192,8 +132,8 @@ def _table(rows, metric: str, markdown: bool) -> str:
         cells += ["-" if r["cv_error"] is None else f"{r['cv_error']:.5f}", f"{r['acceptance']:.3f}",
                   "-" if low is None else f"{low:.2f}", str(r["stuck"]),
                   str(r["divergences"]), f"{r['leapfrog_steps']:,}", f"{r['wall_s']:.1f}", f"{r['compile_s']:.1f}"]
-        for post in ("full", "replicas"):
-            cells += [_ess_cell(r["ess"].get(s[1], {}).get(post)) if s in mine else "-" for s in sets]
+        for s in sets:
+            cells += _ess_cells(r["diagnostics"], s[1]) if s in mine else ["-"] * 3
         body.append(cells)
     if markdown:
         lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -220,8 +160,10 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
 
 def export(d) -> Path:
     """``d/inference_data.nc``, ArviZ InferenceData of the run's kept samples
-    (``run.thin`` > 0), chains = the run's chains (each cut to the shortest
-    chain's number of kept samples, so the draws are rectangular):
+    (``run.thin`` > 0), chains = the run's predicting chains
+    (``replicas.predict_from``: with chains of one posterior, all of them, so
+    ArviZ's R-hat across them means what it says), each an ArviZ chain cut to
+    the shortest chain's number of kept samples, so the draws are rectangular:
 
     - posterior: ``weights`` (weight) and the log of every hyperparameter;
     - posterior_predictive: ``y_hat`` (case, output), the network's outputs
@@ -243,7 +185,10 @@ def export(d) -> Path:
     s, spec = run.samples, run.spec
     if not len(s["weights"]):
         raise RunError(f"{run.dir}: no kept samples to export (run.thin: 0 keeps none)")
-    chains = [int(r) for r in np.unique(s["chain"])]
+    posterior = run.config.replicas.predict_from
+    chains = [int(r) for r in np.unique(s["chain"]) if r in run.chain_indices(posterior)]
+    if not chains:
+        raise RunError(f"{run.dir}: no kept samples of the {posterior!r} chains to export")
     n = min(int(np.sum(s["chain"] == r)) for r in chains)
     pick = np.concatenate([np.flatnonzero(s["chain"] == r)[:n] for r in chains])       # chain-major
     W, hyper, st = s["weights"][pick], s["hyper"][pick], s["super_transition"][pick]
@@ -281,11 +226,15 @@ def export(d) -> Path:
             posterior_predictive={"y_hat": shaped(y_hat)}, log_likelihood={"y": shaped(loglik)},
             observed_data={"y_test": Y if run.likelihood == "gaussian" else Y[:, 0].astype(int)},
             sample_stats={k: shaped(v) for k, v in stat.items()},
-            predictions={name: np.transpose(draws[:, :, :, sl], (0, 1, 3, 2)) for name, sl in run.test_sets()},
+            predictions={name: np.transpose(draws[chains][:, :, :, sl], (0, 1, 3, 2))
+                         for name, sl in run.test_sets()},
             coords={"chain": chains, "case": cases, "weight": [f"w{k}" for k in range(spec.n_params)]},
             dims={"weights": ["weight"], "y_hat": ["case", "class" if run.likelihood != "gaussian" else "output"],
                   "y": ["case"], "y_test": ["case"] + (["output"] if run.likelihood == "gaussian" else [])},
             attrs={"run": str(run.dir), "likelihood": run.likelihood,
+                   "chains": f"{posterior}: " + ("chains of one posterior (every chain on all training cases)"
+                                                 if run.config.replicas.data == "full" else
+                                                 "of cross-validation replicas (folds) and full-data chain"),
                    "note": f"posterior: the kept samples (every run.thin-th retained one), {n} per chain; "
                            f"predictions: one draw per retained super-transition, the mean over its samples"})
     path = run.dir / "inference_data.nc"

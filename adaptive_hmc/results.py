@@ -31,6 +31,7 @@ import yaml
 
 from .config import Config, ConfigError, parse, to_dict
 from .data import Standardizer
+from .diagnostics import RHAT_LIMIT, compute_spaced, diagnose
 from .models.mlp import MLPSpec, predict
 from .models.predictive import predictive_moments, predictive_probabilities
 from .replicas import ReplicaSet, chain_indices
@@ -86,16 +87,132 @@ def versions() -> dict:
 
 #: A super-transition whose mean acceptance is below this mixes poorly (issue of tuning, not of luck).
 LOW_ACCEPTANCE = 0.2
+#: Fewest kept samples of a chain for per-sample draws (below it, super-transition means are used).
+MIN_KEPT = 50
+
+
+def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, history_count) -> tuple:
+    """(draws, kind): draws (chains, draws, cases x outputs) of the test
+    predictions after burn-in of chains ``rows``. From the kept samples
+    (``kept``: weights (S, D), chain and weight (S,), target_mean and
+    target_sd; every ``thin``-th retained sample, network outputs at the test
+    inputs in the targets' units) when every chain kept at least
+    :data:`MIN_KEPT`, spaced by their weights
+    (:func:`~adaptive_hmc.diagnostics.compute_spaced`; ``run.weight_by``);
+    otherwise one draw per super-transition in which every chain retained
+    samples, the mean prediction of its samples (``history_pred`` (S, R, out,
+    N) sums, ``history_count`` (S, R)). Chains are cut to the shortest."""
+    chain = kept["chain"]
+    counts = np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)
+    if counts.min() >= MIN_KEPT:
+        out = []
+        for r in rows:
+            mine = chain == r
+            F = predict(spec, kept["weights"][mine], X_test)                      # (S, N, out)
+            if spec.likelihood == "gaussian":
+                F = kept["target_mean"] + kept["target_sd"] * F
+            out.append(F[compute_spaced(kept["weight"][mine])].reshape(-1, F.shape[1] * F.shape[2]))
+        n = min(len(x) for x in out)
+        return np.stack([x[:n] for x in out]), "samples"
+    P, C = np.asarray(history_pred)[:, rows], np.asarray(history_count)[:, rows]
+    keep = np.all(C > 0, axis=1)
+    d = P[keep] / C[keep][:, :, None, None]                                         # (S, R, out, N)
+    return (np.transpose(d, (1, 0, 3, 2)).reshape(len(rows), int(keep.sum()), P.shape[2] * P.shape[3]),
+            "super-transition means")
+
+
+def hyper_draws(kept: dict, rows, history_hyper) -> np.ndarray:
+    """Draws (chains, draws, H') of the logs of the hyperparameters that vary
+    (fixed ones are left out) of chains ``rows``: the kept samples' when every
+    chain kept :data:`MIN_KEPT`, else each super-transition's last."""
+    chain, hyper = kept["chain"], kept["hyper"]
+    counts = np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)
+    if counts.min() >= MIN_KEPT:
+        parts = [hyper[chain == r][compute_spaced(kept["weight"][chain == r])] for r in rows]
+        n = min(len(x) for x in parts)
+        y = np.stack([x[:n] for x in parts])
+    else:
+        H = np.asarray(history_hyper)
+        y = np.transpose(H[:, rows], (1, 0, 2)) if H.size else np.empty((len(rows), 0, 0))
+    varying = np.ptp(y.reshape(-1, y.shape[2]), axis=0) > 0 if y.size else np.zeros(0, bool)
+    return np.log(y[:, :, varying])
+
+
+def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: dict, test_slices: dict,
+                    history_hyper, gradients: int, seconds: float) -> dict:
+    """summary.json's ``diagnostics``: R-hat and bulk and tail ESS across the
+    predicting chains ``rows`` (``chains``) of the test predictions of each
+    test set and of the hyperparameters
+    (:func:`~adaptive_hmc.diagnostics.diagnose`); ESS per 1000 of every
+    gradient the run computed (all chains, warm-up and burn-in included) and
+    per second of sampling. Empty when there are fewer than 4 draws."""
+    y, kind = prediction_draws(spec, kept, rows, predictions["X_test"], predictions["history_pred"],
+                               predictions["history_count"])
+    if y.shape[1] < 4:
+        return {}
+    n_out = spec.n_outputs
+    out = {"chains": chains, "draws": kind, "gradients": int(gradients), "sampling_s": round(seconds, 2),
+           "test": {}}
+    for name, sl in test_slices.items():
+        cols = (np.arange(sl.start, sl.stop)[:, None] * n_out + np.arange(n_out)).ravel()
+        out["test"][name] = diagnose(y[:, :, cols], gradients, seconds)
+    h = hyper_draws(kept, rows, history_hyper)
+    out["hyper"] = diagnose(h, gradients, seconds) if h.size and h.shape[1] >= 4 else None
+    found = [d["rhat_max"] for d in [*out["test"].values(), out["hyper"]] if d is not None]
+    out["rhat_max"] = None if None in found else max(found, default=None)
+    return out
+
+
+def diagnostics_line(summary: dict) -> str:
+    """One line of a finished run's answer and what it cost: the chains that
+    predict, the largest R-hat, the smallest and median ESS of the first test
+    set's predictions, per 1000 gradients and per second of sampling."""
+    d = summary.get("diagnostics") or {}
+    if not d.get("test"):
+        return f"{summary['leapfrog_steps']:,} gradients, {summary['wall_s']:.1f} s sampling (no test-set ESS)"
+    name, t = next(iter(d["test"].items()))
+    r = d["rhat_max"]
+    per_g, per_s = t["ess_per_1000_gradients"], t["ess_per_second"]
+    return (f"{t['chains']} {d['chains']!r} chains; R-hat max {'not finite' if r is None else f'{r:.3f}'}; "
+            f"ESS of the {name} predictions (smallest / median over outputs) {t['ess_bulk']['min']:.0f} / "
+            f"{t['ess_bulk']['median']:.0f}, per 1000 gradients {per_g['min']:.3f} / {per_g['median']:.3f} "
+            f"({d['gradients']:,} gradients, every chain), per second {per_s['min']:.2f} / {per_s['median']:.2f} "
+            f"({d['sampling_s']:.1f} s sampling, compiling apart)")
+
+
+def rhat_warning(diagnostics: dict) -> str | None:
+    """A warning when the chains have not met (R-hat above
+    :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`, or a quantity stuck in a chain)."""
+    if not diagnostics or diagnostics.get("chains") is None:
+        return None
+    r = diagnostics["rhat_max"]
+    if r is not None and r <= RHAT_LIMIT:
+        return None
+    shown = "not finite (a chain never moved)" if r is None else f"{r:.3f}"
+    return (f"the largest R-hat across the {diagnostics['chains']!r} chains is {shown}, above {RHAT_LIMIT}: the "
+            f"chains have not met, so their answer is not yet the posterior's (run longer, or see the log for "
+            f"stuck chains)")
 
 
 def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compile_s: float = 0.0) -> dict:
     """summary.json: test errors per test set, CV error, acceptance, divergences,
     stuck chains and the share of post-warm-up super-transitions with mean
-    acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps, wall time (sampling
-    only) and compile time, final action."""
+    acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps (every gradient of
+    every chain), wall time (sampling only) and compile time, final action, and
+    the multi-chain diagnostics of the predicting chains
+    (:func:`run_diagnostics`)."""
     chains = cfg.replicas.predict_from
     rows = replicas.chain_indices(chains)
     metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
+    W, noise, chain = replicas.samples()
+    A, _, _ = replicas.kept_rows()
+    kept = {"weights": W, "chain": chain, "weight": replicas.kept_weights(), "hyper": A[:, replicas.dim:],
+            "target_mean": replicas.target_mean, "target_sd": replicas.target_sd}
+    gradients = int(sum(e["leapfrog_steps"] for e in log))
+    diagnostics = run_diagnostics(replicas.spec, kept, rows, chains,
+                                  {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
+                                   "history_count": replicas.history_count}, replicas.test_slices,
+                                  replicas.history_hyper, gradients, wall_s) if replicas.history_pred else {}
     burn = cfg.run.burn_in.super_transitions
     kept = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
     key = "mse" if replicas.spec.likelihood == "gaussian" else "error_rate"
@@ -111,12 +228,24 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "stuck_super_transitions": sum(1 for e in log if e["stuck_chains"]),
         "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions if cfg.tuner.kind == "bandit"
                                                else 0:]),
-        "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)),
+        "leapfrog_steps": gradients,
         "super_transitions": len(log), "samples_retained": int(replicas.retained.sum()),
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
         "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),
         "step_calibration": [round(float(c), 6) for c in replicas.step_calibration],
+        "diagnostics": diagnostics,
     }
+
+
+TIMINGS = ("wall_s", "compile_s", "sampling_s", "ess_per_second")
+
+
+def untimed(summary):
+    """The summary without its timings (:data:`TIMINGS`, at any depth): what
+    the seed alone decides, whatever the machine, the thread count or a resume."""
+    if isinstance(summary, dict):
+        return {k: untimed(v) for k, v in summary.items() if k not in TIMINGS}
+    return summary
 
 
 def _low_share(log: list) -> float | None:
@@ -380,7 +509,8 @@ class Run(NamedTuple):
 
     def chain_indices(self, chains: str) -> np.ndarray:
         """Rows of ``chains`` ("all", "full", "replicas") in the per-chain arrays."""
-        return chain_indices(chains, self.config.replicas.k, self.predictions["history_count"].shape[1])
+        n_cv = self.config.replicas.k if self.config.replicas.data == "folds" else 0
+        return chain_indices(chains, n_cv, self.predictions["history_count"].shape[1])
 
     def _outputs(self, X, chains: str | None):
         """Network outputs (S, N, n_out) of the kept samples of ``chains`` (default:

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple, TypedDict
 
 import numpy as np
 
-from .replicas import ReplicaSet, super_transition
+from .replicas import ReplicaSet, default_data, super_transition
 from .rewards import cv_error, cv_reward, esjd_reward
 from .tuners import BanditTuner, FixedTuner
 
@@ -152,15 +152,18 @@ class RunSetup(NamedTuple):
 
 
 def make_run(spec, X, Y, *, tuner: dict, seed: int = 0, reward: str = DEFAULT_REWARD, cv_metric: str | None = None,
-             **replica_options) -> RunSetup:
+             data: str | None = None, **replica_options) -> RunSetup:
     """Build a run from one seed: the replicas (``replica_options`` as for
     :class:`~adaptive_hmc.replicas.ReplicaSet`) and the tuner, each with its
     own child of the seed's ``SeedSequence``. ``tuner`` is ``{"kind": "bandit",
     **BanditTuner arguments}`` (:data:`DEFAULT_BANDIT` fills those not given)
     or ``{"kind": "fixed", "step_factor": ..., "num_steps": ...}``; ``reward``
-    is "esjd" (the default) or "cv" (minus the held-out ``cv_metric`` error)."""
+    is "esjd" (the default) or "cv" (minus the held-out ``cv_metric`` error);
+    ``data`` is what the chains see (:data:`~adaptive_hmc.replicas.DATA`;
+    default :func:`~adaptive_hmc.replicas.default_data` of the reward: chains
+    of one posterior unless the reward reads held-out predictions)."""
     seed_replicas, seed_tuner = np.random.SeedSequence(seed).spawn(2)
-    replicas = ReplicaSet(spec, X, Y, seed=seed_replicas, **replica_options)
+    replicas = ReplicaSet(spec, X, Y, seed=seed_replicas, data=data or default_data(reward), **replica_options)
     options = dict(tuner)
     kind = options.pop("kind")
     if kind == "fixed":

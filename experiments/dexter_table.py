@@ -26,7 +26,7 @@ from adaptive_hmc.config import read_config
 from adaptive_hmc.data import load_split, select_features
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.predictive import predicted_labels
-from adaptive_hmc.reports import test_ess
+from adaptive_hmc.reports import diagnostics
 from adaptive_hmc.results import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,8 +55,9 @@ def analyse(d: Path) -> dict:
     """Error rates of a run on its evaluation cases: the pooled model average,
     each CV replica's own average (its network), their majority vote (ties to
     the pooled average), the mean log predictive probability, and the ESS of
-    the evaluation predictions (median over the replicas, also per 1000
-    gradient evaluations: what the sampling buys)."""
+    the evaluation predictions (ArviZ's bulk ESS across the replicas, median
+    over cases, also per 1000 of every gradient the run computed: what the
+    sampling buys)."""
     run = read_run(d)
     P, C = run.predictions["history_pred"], run.predictions["history_count"]     # (S, R, 1, N), (S, R)
     y = run.predictions["Y_test"][:, 0].astype(int)
@@ -68,14 +69,15 @@ def analyse(d: Path) -> dict:
     majority = np.where(2 * votes == len(rows), pooled > 0.5, 2 * votes > len(rows)).astype(int)
     each = (labels != y).mean(axis=1)
     s = run.summary
-    t = test_ess(run).get("test", {})
-    ess = t.get("replicas", (float("nan"),) * 2)
+    d = diagnostics(run)
+    t = d.get("test", {}).get("test")
+    ess = (t["ess_bulk"]["median"], t["ess_per_1000_gradients"]["median"]) if t else (float("nan"),) * 2
     return {"pooled": float((predicted_labels(pooled[None]) != y).mean()), "each_mean": float(each.mean()),
             "each_median": float(np.median(each)), "majority": float((majority != y).mean()),
             "mlpd": float(s["test_mlpd"]["test"]), "acceptance": s["acceptance"],
             "low_acceptance_share": s["low_acceptance_share"], "divergences": s["divergences"],
             "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"], "final_action": s["final_action"],
-            "ess": ess[0], "ess_per_1000_grad": ess[1], "ess_draws": t.get("draws")}
+            "ess": ess[0], "ess_per_1000_grad": ess[1], "ess_draws": d.get("draws")}
 
 
 def baselines(split: int, quick: bool) -> dict:

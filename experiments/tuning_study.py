@@ -43,7 +43,8 @@ from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.replicas import DEFAULT_WEIGHT_BY
 from adaptive_hmc.runner import DEFAULT_BANDIT
-from adaptive_hmc.reports import compute_spaced, draws_ess, test_ess
+from adaptive_hmc.diagnostics import compute_spaced, draws_ess
+from adaptive_hmc.reports import diagnostics
 from adaptive_hmc.results import RunDir, read_run
 from adaptive_hmc.samplers.chain import init_state, make_hmc
 from adaptive_hmc.samplers.settings import hmc_settings
@@ -85,7 +86,7 @@ def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=())
             for L in lengths:
                 over = {"tuner.kind": "fixed", "tuner.step_factor": eps, "tuner.num_steps": L,
                         "tuner.bounds": None, "tuner.warmup_super_transitions": 0,
-                        "replicas.k": 0, "replicas.full_data_chain": True}
+                        "replicas.k": 1}
                 out.append((f"hand eps={eps} L={L}", "hand", (eps, L), over, seed))
     for seed in seeds:
         out.append(("bandit, thesis reward model", "thesis", None, dict(THESIS), seed))
@@ -94,7 +95,9 @@ def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=())
         out.append(("bandit, default, calibrated steps", "calibrated", None, json.loads(json.dumps(CALIBRATED)),
                     seed))
     for _, _, _, over, _ in out:
-        over.update({"replicas.full_data_chain": True, "run.thin": 5, "run.threads": 1})
+        over.update({"run.thin": 5, "run.threads": 1})
+        if over.get("tuner.reward") == "cv":
+            over["replicas.full_data_chain"] = True
         if quick:
             over.update({"run.super_transitions": 12, "run.budget": 2000, "run.burn_in": {"super_transitions": 3},
                          "tuner.warmup_super_transitions": 0 if over.get("tuner.kind") == "fixed" else 2})
@@ -116,13 +119,12 @@ def robot_row(target: str, label: str, kind: str, action, over: dict, seed: int,
         run_experiment(cfg, d.path, source=str(path), resume=d.has_checkpoint, quiet=True)
     run = read_run(d.path)
     s = run.summary
-    ess = test_ess(run)
-    first = run.test_sets()[0][0]
+    first = diagnostics(run).get("test", {}).get(run.test_sets()[0][0])
     return {"target": target, "label": label, "kind": kind, "action": action, "seed": seed,
             "low_share": s["low_acceptance_share"], "divergences": s["divergences"],
             "test": [s["test_mse"][n] for n, _ in run.test_sets()],
-            "ess_full": ess[first]["full"][1] if first in ess else math.nan,
-            "ess_replicas": ess[first].get("replicas", (math.nan, math.nan))[1] if first in ess else math.nan,
+            "ess_full": first["ess_per_1000_gradients"]["median"] if first else math.nan,   # every gradient
+            "ess_replicas": math.nan,
             "wall_s": s["wall_s"], "dir": str(d.path)}
 
 
@@ -135,7 +137,6 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
     draws weighted as ``weight_by`` says (as a run's samples,
     ``run.weight_by``): "ess_full" the smallest over the coordinates and their
     squares (means and variances), "ess_mean" over the coordinates alone."""
-    import arviz as az
     model = GaussianTarget(np.zeros(2), np.array(cov))
     hmc = make_hmc(model)
     rng = np.random.default_rng(seed)
@@ -162,7 +163,7 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
     def ess(d):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return draws_ess(az, np.array(d)[None]) if len(d) >= 4 else np.zeros(np.shape(d)[1:])
+            return draws_ess(np.array(d)[None]) if len(d) >= 4 else np.zeros(np.shape(d)[1:])
 
     x = np.array(draws).reshape(-1, 2)[compute_spaced(weights)]
     both = ess(np.hstack([x, x ** 2]))          # the coordinates (means) and their squares (variances)

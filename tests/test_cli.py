@@ -11,7 +11,7 @@ import yaml
 from adaptive_hmc.cli import main
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
-from adaptive_hmc.results import RunDir, read_run
+from adaptive_hmc.results import RunDir, read_run, untimed
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 QUICK = sorted(CONFIGS.glob("*_quick.yaml"))
@@ -172,9 +172,19 @@ CASES.update({
                                                                                          range(30)])),
                                               r["model"].update(likelihood="softmax")),
                                 "model.likelihood = 'softmax': needs class indices"),
-    "one fold": (lambda r, t: r["replicas"].update(k=1), "replicas.k = 1: 0 (full-data chain only) or >= 2 folds"),
-    "no chain at all": (lambda r, t: (_fixed(r), r["replicas"].update(k=0, full_data_chain=False)),
+    "one fold": (lambda r, t: r["replicas"].update(data="folds", k=1),
+                 "replicas.k = 1: 0 (full-data chain only) or >= 2 folds"),
+    "no chain at all": (lambda r, t: (_fixed(r), r["replicas"].update(data="folds", k=0, full_data_chain=False)),
                         "replicas.full_data_chain = False"),
+    "no chain of the posterior": (lambda r, t: r["replicas"].update(k=0), "replicas.k = 0: data full needs k >= 1"),
+    "full-data chain beside chains of one posterior": (lambda r, t: r["replicas"].update(full_data_chain=True),
+                                                       "replicas.full_data_chain = True: is for data: folds"),
+    "cv reward on chains of one posterior": (lambda r, t: (r["replicas"].update(data="full"),
+                                                           r["tuner"].update(reward="cv")),
+                                             "replicas.data = 'full': the cv reward reads held-out predictions"),
+    "unknown chains": (lambda r, t: r["replicas"].update(data="both"), "replicas.data = 'both'"),
+    "replicas from chains of one posterior": (lambda r, t: r["replicas"].update(predict_from="replicas"),
+                                              "replicas.predict_from = 'replicas': needs data: folds"),
     "unknown data set": (lambda r, t: r["data"].update(dataset="nosuch", file="x.data", target_columns=[-1]),
                          "data.dataset = 'nosuch': data set 'nosuch' not found"),
     "dataset and path": (lambda r, t: r["data"].update(path="x.csv"), "give exactly one of dataset and path"),
@@ -197,7 +207,7 @@ CASES.update({
     "integer bounds shown as integers": (lambda r, t: r["tuner"]["bounds"].update(num_steps=[20, 9000]),
                                          "tuner.bounds.num_steps = [20, 9000]: upper bound"),
     "zero budget": (lambda r, t: r["run"].update(budget=0), "run.budget = 0"),
-    "predictions from a chain that is not there": (lambda r, t: r["replicas"].update(predict_from="full",
+    "predictions from a chain that is not there": (lambda r, t: r["replicas"].update(data="folds", predict_from="full",
                                                                                      full_data_chain=False),
                                                    "replicas.predict_from = 'full': needs replicas.full_data_chain"),
     "zero checkpoint interval": (lambda r, t: r["run"].update(checkpoint_every=0), "run.checkpoint_every = 0"),
@@ -290,7 +300,8 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     text = md.read_text()
     assert text.startswith("| run | tuner | chains | test MSE robot_arm/test_201_400 ± se") and text.count("\n") == 4
     assert "| sampling s | compile s |" in text
-    assert "| ESS (per 1000 grad) robot_arm/test_401_600, full-data chain |" in text
+    assert ("| R-hat max robot_arm/test_401_600 | ESS per 1000 grad (min / median) robot_arm/test_401_600 | "
+            "ESS per s (min / median) robot_arm/test_401_600 |") in text
     assert main(["export", str(out)]) == 0
     import arviz as az
     idata = az.from_netcdf(str(out / "inference_data.nc"))
@@ -328,9 +339,7 @@ def test_resume_after_interruption_gives_the_same_summary(tmp_path):
     assert RunDir(part).load_checkpoint().replicas["n_super"] == 3
     assert run_experiment(cfg, part, source=str(path), quiet=True, resume=True, stop_after=2) == {}
     resumed = run_experiment(cfg, part, source=str(path), quiet=True, resume=True)
-    for s in (full, resumed):
-        s.pop("wall_s"), s.pop("compile_s")
-    assert resumed == full
+    assert untimed(resumed) == untimed(full)
     a = [json.loads(x) for x in (tmp_path / "full" / "log.jsonl").read_text().splitlines()]
     b = [json.loads(x) for x in (part / "log.jsonl").read_text().splitlines()]
     strip = [{k: v for k, v in e.items() if k != "seconds"} for e in a]
@@ -506,15 +515,15 @@ def test_stuck_chains_are_flagged_in_log_progress_summary_and_compare(tmp_path, 
     user looks says so."""
     raw = _small(_raw(), n=3)
     raw["tuner"] = {"kind": "fixed", "step_factor": 20.0, "num_steps": 50}
-    raw["replicas"]["full_data_chain"] = True
     path = _write(tmp_path, raw)
     out = tmp_path / "run"
     assert main(["run", str(path), "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "STUCK: chains [0, 1, 2, 3, 4, 5, 6, 7, 8] accepted nothing" in captured.out
+    assert "STUCK: chains [0, 1, 2, 3, 4, 5, 6, 7] accepted nothing" in captured.out
     assert "warning: in 3 of 3 super-transitions some chain accepted no trajectory" in captured.err
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
-    assert all(e["stuck_chains"] == list(range(9)) for e in log)
+    assert all(e["stuck_chains"] == list(range(8)) for e in log)
+    assert "(no test-set ESS)" in captured.err           # 3 super-transitions: too few draws for an ESS
     s = json.loads((out / "summary.json").read_text())
     assert s["stuck_super_transitions"] == 3 and s["low_acceptance_share"] == 1.0
     md = tmp_path / "t.md"
@@ -528,7 +537,7 @@ def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
     """replicas.predict_from picks the chains of the summary's test errors, and
     compare --chains recomputes them from any run's per-chain sums."""
     raw = _small(_raw(), n=4)
-    raw["replicas"]["full_data_chain"] = True
+    raw["replicas"].update(data="folds", full_data_chain=True)
     runs = {}
     for chains in ("all", "full"):
         raw["replicas"]["predict_from"] = chains
@@ -567,7 +576,7 @@ def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run", y_scale=1.0,
     raw["data"].update(data)
     raw["model"]["likelihood"] = likelihood
     raw["model"]["priors"].pop("noise") if likelihood != "gaussian" else None
-    raw["replicas"].update(k=3, full_data_chain=True)
+    raw["replicas"].update(k=3)
     raw["run"]["thin"] = thin
     if likelihood != "gaussian":
         raw["tuner"]["cv_metric"] = "log_loss"
@@ -599,7 +608,7 @@ def test_predict_from_a_finished_run(tmp_path, capsys):
     np.testing.assert_allclose(P[:, 3] - P[:, 0], 1.959963984540054 * sd[:, 0], rtol=1e-8)
     assert np.mean((P[:, 0] - y[45:]) ** 2) < 0.5 * np.var(y[45:])      # it learned, in original units
     mean, s = read_run(out).predict(X[45:], return_std=True, chains="full")
-    assert mean.shape == s.shape == (15, 1) and not np.allclose(mean[:, 0], P[:, 0])
+    assert mean.shape == s.shape == (15, 1) and np.allclose(mean[:, 0], P[:, 0])    # every chain: the posterior
     np.savetxt(tmp_path / "bad.csv", X[45:, :2], delimiter=",")
     assert main(["predict", str(out), str(tmp_path / "bad.csv")]) == 2
     assert "2 columns; the network takes 3 inputs" in capsys.readouterr().err
@@ -647,7 +656,7 @@ def test_validate_and_dry_run_check_everything_and_write_nothing(tmp_path, capsy
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr()
     assert yaml.safe_load(out.out)["run"]["super_transitions"] == 2
-    assert "valid. Network 2-16-2 (gaussian, 82 parameters), 9 chains, 200 training cases" in out.err
+    assert "valid. Network 2-16-2 (gaussian, 82 parameters), 8 chains, 200 training cases" in out.err
     assert main(["run", str(path), "--dry-run"]) == 0
     assert "valid." in capsys.readouterr().err and not (tmp_path / "runs").exists()
     raw = _small(_raw(), n=2)
@@ -693,7 +702,7 @@ def test_tables_as_people_have_them(tmp_path, capsys):
                    "split": {"train": 30, "test": 15, "seed": 4, "stratify": True}}
     raw["model"]["likelihood"] = "logistic"
     raw["model"]["priors"].pop("noise")
-    raw["replicas"]["k"] = 3
+    raw["replicas"].update(data="folds", k=3)
     raw["tuner"]["cv_metric"] = "log_loss"
     path = _write(tmp_path, raw)
     cfg = read_config(path)
@@ -739,43 +748,59 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
     assert s["predict_from"] == "full" and set(s["test_mse"]) == {"test"}
 
 
-def test_ess_is_per_posterior_and_tables_are_per_metric(tmp_path):
+def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_path):
+    """summary.json's diagnostics: R-hat and ESS of the predicting chains' test
+    predictions, per 1000 of every gradient the run computed (all chains,
+    warm-up and burn-in) and per second of sampling; per-sample draws are the
+    kept samples' outputs spaced by their weights; compare shows the smallest
+    and the median."""
+    from adaptive_hmc.diagnostics import chain_statistics, compute_spaced
     from adaptive_hmc.models.mlp import predict
-    from adaptive_hmc.reports import MIN_KEPT, chain_draws, compare, compute_spaced, table
+    from adaptive_hmc.reports import compare, table
+    from adaptive_hmc.results import MIN_KEPT, prediction_draws
     raw = _small(_raw(), n=8)
-    raw["replicas"]["full_data_chain"] = False
+    raw["replicas"].update(data="folds", full_data_chain=False)      # the thesis's: the replicas predict
     path = _write(tmp_path, raw)
     raw = _small(_raw(), n=8)
-    raw["replicas"]["full_data_chain"] = True
     raw["run"]["thin"] = 1
     path_full = _write(tmp_path, raw, "full.yaml")
     assert main(["run", str(path), "--out", str(tmp_path / "a"), "--quiet"]) == 0
     assert main(["run", str(path_full), "--out", str(tmp_path / "b"), "--quiet"]) == 0
     out, *_ = _table_run(tmp_path, likelihood="logistic", name="cls")
     rows = compare([tmp_path / "a", tmp_path / "b", out])
-    a, b = rows[0]["ess"]["test_201_400"], rows[1]["ess"]["test_201_400"]
-    assert set(a) == {"draws", "replicas"} and set(b) == {"draws", "full", "replicas"}
-    grads = [np.sum([e["chain_steps"] for e in read_run(tmp_path / d).log], axis=0) for d in "ab"]
-    for ess, g in ((a["replicas"], np.median(grads[0])), (b["full"], grads[1][-1])):
-        assert ess[0] > 0 and ess[1] == pytest.approx(1000 * ess[0] / g, rel=0.2)
-    for r in rows[:2]:
-        assert r["compile_s"] is not None and r["wall_s"] > 0
+    for d, row, chains, n_chains in (("a", rows[0], "replicas", 8), ("b", rows[1], "full", 8)):
+        run = read_run(tmp_path / d)
+        diag = run.summary["diagnostics"]
+        assert diag == row["diagnostics"] and diag["chains"] == chains
+        grads = sum(e["leapfrog_steps"] for e in run.log)
+        assert diag["gradients"] == grads == np.sum([e["chain_steps"] for e in run.log])
+        t = diag["test"]["test_201_400"]
+        assert t["chains"] == n_chains and t["variables"] == 400
+        assert t["ess_per_1000_gradients"]["min"] == pytest.approx(1000 * t["ess_bulk"]["min"] / grads)
+        assert t["ess_per_second"]["median"] == pytest.approx(t["ess_bulk"]["median"] / diag["sampling_s"],
+                                                              rel=0.05)
+        assert 0 < t["ess_bulk"]["min"] <= t["ess_bulk"]["median"]
     run = read_run(tmp_path / "b")
-    draws, kind = chain_draws(run)
     S = run.samples
+    y, kind = prediction_draws(run.spec, S, run.chain_indices("full"), run.predictions["X_test"],
+                               run.predictions["history_pred"], run.predictions["history_count"])
     assert kind == "samples" and np.bincount(S["chain"]).min() >= MIN_KEPT
-    F = predict(run.spec, S["weights"][S["chain"] == 8], run.predictions["X_test"])
-    w = S["weight"][S["chain"] == 8]
+    F = predict(run.spec, S["weights"][S["chain"] == 3], run.predictions["X_test"])
+    w = S["weight"][S["chain"] == 3]
     assert len(np.unique(w)) > 1                # the bandit tried several L
     # per-sample draws: the kept samples' network outputs, each repeated as its weight says (one draw per
     # shortest-L worth of gradients), so that the ESS is that of the run's weighted average
-    assert np.array_equal(draws[8], F[compute_spaced(w)]) and len(draws[8]) > len(F)
-    assert len(draws[8]) == int(w.sum() / w.min() + 1e-9) and np.sum(compute_spaced(w) == 0) == int(w[0] / w.min())
-    assert chain_draws(read_run(tmp_path / "a"))[1] == "super-transition means"     # thin 5: too few kept
+    spaced = F[compute_spaced(w)].reshape(-1, 800)                 # (draws, cases x outputs)
+    assert np.array_equal(y[3], spaced[:y.shape[1]]) and y.shape[1] > len(F)
+    assert np.sum(compute_spaced(w) == 0) == int(w[0] / w.min())
+    st = chain_statistics(y[:, :, :400])                           # test_201_400: the first 200 cases
+    assert run.summary["diagnostics"]["test"]["test_201_400"]["rhat_max"] == pytest.approx(st["rhat"].max())
+    assert read_run(tmp_path / "a").summary["diagnostics"]["draws"] == "super-transition means"  # thin 5: few kept
     text = table(rows)
     regression, classification = text.split("\n\n")
     assert "test MSE robot_arm/test_201_400" in regression and "error rate" not in regression
     assert "test error rate d/rest" in classification
+    assert "R-hat max robot_arm/test_201_400" in regression
 
 
 @pytest.mark.parametrize("template", sorted((CONFIGS / "templates").glob("*.yaml")), ids=lambda p: p.stem)
@@ -855,17 +880,21 @@ def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
     cfg = read_config(_write(tmp_path, raw))
     assert cfg.run.burn_in.super_transitions == 10 == 30 // 3
     assert cfg.tuner.warmup_super_transitions == DEFAULT_WARMUP
-    assert cfg.replicas.full_data_chain and cfg.data.standardize_inputs and cfg.data.standardize_targets
+    assert cfg.replicas.data == "full" and cfg.replicas.predict_from == "full" and cfg.replicas.k == 8
+    assert cfg.data.standardize_inputs and cfg.data.standardize_targets
+    raw["tuner"]["reward"] = "cv"                                  # the thesis: folds, and a full-data chain predicts
+    thesis = read_config(_write(tmp_path, raw, "cv.yaml")).replicas
+    assert (thesis.data, thesis.full_data_chain, thesis.predict_from) == ("folds", True, "full")
     assert BNNRegressor().burn_in_super_transitions is None         # resolved to super_transitions // 3 in fit
 
 
 def test_ess_of_draws_that_never_change_is_zero():
     import arviz as az
-    from adaptive_hmc.reports import draws_ess
+    from adaptive_hmc.diagnostics import draws_ess
     rng = np.random.default_rng(0)
     y = np.stack([np.full(200, 0.3), rng.normal(size=200)], axis=1)[None]
     raw = np.nan_to_num(az.ess(az.convert_to_dataset(y))["x"].values)
-    ess = draws_ess(az, y)
+    ess = draws_ess(y)
     assert ess[0] == 0.0 and ess[1] == pytest.approx(raw[1]) and ess[1] > 100
 
 
@@ -879,7 +908,7 @@ def test_other_transitions_run_on_the_replicas_from_a_config(kind, tmp_path, cap
     path = _write(tmp_path, raw)
     assert main(["run", str(path), "--out", str(tmp_path / "r"), "--quiet"]) == 0
     run = read_run(tmp_path / "r")
-    chains = raw["replicas"]["k"] + 1
+    chains = raw["replicas"]["k"]
     assert run.summary["leapfrog_steps"] == 4 * 600 * chains        # every chain spends the whole budget
     if kind == "metropolis":        # the share of proposals accepted, not of iterations
         assert 0.05 < run.summary["acceptance"] < 0.95 and np.isfinite(run.summary["test_mse"]["test_201_400"])
@@ -922,3 +951,11 @@ def test_dexter_runs_through_the_cli_and_predicts_from_raw_word_counts(tmp_path,
     np.savetxt(csv, Xt[:5, :100], delimiter=",", fmt="%g")
     assert main(["predict", str(out), str(csv)]) == 2
     assert "20000" in capsys.readouterr().err
+
+
+def test_the_end_of_run_warning_names_chains_that_have_not_met():
+    from adaptive_hmc.results import rhat_warning
+    assert rhat_warning({"chains": "full", "rhat_max": 1.004}) is None
+    assert "is 1.050, above 1.01" in rhat_warning({"chains": "full", "rhat_max": 1.05})
+    assert "not finite (a chain never moved)" in rhat_warning({"chains": "full", "rhat_max": None})
+    assert rhat_warning({}) is None

@@ -389,7 +389,7 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     assert DEFAULT_REWARD == "esjd"
     spec, X, Y = _toy()
     runs = make_run(spec, X, Y, tuner={"kind": "fixed", "step_factor": 0.3, "num_steps": 20}, seed=4, k=4,
-                    settings=HMCSettings(window=3))
+                    data="folds", settings=HMCSettings(window=3))
     rs = runs.replicas
     super_transition(rs, 0.2, 20, 2000)                                  # leave the start
     state = rs.state()
