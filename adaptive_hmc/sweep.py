@@ -193,9 +193,11 @@ def result_row(p: Planned, run_dir: Path, status: str, error: str = "") -> dict:
             row[f"test {r['metric']} {name} se"] = r["test_se"][name]
         row.update({"cv_error": r["cv_error"], "acceptance": r["acceptance"], "divergences": r["divergences"],
                     "leapfrog_steps": r["leapfrog_steps"]})
-        for name, e in r["ess"].items():
-            best = e.get("full") or e.get("replicas")
-            row[f"ESS per 1000 grad {name}"] = None if best is None else best[1]
+        d = r["diagnostics"] or {}
+        row["R-hat max"] = d.get("rhat_max")
+        for name, t in d.get("test", {}).items():
+            for stat in ("min", "median"):
+                row[f"ESS per 1000 grad {name} {stat}"] = t["ess_per_1000_gradients"][stat]
         row.update({"wall_s": r["wall_s"], "compile_s": r["compile_s"]})
     row["error"] = error
     return row

@@ -347,7 +347,7 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
     (thin 1), and kept weights, summary counts and the estimator agree.
     Under "iterations" the same samples give a different (unweighted) mean."""
     from adaptive_hmc.models.predictive import class_probabilities, predictive_moments
-    from adaptive_hmc.reports import compute_spaced
+    from adaptive_hmc.diagnostics import compute_spaced
     means = {}
     for weight_by in ("gradients", "iterations"):
         rs = _replicas(likelihood, full_data_chain=True, weight_by=weight_by)
