@@ -21,6 +21,7 @@ from .models.mlp import predict as mlp_predict
 from .models.predictive import predictive_moments, predictive_probabilities
 from .models.priors import PriorSpec
 from .replicas import DEFAULT_WEIGHT_BY
+from .results import kept_samples, rhat_warning, run_diagnostics
 from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, Progress, make_run, run_super_transitions
 from .samplers.settings import HMCSettings
 
@@ -73,10 +74,20 @@ class _BNN(BaseEstimator):
         finally:
             progress.close()
         self.spec_ = spec
-        self.weights_, self.noise_, chain = self.replicas_.samples()
-        posterior = np.isin(chain, self.replicas_.chain_indices("full"))    # never the CV replicas
-        self.weights_, self.noise_ = self.weights_[posterior], self.noise_[posterior]
-        self.sample_weights_ = self.replicas_.kept_weights()[posterior]
+        kept = kept_samples(self.replicas_)
+        rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
+        posterior = np.isin(kept["chain"], rows)
+        self.weights_, self.noise_ = kept["weights"][posterior], kept["noise_precision"][posterior]
+        self.sample_weights_ = kept["weight"][posterior]
+        # R-hat and ESS of the fitted values (the predictions at the training inputs) across the posterior's
+        # chains, per 1000 of every gradient the fit computed and per second of sampling.
+        self.diagnostics_ = run_diagnostics(
+            spec, kept, rows, "full", {"X_test": X, "history_pred": [], "history_count": []},
+            {"training": slice(0, len(X))}, self.replicas_.history_hyper,
+            sum(e["leapfrog_steps"] for e in self.log_), sum(e["seconds"] for e in self.log_))
+        warning = rhat_warning(self.diagnostics_)
+        if warning:
+            warnings.warn(warning, ConvergenceWarning, stacklevel=3)
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
         stuck = sum(1 for e in self.log_ if e["stuck_chains"])
@@ -106,12 +117,17 @@ _COMMON_DOC = """
     window : acceptance window of the HMC transitions.
     initial_phase_steps : leapfrog steps with the hyperparameters fixed before Gibbs updates start.
     burn_in_super_transitions : discarded from predictions (default a third).
-    thin : keep every thin-th retained sample for ``predict``.
+    thin : keep every thin-th retained sample for ``predict`` (and for ``diagnostics_``).
     weight_by : "gradients" (each retained sample weighs its iteration's leapfrog steps; the default) or
         "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default Neal's).
     seed : decides every random number; threads do not change results.
+
+    After ``fit``, ``diagnostics_`` holds R-hat and the bulk and tail ESS of the fitted values (the
+    predictions at the training inputs) and of the hyperparameters across the posterior's chains, the
+    ESS per 1000 of every gradient the fit computed and per second of sampling (as a run's
+    summary.json); a ConvergenceWarning says when the largest R-hat exceeds 1.01.
 """
 
 

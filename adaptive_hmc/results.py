@@ -91,6 +91,15 @@ LOW_ACCEPTANCE = 0.2
 MIN_KEPT = 50
 
 
+def kept_samples(replicas: ReplicaSet) -> dict:
+    """The kept samples of every chain as :func:`prediction_draws` and
+    :func:`hyper_draws` take them (the arrays samples.npz stores)."""
+    W, noise, chain = replicas.samples()
+    A, _, _ = replicas.kept_rows()
+    return {"weights": W, "noise_precision": noise, "chain": chain, "weight": replicas.kept_weights(),
+            "hyper": A[:, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd}
+
+
 def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, history_count) -> tuple:
     """(draws, kind): draws (chains, draws, cases x outputs) of the test
     predictions after burn-in of chains ``rows``. From the kept samples
@@ -104,7 +113,7 @@ def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, hist
     N) sums, ``history_count`` (S, R)). Chains are cut to the shortest."""
     chain = kept["chain"]
     counts = np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)
-    if counts.min() >= MIN_KEPT:
+    if counts.min() >= MIN_KEPT or (np.size(history_pred) == 0 and counts.min() >= 4):
         out = []
         for r in rows:
             mine = chain == r
@@ -114,7 +123,10 @@ def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, hist
             out.append(F[compute_spaced(kept["weight"][mine])].reshape(-1, F.shape[1] * F.shape[2]))
         n = min(len(x) for x in out)
         return np.stack([x[:n] for x in out]), "samples"
-    P, C = np.asarray(history_pred)[:, rows], np.asarray(history_count)[:, rows]
+    P, C = np.asarray(history_pred), np.asarray(history_count)
+    if P.size == 0:
+        return np.zeros((len(rows), 0, 0)), "none"
+    P, C = P[:, rows], C[:, rows]
     keep = np.all(C > 0, axis=1)
     d = P[keep] / C[keep][:, :, None, None]                                         # (S, R, out, N)
     return (np.transpose(d, (1, 0, 3, 2)).reshape(len(rows), int(keep.sum()), P.shape[2] * P.shape[3]),
@@ -204,10 +216,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
     chains = cfg.replicas.predict_from
     rows = replicas.chain_indices(chains)
     metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
-    W, noise, chain = replicas.samples()
-    A, _, _ = replicas.kept_rows()
-    kept = {"weights": W, "chain": chain, "weight": replicas.kept_weights(), "hyper": A[:, replicas.dim:],
-            "target_mean": replicas.target_mean, "target_sd": replicas.target_sd}
+    kept = kept_samples(replicas)
     gradients = int(sum(e["leapfrog_steps"] for e in log))
     diagnostics = run_diagnostics(replicas.spec, kept, rows, chains,
                                   {"X_test": replicas.X_test, "history_pred": replicas.history_pred,

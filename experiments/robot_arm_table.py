@@ -20,7 +20,8 @@ CONFIGS = {"robot_arm_human": "FBM-style hand-tuned HMC, one chain (ours)",
            "robot_arm_fixed_replicas": "hand-tuned settings on 8 CV replicas (ours)",
            "robot_arm_bandit_thesis": "adaptive HMC, GP bandit, thesis's reward model (CV error), 8 CV replicas "
                                       "(ours)",
-           "robot_arm_bandit": "adaptive HMC, GP bandit, default reward model (ESJD), 8 CV replicas (ours)"}
+           "robot_arm_bandit": "adaptive HMC, GP bandit, default reward model (ESJD), 8 chains of the posterior "
+                               "(ours)"}
 
 # (method, rows 201-400, rows 401-600) as published; None where not reported.
 PUBLISHED = [
@@ -63,17 +64,24 @@ def main():
     ap.add_argument("--out", default=str(ROOT / "docs" / "robot_arm_table.md"))
     args = ap.parse_args()
     runs = Path(args.runs)
-    lines = ["| method | test MSE, rows 201-400 | test MSE, rows 401-600 | wall time per run |",
-             "|---|---|---|---|"]
+    lines = ["| method | test MSE, rows 201-400 | test MSE, rows 401-600 | wall time per run | R-hat max | "
+             "ESS per 1000 gradients, rows 201-400 (smallest / median output) |",
+             "|---|---|---|---|---|---|"]
     for name, a, b in PUBLISHED:
-        lines.append(f"| {name} | {a:.5f} | {'-' if b is None else f'{b:.5f}'} | |")
+        lines.append(f"| {name} | {a:.5f} | {'-' if b is None else f'{b:.5f}'} | | | |")
     for config in args.configs:
         s = [get_run(config, seed, runs) for seed in args.seeds]
         t1 = [x["test_mse"]["test_201_400"] for x in s]
         t2 = [x["test_mse"]["test_401_600"] for x in s]
         wall = np.median([x["wall_s"] for x in s])
+        d = [x["diagnostics"] for x in s]
+        rhat = [v["rhat_max"] for v in d]
+        rhat = "not finite" if None in rhat else f"{min(rhat):.3f}-{max(rhat):.3f}"
+        ess = [v["test"]["test_201_400"]["ess_per_1000_gradients"] for v in d]
+        ess = (f"{np.median([e['min'] for e in ess]):.3f} / {np.median([e['median'] for e in ess]):.3f} "
+               f"(medians over seeds)")
         lines.append(f"| **{CONFIGS[config]}**, seeds {', '.join(map(str, args.seeds))} | {fmt(t1)} | {fmt(t2)} "
-                     f"| {wall:.0f} s |")
+                     f"| {wall:.0f} s | {rhat} | {ess} |")
     text = "\n".join(lines) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)

@@ -265,8 +265,9 @@ def write_docs(results: dict, out: Path, quick: bool, reference: dict) -> None:
                 for stat in ("min", "median"):
                     a = np.median([r[key][stat] for r in ours_])
                     b = np.median([r[key][stat] for r in them])
+                    ratio = f"**{a / b:.2f}x**" if b > 0 else "- (NUTS: no effective draws)"
                     lines.append(f"- {what}, {'smallest' if stat == 'min' else 'median'} output: "
-                                 f"{a:.3f} / {b:.3f} = **{a / b:.2f}x**")
+                                 f"{a:.3f} / {b:.3f} = {ratio}")
         lines.append("")
     out.write_text("\n".join(lines))
     json_rows = {t: [{k: v for k, v in r.items() if not isinstance(v, np.ndarray)} for r in rows]

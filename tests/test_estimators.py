@@ -54,3 +54,22 @@ def test_clear_errors_and_warnings():
     assert m.spec_.hidden == (4,) and m.n_features_in_ == 2
     with pytest.warns(ConvergenceWarning, match="accepted no trajectory"):
         BNNRegressor(**dict(TINY, step_factor_bounds=(30.0, 40.0))).fit(X, y)
+
+
+def test_a_fit_reports_the_diagnostics_of_its_posterior_chains():
+    """diagnostics_: R-hat and ESS of the fitted values across the k chains of
+    the posterior, per 1000 of every gradient the fit computed; chains that
+    cannot have met (too short a fit) are warned about."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = BNNRegressor(**FAIR).fit(X, y)
+    d = m.diagnostics_["test"]["training"]
+    grads = sum(e["leapfrog_steps"] for e in m.log_)
+    assert d["chains"] == 2 and d["variables"] == 40 and m.diagnostics_["gradients"] == grads
+    assert d["ess_per_1000_gradients"]["median"] == pytest.approx(1000 * d["ess_bulk"]["median"] / grads)
+    assert len(m.weights_) == len(m.replicas_.kept_rows()[0])          # every chain is the posterior's
+    with pytest.warns(ConvergenceWarning, match="R-hat across the 'full' chains"):
+        BNNRegressor(**TINY).fit(X, y)
