@@ -25,17 +25,21 @@ def batch_means_mcse(x, n_batches: int = 40) -> np.ndarray:
     return means.std(axis=0, ddof=1) / np.sqrt(n_batches)
 
 
-def compute_spaced(weights) -> np.ndarray:
+def compute_spaced(weights, max_draws: int | None = None) -> np.ndarray:
     """Indices of draws of weights (S,), in order, each repeated so that the
     draws are spaced by equal weight: draw i appears once for every multiple of
-    the smallest weight that the running sum of weights passes at it. Equal
-    weights give every index once; with weights in leapfrog steps, the
-    sequence has one draw per that many gradients, so that its ESS is that of
-    the weighted average (the estimator the run reports)."""
+    a unit weight that the running sum of weights passes at it (systematic
+    resampling). The unit is the smallest weight, or, when that would give
+    more than ``max_draws`` draws, the total weight / ``max_draws`` (a draw
+    lighter than the unit may then appear not at all). Equal weights give
+    every index once; with weights in leapfrog steps, the sequence has one
+    draw per that many gradients, so that its ESS is that of the weighted
+    average (the estimator the run reports)."""
     w = np.asarray(weights, dtype=np.float64)
     if w.size == 0:
         return np.zeros(0, dtype=np.int64)
-    c = np.floor(np.cumsum(w) / w.min() + 1e-9).astype(np.int64)
+    unit = w.min() if max_draws is None else max(w.min(), w.sum() / max_draws)
+    c = np.floor(np.cumsum(w) / unit + 1e-9).astype(np.int64)
     return np.repeat(np.arange(w.size), np.diff(c, prepend=0))
 
 

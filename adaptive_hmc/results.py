@@ -107,7 +107,8 @@ def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, hist
     target_sd; every ``thin``-th retained sample, network outputs at the test
     inputs in the targets' units) when every chain kept at least
     :data:`MIN_KEPT`, spaced by their weights
-    (:func:`~adaptive_hmc.diagnostics.compute_spaced`; ``run.weight_by``);
+    (:func:`~adaptive_hmc.diagnostics.compute_spaced`, at most twice as many
+    draws as kept samples; ``run.weight_by``);
     otherwise one draw per super-transition in which every chain retained
     samples, the mean prediction of its samples (``history_pred`` (S, R, out,
     N) sums, ``history_count`` (S, R)). Chains are cut to the shortest."""
@@ -120,7 +121,8 @@ def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, hist
             F = predict(spec, kept["weights"][mine], X_test)                      # (S, N, out)
             if spec.likelihood == "gaussian":
                 F = kept["target_mean"] + kept["target_sd"] * F
-            out.append(F[compute_spaced(kept["weight"][mine])].reshape(-1, F.shape[1] * F.shape[2]))
+            idx = compute_spaced(kept["weight"][mine], max_draws=2 * len(F))
+            out.append(F[idx].reshape(-1, F.shape[1] * F.shape[2]))
         n = min(len(x) for x in out)
         return np.stack([x[:n] for x in out]), "samples"
     P, C = np.asarray(history_pred), np.asarray(history_count)
@@ -140,7 +142,8 @@ def hyper_draws(kept: dict, rows, history_hyper) -> np.ndarray:
     chain, hyper = kept["chain"], kept["hyper"]
     counts = np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)
     if counts.min() >= MIN_KEPT:
-        parts = [hyper[chain == r][compute_spaced(kept["weight"][chain == r])] for r in rows]
+        parts = [hyper[chain == r][compute_spaced(kept["weight"][chain == r], max_draws=2 * int(np.sum(chain == r)))]
+                 for r in rows]
         n = min(len(x) for x in parts)
         y = np.stack([x[:n] for x in parts])
     else:
@@ -163,8 +166,9 @@ def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: d
     if y.shape[1] < 4:
         return {}
     n_out = spec.n_outputs
-    out = {"chains": chains, "draws": kind, "gradients": int(gradients), "sampling_s": round(seconds, 2),
-           "test": {}}
+    distinct = int(np.isin(kept["chain"], rows).sum()) if kind == "samples" else y.shape[0] * y.shape[1]
+    out = {"chains": chains, "draws": kind, "distinct_draws": distinct, "gradients": int(gradients),
+           "sampling_s": round(seconds, 2), "test": {}}
     for name, sl in test_slices.items():
         cols = (np.arange(sl.start, sl.stop)[:, None] * n_out + np.arange(n_out)).ravel()
         out["test"][name] = diagnose(y[:, :, cols], gradients, seconds)
@@ -185,11 +189,22 @@ def diagnostics_line(summary: dict) -> str:
     name, t = next(iter(d["test"].items()))
     r = d["rhat_max"]
     per_g, per_s = t["ess_per_1000_gradients"], t["ess_per_second"]
+    bound = (" (a lower bound: near the number of kept draws; a smaller run.thin measures more)"
+             if thin_limited(d) else "")
     return (f"{t['chains']} {d['chains']!r} chains; R-hat max {'not finite' if r is None else f'{r:.3f}'}; "
             f"ESS of the {name} predictions (smallest / median over outputs) {t['ess_bulk']['min']:.0f} / "
             f"{t['ess_bulk']['median']:.0f}, per 1000 gradients {per_g['min']:.3f} / {per_g['median']:.3f} "
             f"({d['gradients']:,} gradients, every chain), per second {per_s['min']:.2f} / {per_s['median']:.2f} "
-            f"({d['sampling_s']:.1f} s sampling, compiling apart)")
+            f"({d['sampling_s']:.1f} s sampling, compiling apart){bound}")
+
+
+def thin_limited(diagnostics: dict) -> bool:
+    """Whether the median ESS of a test set's predictions exceeds half the
+    number of distinct draws it was measured on: the kept samples
+    (``run.thin``) then limit the figure, which is a lower bound of the
+    answer's ESS."""
+    d = diagnostics or {}
+    return any(t["ess_bulk"]["median"] > 0.5 * d["distinct_draws"] for t in d.get("test", {}).values())
 
 
 def rhat_warning(diagnostics: dict) -> str | None:

@@ -757,7 +757,7 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     from adaptive_hmc.diagnostics import chain_statistics, compute_spaced
     from adaptive_hmc.models.mlp import predict
     from adaptive_hmc.reports import compare, table
-    from adaptive_hmc.results import MIN_KEPT, prediction_draws
+    from adaptive_hmc.results import MIN_KEPT, prediction_draws, thin_limited
     raw = _small(_raw(), n=8)
     raw["replicas"].update(data="folds", full_data_chain=False)      # the thesis's: the replicas predict
     path = _write(tmp_path, raw)
@@ -785,12 +785,16 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     y, kind = prediction_draws(run.spec, S, run.chain_indices("full"), run.predictions["X_test"],
                                run.predictions["history_pred"], run.predictions["history_count"])
     assert kind == "samples" and np.bincount(S["chain"]).min() >= MIN_KEPT
+    diag = run.summary["diagnostics"]
+    assert diag["distinct_draws"] == len(S["chain"])               # the ESS is measured on these kept samples
+    assert thin_limited(diag) == (diag["test"]["test_201_400"]["ess_bulk"]["median"] > 0.5 * len(S["chain"]))
+    assert thin_limited({"distinct_draws": 100, "test": {"t": {"ess_bulk": {"median": 80.0}}}})
     F = predict(run.spec, S["weights"][S["chain"] == 3], run.predictions["X_test"])
     w = S["weight"][S["chain"] == 3]
     assert len(np.unique(w)) > 1                # the bandit tried several L
     # per-sample draws: the kept samples' network outputs, each repeated as its weight says (one draw per
     # shortest-L worth of gradients), so that the ESS is that of the run's weighted average
-    spaced = F[compute_spaced(w)].reshape(-1, 800)                 # (draws, cases x outputs)
+    spaced = F[compute_spaced(w, max_draws=2 * len(F))].reshape(-1, 800)                 # (draws, cases x outputs)
     assert np.array_equal(y[3], spaced[:y.shape[1]]) and y.shape[1] > len(F)
     assert np.sum(compute_spaced(w) == 0) == int(w[0] / w.min())
     st = chain_statistics(y[:, :, :400])                           # test_201_400: the first 200 cases

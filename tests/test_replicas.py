@@ -376,6 +376,9 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
     assert np.max(np.abs(means["gradients"] - means["iterations"])) > 1e-3       # the weighting matters here
     assert compute_spaced([2.0, 2.0, 2.0]).tolist() == [0, 1, 2]
     assert compute_spaced([20.0, 40.0, 20.0, 100.0]).tolist() == [0, 1, 1, 2, 3, 3, 3, 3, 3]
+    # at most max_draws draws: a coarser unit (total / max_draws), light draws may drop out
+    assert compute_spaced([20.0, 40.0, 20.0, 100.0], max_draws=4).tolist() == [1, 3, 3, 3]
+    assert len(compute_spaced([1.0] + [1000.0] * 9, max_draws=20)) <= 20
     with pytest.raises(ValueError, match="weight_by"):
         _replicas(weight_by="compute")
 

@@ -24,7 +24,7 @@ def test_quick_side_by_side_writes_both_samplers_figures_and_agreement(tmp_path)
                         "fixed", "--seeds", "1", "--runs", str(tmp_path / "runs"), "--out", str(out)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    rows = json.loads(out.with_suffix(".json").read_text())["fixed"]
+    rows = json.loads(out.with_suffix(".json").read_text())["results"]["fixed"]
     assert [row["sampler"] for row in rows] == ["adaptive_hmc (default)", "NumPyro NUTS", "NumPyro NUTS"]
     for row in rows:
         assert row["chains"] == 8 and row["gradients"] > 0 and row["sampling_s"] > 0
