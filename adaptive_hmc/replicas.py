@@ -78,7 +78,8 @@ def chain_indices(chains: str, n_cv: int, n_chains: int) -> np.ndarray:
         return np.arange(n_cv, n_chains)
     if chains == "replicas":
         if n_cv == 0:
-            raise ValueError("chains='replicas': this set has no cross-validation replicas (k=0)")
+            raise ValueError("chains='replicas': this set has no cross-validation replicas (its chains are all "
+                             "on the full training data: data='full', or k=0)")
         return np.arange(n_cv)
     raise ValueError(f"chains={chains!r}: allowed are {CHAINS}")
 

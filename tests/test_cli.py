@@ -748,7 +748,7 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
     assert s["predict_from"] == "full" and set(s["test_mse"]) == {"test"}
 
 
-def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_path):
+def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_path, capsys):
     """summary.json's diagnostics: R-hat and ESS of the predicting chains' test
     predictions, per 1000 of every gradient the run computed (all chains,
     warm-up and burn-in) and per second of sampling; per-sample draws are the
@@ -805,6 +805,9 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     assert "test MSE robot_arm/test_201_400" in regression and "error rate" not in regression
     assert "test error rate d/rest" in classification
     assert "R-hat max robot_arm/test_201_400" in regression
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "b"), "--chains", "replicas"]) == 2     # one posterior: no replicas
+    assert "has no cross-validation replicas (its chains are all on the full training data" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("template", sorted((CONFIGS / "templates").glob("*.yaml")), ids=lambda p: p.stem)
