@@ -164,10 +164,10 @@ class BNNClassifier(ClassifierMixin, _BNN):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 reward=DEFAULT_REWARD, cv_metric="log_loss"):
+                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, cv_metric="log_loss"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
                          initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
-                         reward)
+                         reward, weight_by)
         self.cv_metric = cv_metric
 
     def fit(self, X, y):

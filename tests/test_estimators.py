@@ -73,3 +73,15 @@ def test_a_fit_reports_the_diagnostics_of_its_posterior_chains():
     assert len(m.weights_) == len(m.replicas_.kept_rows()[0])          # every chain is the posterior's
     with pytest.warns(ConvergenceWarning, match="R-hat across the 'full' chains"):
         BNNRegressor(**TINY).fit(X, y)
+
+
+@pytest.mark.parametrize("cls", [BNNRegressor, BNNClassifier], ids=lambda c: c.__name__)
+def test_every_documented_parameter_is_accepted(cls):
+    """Each parameter the docstring documents is a keyword of the constructor
+    (BNNClassifier once documented weight_by and refused it)."""
+    import re
+    documented = set(re.findall(r"^    (\w+(?:, \w+)*) :", cls.__doc__, flags=re.M))
+    names = {n for group in documented for n in group.split(", ")}
+    params = cls().get_params()
+    assert names and names <= set(params), names - set(params)
+    assert cls(weight_by="iterations").get_params()["weight_by"] == "iterations"
