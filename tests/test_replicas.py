@@ -496,3 +496,31 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
     j = chain[-1]
     np.testing.assert_allclose(W[-1], rs.replicas[j].model.weights(A[-1, :rs.dim])[0])
     assert W.shape == (len(A), rs.spec.n_params) and noise.shape == (len(A), 2) and np.all(noise > 0)
+
+
+def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
+    """data="full": k chains, every one on all the training cases (no fold
+    held out), each from its own start and on its own stream, so their first
+    super-transitions differ; one such chain with FBM's zero start is the old
+    full-data chain alone (folds, k=0) bit for bit."""
+    spec, X, Y = _toy()
+    rs = ReplicaSet(spec, X, Y, k=3, data="full", seed=4, thin=1)
+    assert rs.n_cv == 0 and rs.folds == [] and rs.n_replicas == 3
+    assert list(rs.chain_indices("full")) == list(rs.chain_indices("all")) == [0, 1, 2]
+    for r in rs.replicas:
+        assert r.model.n_cases == len(X) and r.held.YT.shape[1] == 0
+    starts = np.array([r.chain.q.copy() for r in rs.replicas])
+    assert np.all(np.abs(starts) > 0) and len({s.tobytes() for s in starts}) == 3      # N(0, 0.1^2), apart
+    super_transition(rs, 0.3, 10, 200)
+    ends = np.array([r.chain.q for r in rs.replicas])
+    assert len({e.tobytes() for e in ends}) == 3
+    with pytest.raises(ValueError, match="replicas"):
+        rs.chain_indices("replicas")
+    one = ReplicaSet(spec, X, Y, k=1, data="full", seed=4, init_scale=0.0, thin=1)
+    old = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, seed=4, thin=1)
+    for s in (one, old):
+        super_transition(s, 0.3, 10, 200)
+    assert np.array_equal(one.replicas[0].chain.q, old.replicas[0].chain.q)
+    assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
+    with pytest.raises(ValueError, match="full_data_chain is for data='folds'"):
+        ReplicaSet(spec, X, Y, k=2, data="full", full_data_chain=True)
