@@ -97,7 +97,7 @@ def _predict(args) -> int:
         raise ConfigError(f"--level {args.level}: must be between 0 and 1")
     run = read_run(args.dir)
     try:
-        X = read_inputs(args.input, run.n_raw_inputs)
+        X = read_inputs(args.input, run.n_raw_inputs, run.input_map.names)
     except ValueError as e:
         raise ConfigError(f"{e}") from None
     names, values = prediction_table(run, X, args.chains, args.level)

@@ -96,6 +96,8 @@ class Standardizer(NamedTuple):
     columns: np.ndarray = np.empty(0, np.int64)
     log1p: bool = False
     width: int = 0          # columns of a raw row (0: as many as mean)
+    names: tuple = ()       # the raw row's column names, from the training table's header (or none)
+    target_names: tuple = ()  # the names of the table's target columns (predictions are named after them)
 
     @classmethod
     def identity(cls, n_columns: int, columns=None, log1p: bool = False):
@@ -184,6 +186,8 @@ class Split(NamedTuple):
     tests: dict
     n_outputs: int
     notes: tuple = ()
+    input_names: tuple = ()     # the input columns' names, when the table has a header
+    target_names: tuple = ()    # the target columns' names, likewise
 
 
 #: Cells read as missing values (case does not matter).
@@ -275,13 +279,25 @@ def read_table(path: Path, target_columns, key: str, value, delimiter=None, head
     return np.delete(A, cols, axis=1), A[:, cols], names
 
 
-def read_inputs(path, n_inputs: int):
+def read_inputs(path, n_inputs: int, names=()):
     """Inputs (N, n_inputs) for prediction from a table (see :func:`parse_table`;
-    no missing values); ValueError says what is wrong."""
+    no missing values); ValueError says what is wrong. When the file has a
+    header and the run knows its input columns' ``names``, columns are matched
+    by name (in any order; a missing or an unknown one is an error naming it);
+    otherwise they are read by position."""
     try:
-        X, _ = parse_table(Path(path), "input", str(path))
+        X, header = parse_table(Path(path), "input", str(path))
     except DataError as e:
         raise ValueError(f"{path}: {e.allowed}") from None
+    if header is not None and names:
+        missing = [n for n in names if n not in header]
+        extra = [h for h in header if h not in names]
+        if missing or extra or len(set(header)) != len(header):
+            raise ValueError(f"{path}: the header's columns {list(header)} do not match the run's inputs "
+                             f"{list(names)}" + (f"; missing: {missing}" if missing else "")
+                             + (f"; not inputs of the run: {extra}" if extra else "")
+                             + ("; a name given twice" if len(set(header)) != len(header) else ""))
+        X = X[:, [header.index(n) for n in names]]
     if X.shape[1] != n_inputs:
         raise ValueError(f"{path}: {X.shape[1]} columns; the network takes {n_inputs} inputs (one column each)")
     problem = check_finite(X, "inputs", first_row=1)
@@ -331,6 +347,7 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     in the notes) or refuse them (``"error"``); check that the data are finite
     and fit the likelihood."""
     source = dataset or path
+    input_names, target_names = (), ()
     if dataset == "robot_arm":
         try:
             arm = load_robot_arm()
@@ -355,7 +372,11 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
             if not p.is_absolute():
                 p = Path(base_dir) / p
             key, value = "data.path", path
-        X, Y, _ = read_table(p, target_columns, key, value, delimiter, header)
+        X, Y, names = read_table(p, target_columns, key, value, delimiter, header)
+        if names is not None:
+            cols = target_indices(target_columns, names, len(names))
+            input_names = tuple(n for i, n in enumerate(names) if i not in cols)
+            target_names = tuple(names[i] for i in cols)
     for what, arr in (("inputs", X), ("targets", Y)):
         problem = check_finite(np.where(np.isnan(arr), 0.0, arr), what, first_row=1)     # infinities
         if problem:
@@ -408,4 +429,5 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
         train, tests = np.sort(np.array_split(train, parts)[part]), {"test": np.sort(test)}
     Ytr = Y[train]
     n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
-    return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes))
+    return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes),
+                 input_names, target_names)

@@ -36,6 +36,7 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
         columns = select_features(X, Y[:, 0], d.select_features)
     sc = Standardizer.fit(X, True, columns, d.log1p_inputs) if d.standardize_inputs else \
         Standardizer.identity(X.shape[1], columns, d.log1p_inputs)
+    sc = sc._replace(names=split.input_names, target_names=split.target_names)
     X = sc.transform(X)
     tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     s, r, t = cfg.sampler, cfg.run, cfg.tuner

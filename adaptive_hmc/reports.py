@@ -145,14 +145,17 @@ def _table(rows, metric: str, markdown: bool) -> str:
 def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95) -> tuple:
     """(column names, values (N, columns)) of the predictions of ``run`` at inputs
     X: for regression the predictive mean, sd (noise included) and central
-    ``level`` interval of the Gaussian with that mean and sd, per output; for
-    classification the class probabilities and the label."""
+    ``level`` interval of the Gaussian with that mean and sd, per output, named
+    after the target (``price_mean``) when the training table had a header,
+    else by position (``mean_0``); for classification the class probabilities
+    and the label."""
     if run.likelihood == "gaussian":
         mean, sd = run.predict(X, return_std=True, chains=chains)
         z = norm.ppf(0.5 + level / 2)
-        outs = range(mean.shape[1])
-        names = ([f"mean_{o}" for o in outs] + [f"sd_{o}" for o in outs] + [f"lower_{o}" for o in outs]
-                 + [f"upper_{o}" for o in outs])
+        targets = run.input_map.target_names
+        named = len(targets) == mean.shape[1]
+        names = [f"{targets[o]}_{what}" if named else f"{what}_{o}"
+                 for what in ("mean", "sd", "lower", "upper") for o in range(mean.shape[1])]
         return names, np.column_stack([mean, sd, mean - z * sd, mean + z * sd])
     P = run.predict_proba(X, chains=chains)
     return [f"p_{k}" for k in range(P.shape[1])] + ["label"], np.column_stack([P, P.argmax(axis=1)])

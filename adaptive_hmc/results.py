@@ -499,6 +499,8 @@ class RunDir:
                                               input_mean=x_scale.mean, input_sd=x_scale.sd,
                                               input_columns=x_scale.columns, input_log1p=x_scale.log1p,
                                               input_width=x_scale.width or x_scale.mean.size,
+                                              input_names=np.array(x_scale.names, dtype=str),
+                                              target_names=np.array(x_scale.target_names, dtype=str),
                                               target_mean=replicas.target_mean, target_sd=replicas.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
         summary = summarize(replicas, log, wall_s, cfg, compile_s)
@@ -557,7 +559,9 @@ class Run(NamedTuple):
         """The map from a raw input row to the network's inputs (selection, log1p, standardisation)."""
         s = self.samples
         return Standardizer(s["input_mean"], s["input_sd"], s.get("input_columns", np.empty(0, np.int64)),
-                            bool(s.get("input_log1p", False)), int(s.get("input_width", s["input_mean"].size)))
+                            bool(s.get("input_log1p", False)), int(s.get("input_width", s["input_mean"].size)),
+                            tuple(str(n) for n in s.get("input_names", ())),
+                            tuple(str(n) for n in s.get("target_names", ())))
 
     @property
     def n_raw_inputs(self) -> int:

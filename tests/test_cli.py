@@ -742,7 +742,20 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
     assert main(["run", str(path), "--out", "runs/my", "--quiet"]) == 0
     (tmp_path / "new.csv").write_text("size,age\n0.5,1.0\n-1.0,0.0\n")
     assert main(["predict", "runs/my", "new.csv", "--out", "pred.csv"]) == 0
+    assert (tmp_path / "pred.csv").read_text().splitlines()[0] == "price_mean,price_sd,price_lower,price_upper"
     P = np.loadtxt(tmp_path / "pred.csv", delimiter=",", skiprows=1)
+    # columns are matched by header name: the same inputs in another order give the same predictions
+    (tmp_path / "swapped.csv").write_text("age,size\n1.0,0.5\n0.0,-1.0\n")
+    assert main(["predict", "runs/my", "swapped.csv", "--out", "pred2.csv"]) == 0
+    assert (tmp_path / "pred2.csv").read_text() == (tmp_path / "pred.csv").read_text()
+    (tmp_path / "bad.csv").write_text("size,weight\n0.5,1.0\n")
+    capsys.readouterr()
+    assert main(["predict", "runs/my", "bad.csv"]) == 2
+    err = capsys.readouterr().err
+    assert "do not match the run's inputs ['size', 'age']; missing: ['age']; not inputs of the run: ['weight']" in err
+    (tmp_path / "plain.csv").write_text("0.5,1.0\n-1.0,0.0\n")                # no header: by position
+    assert main(["predict", "runs/my", "plain.csv", "--out", "pred3.csv"]) == 0
+    assert (tmp_path / "pred3.csv").read_text() == (tmp_path / "pred.csv").read_text()
     assert P.shape == (2, 4) and np.all(P[:, 1] > 0) and np.all(P[:, 2] < P[:, 0]) and np.all(P[:, 0] < P[:, 3])
     s = json.loads((tmp_path / "runs" / "my" / "summary.json").read_text())
     assert s["predict_from"] == "full" and set(s["test_mse"]) == {"test"}
