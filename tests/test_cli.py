@@ -168,6 +168,10 @@ CASES.update({
     "logistic on real targets": (lambda r, t: (_use_table(r, t, target_columns=[2]),
                                                r["model"].update(likelihood="logistic")),
                                  "model.likelihood = 'logistic': needs targets that are 0 or 1"),
+    "logistic on three classes": (lambda r, t: (_use_table(r, t, path=_table(t, "c.csv", [[i, i % 3] for i in
+                                                                                           range(30)])),
+                                                r["model"].update(likelihood="logistic")),
+                                  "the targets are the 3 class indices 0, 1, 2 (use softmax for more than two"),
     "softmax on real targets": (lambda r, t: (_use_table(r, t, path=_table(t, "s.csv", [[i, 0.5 * i] for i in
                                                                                          range(30)])),
                                               r["model"].update(likelihood="softmax")),
