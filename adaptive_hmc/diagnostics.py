@@ -43,7 +43,8 @@ def compute_spaced(weights, max_draws: int | None = None) -> np.ndarray:
     return np.repeat(np.arange(w.size), np.diff(c, prepend=0))
 
 
-def _arviz():
+def arviz():
+    """ArviZ, imported without its import-time warnings."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import arviz
@@ -55,7 +56,7 @@ def chain_statistics(y) -> dict:
     draws ``y`` (chains, draws, variables), ArviZ's. A variable whose draws
     never change in some chain gets ESS 0 and R-hat inf (ArviZ would count
     such a chain as perfect): a chain that rejects everything is a failure."""
-    az = _arviz()
+    az = arviz()
     y = np.asarray(y, dtype=np.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")           # "more chains than draws", constant draws

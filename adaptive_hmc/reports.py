@@ -12,15 +12,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
+from .diagnostics import arviz
 from .models.predictive import class_probabilities, predicted_labels, squared_errors
 from .results import Run, RunError, read_run, run_diagnostics
-
-
-def _arviz():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import arviz
-    return arviz
 
 
 def retained_draws(run: Run) -> np.ndarray:
@@ -184,7 +178,7 @@ def export(d) -> Path:
       after burn-in (what ``compare`` computes the ESS from).
     """
     run = read_run(d)
-    az = _arviz()
+    az = arviz()
     s, spec = run.samples, run.spec
     if not len(s["weights"]):
         raise RunError(f"{run.dir}: no kept samples to export (run.thin: 0 keeps none)")

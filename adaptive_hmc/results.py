@@ -100,6 +100,25 @@ def kept_samples(replicas: ReplicaSet) -> dict:
             "hyper": A[:, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd}
 
 
+def _spaced_draws(kept: dict, rows, values) -> np.ndarray:
+    """Draws (chains, draws, ...) of ``values(mask)`` (one row per kept
+    sample of the chain ``mask`` selects), spaced by the samples' weights
+    (:func:`~adaptive_hmc.diagnostics.compute_spaced`, at most twice as many
+    draws as kept samples), each chain cut to the shortest."""
+    out = []
+    for r in rows:
+        mine = kept["chain"] == r
+        out.append(values(mine)[compute_spaced(kept["weight"][mine], max_draws=2 * int(mine.sum()))])
+    n = min(len(x) for x in out)
+    return np.stack([x[:n] for x in out])
+
+
+def _kept_per_chain(kept: dict, rows) -> int:
+    """The fewest kept samples of the chains ``rows``."""
+    chain = kept["chain"]
+    return int((np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)).min())
+
+
 def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, history_count) -> tuple:
     """(draws, kind): draws (chains, draws, cases x outputs) of the test
     predictions after burn-in of chains ``rows``. From the kept samples
@@ -107,24 +126,17 @@ def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, hist
     target_sd; every ``thin``-th retained sample, network outputs at the test
     inputs in the targets' units) when every chain kept at least
     :data:`MIN_KEPT`, spaced by their weights
-    (:func:`~adaptive_hmc.diagnostics.compute_spaced`, at most twice as many
-    draws as kept samples; ``run.weight_by``);
-    otherwise one draw per super-transition in which every chain retained
+    (:func:`_spaced_draws`; ``run.weight_by``); otherwise one draw per super-transition in which every chain retained
     samples, the mean prediction of its samples (``history_pred`` (S, R, out,
     N) sums, ``history_count`` (S, R)). Chains are cut to the shortest."""
-    chain = kept["chain"]
-    counts = np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)
-    if counts.min() >= MIN_KEPT or (np.size(history_pred) == 0 and counts.min() >= 4):
-        out = []
-        for r in rows:
-            mine = chain == r
+    fewest = _kept_per_chain(kept, rows)
+    if fewest >= MIN_KEPT or (np.size(history_pred) == 0 and fewest >= 4):
+        def outputs(mine):
             F = predict(spec, kept["weights"][mine], X_test)                      # (S, N, out)
             if spec.likelihood == "gaussian":
                 F = kept["target_mean"] + kept["target_sd"] * F
-            idx = compute_spaced(kept["weight"][mine], max_draws=2 * len(F))
-            out.append(F[idx].reshape(-1, F.shape[1] * F.shape[2]))
-        n = min(len(x) for x in out)
-        return np.stack([x[:n] for x in out]), "samples"
+            return F.reshape(len(F), -1)
+        return _spaced_draws(kept, rows, outputs), "samples"
     P, C = np.asarray(history_pred), np.asarray(history_count)
     if P.size == 0:
         return np.zeros((len(rows), 0, 0)), "none"
@@ -139,13 +151,8 @@ def hyper_draws(kept: dict, rows, history_hyper) -> np.ndarray:
     """Draws (chains, draws, H') of the logs of the hyperparameters that vary
     (fixed ones are left out) of chains ``rows``: the kept samples' when every
     chain kept :data:`MIN_KEPT`, else each super-transition's last."""
-    chain, hyper = kept["chain"], kept["hyper"]
-    counts = np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)
-    if counts.min() >= MIN_KEPT:
-        parts = [hyper[chain == r][compute_spaced(kept["weight"][chain == r], max_draws=2 * int(np.sum(chain == r)))]
-                 for r in rows]
-        n = min(len(x) for x in parts)
-        y = np.stack([x[:n] for x in parts])
+    if _kept_per_chain(kept, rows) >= MIN_KEPT:
+        y = _spaced_draws(kept, rows, lambda mine: kept["hyper"][mine])
     else:
         H = np.asarray(history_hyper)
         y = np.transpose(H[:, rows], (1, 0, 2)) if H.size else np.empty((len(rows), 0, 0))
@@ -221,24 +228,24 @@ def rhat_warning(diagnostics: dict) -> str | None:
             f"stuck chains)")
 
 
-def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compile_s: float = 0.0) -> dict:
+def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compile_s: float = 0.0,
+              kept: dict | None = None) -> dict:
     """summary.json: test errors per test set, CV error, acceptance, divergences,
     stuck chains and the share of post-warm-up super-transitions with mean
     acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps (every gradient of
     every chain), wall time (sampling only) and compile time, final action, and
     the multi-chain diagnostics of the predicting chains
-    (:func:`run_diagnostics`)."""
+    (:func:`run_diagnostics`; ``kept``: :func:`kept_samples`, when the caller has them)."""
     chains = cfg.replicas.predict_from
     rows = replicas.chain_indices(chains)
     metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
-    kept = kept_samples(replicas)
     gradients = int(sum(e["leapfrog_steps"] for e in log))
-    diagnostics = run_diagnostics(replicas.spec, kept, rows, chains,
+    diagnostics = run_diagnostics(replicas.spec, kept or kept_samples(replicas), rows, chains,
                                   {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
                                    "history_count": replicas.history_count}, replicas.test_slices,
                                   replicas.history_hyper, gradients, wall_s) if replicas.history_pred else {}
     burn = cfg.run.burn_in.super_transitions
-    kept = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
+    cv = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
     key = "mse" if replicas.spec.likelihood == "gaussian" else "error_rate"
     return {
         "name": cfg.name, "data": cfg.data.dataset or Path(cfg.data.path).stem, "seed": cfg.run.seed,
@@ -246,7 +253,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         f"test_{key}": {n: m[key] for n, m in metrics.items()},
         f"test_{key}_se": {n: m[f"{key}_se"] for n, m in metrics.items()},
         "test_mlpd": {n: m["mlpd"] for n, m in metrics.items()},
-        "cv_error": float(np.mean(kept)) if kept else None,
+        "cv_error": float(np.mean(cv)) if cv else None,
         "acceptance": float(np.mean([np.mean(e["acceptance"]) for e in log])) if log else None,
         "divergences": int(sum(e["divergences"] for e in log)),
         "stuck_super_transitions": sum(1 for e in log if e["stuck_chains"]),
@@ -491,11 +498,11 @@ class RunDir:
                 for f in ("mean", "var", "lower", "upper", "lpd"):
                     arrays[f"{n}/{f}"] = getattr(pr, f)
         atomic_write(self.file(PREDICTIONS), _npz(**arrays))
-        Q, noise, chain = replicas.samples()
-        rows, _, super_index = replicas.kept_rows()
-        atomic_write(self.file(SAMPLES), _npz(weights=Q, noise_precision=noise, chain=chain, arch=replicas.spec.arch,
-                                              hyper=rows[:, replicas.dim:], super_transition=super_index,
-                                              weight=replicas.kept_weights(),
+        kept = kept_samples(replicas)
+        super_index = replicas.kept_rows()[2]
+        atomic_write(self.file(SAMPLES), _npz(weights=kept["weights"], noise_precision=kept["noise_precision"],
+                                              chain=kept["chain"], arch=replicas.spec.arch, hyper=kept["hyper"],
+                                              super_transition=super_index, weight=kept["weight"],
                                               input_mean=x_scale.mean, input_sd=x_scale.sd,
                                               input_columns=x_scale.columns, input_log1p=x_scale.log1p,
                                               input_width=x_scale.width or x_scale.mean.size,
@@ -503,7 +510,7 @@ class RunDir:
                                               target_names=np.array(x_scale.target_names, dtype=str),
                                               target_mean=replicas.target_mean, target_sd=replicas.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
-        summary = summarize(replicas, log, wall_s, cfg, compile_s)
+        summary = summarize(replicas, log, wall_s, cfg, compile_s, kept)
         atomic_write(self.file(SUMMARY), _json(summary))
         return summary
 

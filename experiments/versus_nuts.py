@@ -68,7 +68,7 @@ def ours(target: str, seed: int, runs: Path, quick: bool) -> dict:
     """The package's run (resumed or read when there): its diagnostics and its
     answer, the predictive means and sds at the test inputs with their Monte
     Carlo standard errors."""
-    from adaptive_hmc.diagnostics import chain_statistics, compute_spaced
+    from adaptive_hmc.diagnostics import compute_spaced
     from adaptive_hmc.experiment import run_experiment
     from adaptive_hmc.results import RunDir, read_run
     cfg, source = target_config(target, seed, quick)
@@ -92,7 +92,7 @@ def ours(target: str, seed: int, runs: Path, quick: bool) -> dict:
     n = min(len(f) for f, _ in parts)
     F = np.stack([f[:n] for f, _ in parts])                                  # (C, S, N, out)
     noise_var = np.stack([v[:n] for _, v in parts])                          # (C, S, out)
-    m_se, s_se = _mcse(F, noise_var, mean, sd, chain_statistics)
+    m_se, s_se = _mcse(F, noise_var, mean, sd)
     diag = s["diagnostics"]["test"][TEST]
     return {"sampler": "adaptive_hmc (default)", "seed": seed, "chains": diag["chains"],
             "gradients": s["leapfrog_steps"], "sampling_s": s["wall_s"], "compile_s": s["compile_s"],
@@ -102,12 +102,13 @@ def ours(target: str, seed: int, runs: Path, quick: bool) -> dict:
             "test_mse": s["test_mse"][TEST], "mean": mean, "sd": sd, "mean_se": m_se, "sd_se": s_se}
 
 
-def _mcse(F, noise_var, mean, sd, chain_statistics) -> tuple:
+def _mcse(F, noise_var, mean, sd) -> tuple:
     """Monte Carlo standard errors of the predictive means and sds from draws F
     (C, S, N, out) of the network outputs and noise variances (C, S, out):
     sd / sqrt(ESS) of f for the mean; of (f - mean)^2 + noise variance (whose
     average is the predictive variance) for the variance, and the delta
     method for the sd."""
+    from adaptive_hmc.diagnostics import chain_statistics
     C, S, N, n_out = F.shape
     f = F.reshape(C, S, N * n_out)
     v = ((F - mean[None, None]) ** 2 + noise_var[:, :, None, :]).reshape(C, S, N * n_out)
@@ -196,12 +197,12 @@ def nuts(target: str, seed: int, chains: int, warmup: int, draws: int, runs: Pat
 
 
 def nuts_summary(z: dict, seed) -> dict:
-    from adaptive_hmc.diagnostics import chain_statistics, diagnose
+    from adaptive_hmc.diagnostics import diagnose
     F, noise_var = z["F"], z["noise_var"]
     C, S, N, n_out = F.shape
     mean = F.mean(axis=(0, 1))
     sd = np.sqrt(F.reshape(C * S, N, n_out).var(axis=0) + noise_var.mean(axis=(0, 1)))
-    m_se, s_se = _mcse(F, noise_var, mean, sd, chain_statistics)
+    m_se, s_se = _mcse(F, noise_var, mean, sd)
     seconds = max(float(z["wall_s"]) - float(z["compile_s"]), 1e-9)
     d = diagnose(F.reshape(C, S, N * n_out), float(z["gradients"]), seconds)
     return {"sampler": "NumPyro NUTS", "seed": seed, "chains": C, "gradients": int(z["gradients"]),
