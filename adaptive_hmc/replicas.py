@@ -196,6 +196,7 @@ class ReplicaSet:
                  thin: int = 0, threads: int | None = None, calibrate_after: int | None = None,
                  standardize_targets: bool = False, model: str = "bnn", weight_by: str = DEFAULT_WEIGHT_BY):
         X, Y = check_data(spec, X, Y, "training data")
+        self.X_train, self.Y_train = X, Y              # the network's inputs; targets in their original units
         self.target_mean, self.target_sd = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
         if standardize_targets:
             if spec.likelihood != "gaussian":

@@ -13,16 +13,8 @@ import numpy as np
 from scipy.stats import norm
 
 from .diagnostics import arviz
-from .models.predictive import class_probabilities, predicted_labels, squared_errors
+from .models.predictive import class_probabilities, pointwise_log_likelihood, predicted_labels, squared_errors
 from .results import Run, RunError, read_run, run_diagnostics
-
-
-def retained_draws(run: Run) -> np.ndarray:
-    """Per-super-transition mean test predictions of each chain after burn-in,
-    (chains, draws, outputs, cases)."""
-    P, C = run.predictions["history_pred"], run.predictions["history_count"]      # (S, R, out, N), (S, R)
-    keep = run.retained()
-    return np.transpose(P[keep] / C[keep][:, :, None, None], (1, 0, 2, 3))
 
 
 def diagnostics(run: Run) -> dict:
@@ -155,56 +147,79 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
     return [f"p_{k}" for k in range(P.shape[1])] + ["label"], np.column_stack([P, P.argmax(axis=1)])
 
 
+def _chain_role(run: Run, r: int) -> str:
+    """What chain ``r`` samples: "full j" (the posterior given every training
+    case) or "fold j" (a cross-validation replica, its fold left out)."""
+    return f"fold {r}" if r < run.n_cv else f"full {r - run.n_cv}"
+
+
 def export(d) -> Path:
     """``d/inference_data.nc``, ArviZ InferenceData of the run's kept samples
-    (``run.thin`` > 0), chains = the run's predicting chains
-    (``replicas.predict_from``: with chains of one posterior, all of them, so
-    ArviZ's R-hat across them means what it says), each an ArviZ chain cut to
+    (``run.thin`` > 0) of the posterior: its chains on every training case
+    (with chains of one posterior, all of them; in folds mode the full-data
+    chain). Only a run without such a chain (folds without
+    ``full_data_chain``) exports its fold chains, which sample different
+    posteriors: the file says so, and has no ``log_likelihood`` group. Each
+    chain is an ArviZ chain named by its role (``full 0``, ``fold 3``), cut to
     the shortest chain's number of kept samples, so the draws are rectangular:
 
     - posterior: ``weights`` (weight) and the log of every hyperparameter;
-    - posterior_predictive: ``y_hat`` (case, output), the network's outputs
-      (regression) or class probabilities (classification) at the test inputs;
-    - log_likelihood: ``y`` (case), log p(y_case | sample) of the test cases, so
-      that ``az.loo`` and ``az.waic`` work;
-    - observed_data: ``y_test``, the test targets;
+    - log_likelihood: ``y`` (case), log p(y_case | draw) of the **training**
+      cases (outputs summed), what ``az.loo`` and ``az.waic`` need;
+    - observed_data / constant_data: the training targets ``y`` (original
+      units; labels for classification) and inputs ``x`` (the network's units);
+    - posterior_predictive: ``y`` (case), a replicated target per draw and
+      training case (Gaussian noise added, or a label drawn), for ``az.plot_ppc``;
+    - predictions (with test sets): ``y_hat`` (case, output or class), the
+      network's outputs (regression, original units) or class probabilities at
+      the test inputs, and ``y`` a replicated target per draw;
+      predictions_constant_data: the test inputs ``x`` and targets ``y_test``;
     - sample_stats: per draw, the super-transition, its step factor and L, the
       chain's acceptance, divergences (``diverging``: any) and mean potential
       energy in it, and the draw's ``sample_weight`` in the run's averages
       (``run.weight_by``: 1, or its iteration's leapfrog steps; ArviZ's
       summaries treat draws as equal, so with unequal weights they describe
-      the kept draws, not the run's weighted average);
-    - predictions: the per-super-transition mean test predictions of each chain
-      after burn-in (what ``compare`` computes the ESS from).
+      the kept draws, not the run's weighted average).
     """
     run = read_run(d)
     az = arviz()
-    s, spec = run.samples, run.spec
+    s, P = run.samples, run.predictions
     if not len(s["weights"]):
         raise RunError(f"{run.dir}: no kept samples to export (run.thin: 0 keeps none)")
-    posterior = run.config.replicas.predict_from
-    chains = [int(r) for r in np.unique(s["chain"]) if r in run.chain_indices(posterior)]
+    if "X_train" not in P:
+        raise RunError(f"{run.dir}: written by an older version of adaptive_hmc, which did not store the training "
+                       f"cases the export's log likelihood needs; run the config again")
+    posterior = P["history_count"].shape[1] > run.n_cv           # a chain on every training case
+    rows = run.chain_indices("full" if posterior else "replicas")
+    chains = [int(r) for r in rows if np.any(s["chain"] == r)]
     if not chains:
-        raise RunError(f"{run.dir}: no kept samples of the {posterior!r} chains to export")
+        raise RunError(f"{run.dir}: no kept samples of the {'full-data' if posterior else 'fold'} chains to export")
     n = min(int(np.sum(s["chain"] == r)) for r in chains)
     pick = np.concatenate([np.flatnonzero(s["chain"] == r)[:n] for r in chains])       # chain-major
-    W, hyper, st = s["weights"][pick], s["hyper"][pick], s["super_transition"][pick]
-    R = len(chains)
-    X, Y = run.predictions["X_test"], run.predictions["Y_test"]
-    F, noise = run.outputs(W, s["noise_precision"][pick], X)        # X_test is in the network's units
-    if run.likelihood == "gaussian":
-        tau = noise[:, None, :]
-        y_hat = F
-        loglik = np.sum(0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (Y[None] - F) ** 2, axis=2)
-    else:
-        y_hat = class_probabilities(F, run.likelihood)
-        label = Y[:, 0].astype(int)
-        loglik = np.log(np.maximum(y_hat[:, np.arange(len(label)), label], 1e-300))
-    names = [re.sub(r"\W+", "_", str(v)).strip("_") for v in run.predictions["hyper_names"]]
+    W, noise, st = s["weights"][pick], s["noise_precision"][pick], s["super_transition"][pick]
+    R, lik = len(chains), run.likelihood
+    rng = np.random.default_rng(np.random.SeedSequence([run.summary["seed"], 20]))   # replicated targets
 
     def shaped(a):
         return a.reshape(R, n, *a.shape[1:])
 
+    def at(X, Y):
+        """(mean outputs or probabilities, replicated targets, log likelihood) per draw at inputs X, targets Y."""
+        F, tau = run.outputs(W, noise, X)                                 # original units
+        if lik == "gaussian":
+            return F, F + rng.standard_normal(F.shape) / np.sqrt(tau[:, None, :]), \
+                pointwise_log_likelihood(F, tau, Y, lik)
+        p = class_probabilities(F, lik)
+        draw = (np.cumsum(p, axis=-1) < rng.uniform(size=p.shape[:-1])[..., None]).sum(axis=-1)
+        return p, np.minimum(draw, p.shape[-1] - 1), pointwise_log_likelihood(F, tau, Y, lik)
+
+    def targets(Y):
+        return Y if lik == "gaussian" else Y[:, 0].astype(int)
+
+    X, Y = P["X_train"], P["Y_train"]
+    _, y_rep, loglik = at(X, Y)
+    out_dim = ["output"] if lik == "gaussian" else []
+    names = [re.sub(r"\W+", "_", str(v)).strip("_") for v in P["hyper_names"]]
     log = {e["i"]: e for e in run.log}
     chain_of = np.repeat(chains, n)
     stat = {"super_transition": st, "sample_weight": s["weight"][pick],
@@ -214,26 +229,37 @@ def export(d) -> Path:
             "divergences": np.array([log[i]["chain_divergences"][c] for i, c in zip(st, chain_of)]),
             "energy": np.array([log[i]["chain_energy"][c] for i, c in zip(st, chain_of)])}
     stat["diverging"] = stat["divergences"] > 0
-    cases = [f"{name}[{i}]" for name, sl in run.test_sets() for i in range(sl.stop - sl.start)]
-    draws = retained_draws(run)
+    groups = {"posterior": {"weights": shaped(W),
+                            **{f"log_{v}": shaped(np.log(s["hyper"][pick, i])) for i, v in enumerate(names)}},
+              "posterior_predictive": {"y": shaped(y_rep)}, "observed_data": {"y": targets(Y)},
+              "constant_data": {"x": X}, "sample_stats": {k: shaped(v) for k, v in stat.items()}}
+    if posterior:
+        groups["log_likelihood"] = {"y": shaped(loglik)}
+    roles = [_chain_role(run, r) for r in chains]
     with warnings.catch_warnings():         # "more chains than draws" when a run is short
         warnings.simplefilter("ignore", UserWarning)
         idata = az.from_dict(
-            posterior={"weights": shaped(W), **{f"log_{v}": shaped(np.log(hyper[:, i])) for i, v in enumerate(names)}},
-            posterior_predictive={"y_hat": shaped(y_hat)}, log_likelihood={"y": shaped(loglik)},
-            observed_data={"y_test": Y if run.likelihood == "gaussian" else Y[:, 0].astype(int)},
-            sample_stats={k: shaped(v) for k, v in stat.items()},
-            predictions={name: np.transpose(draws[chains][:, :, :, sl], (0, 1, 3, 2))
-                         for name, sl in run.test_sets()},
-            coords={"chain": chains, "case": cases, "weight": [f"w{k}" for k in range(spec.n_params)]},
-            dims={"weights": ["weight"], "y_hat": ["case", "class" if run.likelihood != "gaussian" else "output"],
-                  "y": ["case"], "y_test": ["case"] + (["output"] if run.likelihood == "gaussian" else [])},
-            attrs={"run": str(run.dir), "likelihood": run.likelihood,
-                   "chains": f"{posterior}: " + ("chains of one posterior (every chain on all training cases)"
-                                                 if run.config.replicas.data == "full" else
-                                                 "of cross-validation replicas (folds) and full-data chain"),
-                   "note": f"posterior: the kept samples (every run.thin-th retained one), {n} per chain; "
-                           f"predictions: one draw per retained super-transition, the mean over its samples"})
+            **groups,
+            coords={"chain": roles, "case": np.arange(len(X)), "weight": [f"w{k}" for k in range(W.shape[1])]},
+            dims={"weights": ["weight"], "y": ["case"] + out_dim, "x": ["case", "input"]},
+            attrs={"run": str(run.dir), "likelihood": lik,
+                   "chains": ("chains of one posterior, every one on all the training cases: R-hat across them "
+                              "measures convergence" if posterior else
+                              "cross-validation replicas, each without its fold's cases: different posteriors, so "
+                              "R-hat across them does not measure convergence, and there is no log_likelihood "
+                              "group (leave-one-out needs the posterior of every training case)"),
+                   "note": f"posterior: the kept samples (every run.thin-th retained one), {n} per chain"})
+        if len(P["X_test"]):              # the test cases: a group pair of their own ("case" is theirs there)
+            y_hat, y_test_rep, _ = at(P["X_test"], P["Y_test"])
+            coords = {"chain": roles, "case": [f"{name}[{i}]" for name, sl in run.test_sets()
+                                               for i in range(sl.stop - sl.start)]}
+            dims = {"y_hat": ["case", "output" if lik == "gaussian" else "class"], "y": ["case"] + out_dim,
+                    "x": ["case", "input"], "y_test": ["case"] + out_dim}
+            idata.add_groups(
+                predictions=az.dict_to_dataset({"y_hat": shaped(y_hat), "y": shaped(y_test_rep)},
+                                               coords=coords, dims=dims),
+                predictions_constant_data=az.dict_to_dataset({"x": P["X_test"], "y_test": targets(P["Y_test"])},
+                                                             coords=coords, dims=dims, default_dims=[]))
     path = run.dir / "inference_data.nc"
     idata.to_netcdf(str(path))
     return path

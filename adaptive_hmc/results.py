@@ -487,7 +487,8 @@ class RunDir:
         arrays = {"history_pred": np.array(replicas.history_pred),
                   "history_count": np.array(replicas.history_count),
                   "history_hyper": np.array(replicas.history_hyper), "X_test": replicas.X_test,
-                  "Y_test": replicas.Y_test, "test_names": np.array(replicas.test_names),
+                  "Y_test": replicas.Y_test, "X_train": replicas.X_train, "Y_train": replicas.Y_train,
+                  "test_names": np.array(replicas.test_names),
                   "test_bounds": np.array([[replicas.test_slices[n].start, replicas.test_slices[n].stop]
                                            for n in replicas.test_names]).reshape(-1, 2),
                   "hyper_names": np.array(replicas.hyper_names)}
@@ -540,10 +541,14 @@ class Run(NamedTuple):
         """Mask of the super-transitions in which every chain retained samples (after burn-in)."""
         return np.all(self.predictions["history_count"] > 0, axis=1)
 
+    @property
+    def n_cv(self) -> int:
+        """Cross-validation replicas: the first ``n_cv`` chains; the others sample the posterior."""
+        return self.config.replicas.k if self.config.replicas.data == "folds" else 0
+
     def chain_indices(self, chains: str) -> np.ndarray:
         """Rows of ``chains`` ("all", "full", "replicas") in the per-chain arrays."""
-        n_cv = self.config.replicas.k if self.config.replicas.data == "folds" else 0
-        return chain_indices(chains, n_cv, self.predictions["history_count"].shape[1])
+        return chain_indices(chains, self.n_cv, self.predictions["history_count"].shape[1])
 
     def _outputs(self, X, chains: str | None):
         """Network outputs (S, N, n_out) of the kept samples of ``chains`` (default:

@@ -309,21 +309,26 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     assert main(["export", str(out)]) == 0
     import arviz as az
     idata = az.from_netcdf(str(out / "inference_data.nc"))
-    assert idata.predictions["test_201_400"].shape[1] == 4      # draws: the retained super-transitions
     n_chains, n_draws = idata.posterior["weights"].shape[:2]
+    assert idata.predictions["y_hat"].shape == (n_chains, n_draws, 400, 2)         # the test cases
+    assert idata.predictions_constant_data["y_test"].shape == (400, 2)
+    posterior = "log_likelihood" in idata.groups()             # the thesis's folds: no full-data chain
+    assert posterior == (raw["replicas"].get("full_data_chain") is not False)
+    assert all(c.startswith("full" if posterior else "fold") for c in idata.posterior.chain.values)
     bnn = raw["model"].get("kind", "bnn") == "bnn"
     if bnn:
         assert idata.posterior["log_noise_0"].shape == (n_chains, n_draws) and n_draws >= 3
     else:                                      # Neal's models integrate the noise out: no hyperparameters
         assert list(idata.posterior.data_vars) == ["weights"] and n_draws >= 3
-    assert idata.log_likelihood["y"].shape == (n_chains, n_draws, 400)
+    if posterior:                                               # the training cases'
+        assert idata.log_likelihood["y"].shape == (n_chains, n_draws, 200)
     assert set(idata.sample_stats) >= {"acceptance", "diverging", "energy", "step_factor", "num_steps",
                                        "super_transition"}
-    assert idata.observed_data["y_test"].shape == (400, 2)
+    assert idata.observed_data["y"].shape == (200, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        loo = az.loo(idata)
-        assert np.isfinite(loo.elpd_loo)
+        if posterior:
+            assert np.isfinite(az.loo(idata).elpd_loo)
         var = "log_noise_0" if bnn else "weights"
         assert len(az.summary(idata, var_names=[var]).index) == (1 if bnn else idata.posterior["weights"].shape[2])
         if bnn:
@@ -639,7 +644,7 @@ def test_predict_needs_kept_samples_and_gives_class_probabilities(tmp_path, caps
     assert "no kept samples to export" in capsys.readouterr().err
     assert main(["export", str(out)]) == 0
     idata = az.from_netcdf(str(out / "inference_data.nc"))
-    probs = idata.posterior_predictive["y_hat"].values
+    probs = idata.predictions["y_hat"].values
     np.testing.assert_allclose(probs.sum(axis=-1), 1.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -862,7 +867,7 @@ def test_standardized_targets_are_sampled_in_units_of_their_sd_and_reported_in_t
     assert mse < 0.5 * y[45:].var()                                  # it learned, in the original units
     assert main(["export", str(out)]) == 0
     idata = az.from_netcdf(str(out / "inference_data.nc"))
-    y_hat = idata.posterior_predictive["y_hat"].values.reshape(-1, 15)
+    y_hat = idata.predictions["y_hat"].values.reshape(-1, 15)
     assert np.mean((y_hat.mean(0) - y[45:]) ** 2) < 0.5 * y[45:].var()
     assert np.isfinite(idata.log_likelihood["y"].values).all()
     raw = yaml.safe_load((tmp_path / "scaled.yaml").read_text())

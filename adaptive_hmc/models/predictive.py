@@ -137,6 +137,22 @@ def class_probabilities(F, likelihood: str) -> np.ndarray:
     return E / E.sum(axis=-1, keepdims=True)
 
 
+def pointwise_log_likelihood(F, noise, Y, likelihood: str) -> np.ndarray:
+    """log p(y_n | sample) (S, N) of targets Y (N, n_targets) under network
+    outputs F (S, N, n_out) and noise precisions (S, n_out) (regression, the
+    outputs summed per case) or logits (classification: Y holds labels)."""
+    if likelihood == "gaussian":
+        tau = noise[:, None, :]
+        return np.sum(0.5 * np.log(tau / (2 * np.pi)) - 0.5 * tau * (Y[None] - F) ** 2, axis=2)
+    label = Y[:, 0].astype(int)
+    if likelihood == "logistic":
+        f = np.where(label == 1, F[..., 0], -F[..., 0])
+        return -np.logaddexp(0.0, -f)
+    m = F.max(axis=-1, keepdims=True)
+    log_norm = (m + np.log(np.exp(F - m).sum(axis=-1, keepdims=True)))[..., 0]
+    return F[:, np.arange(len(label)), label] - log_norm
+
+
 def predictive_moments(F, noise, weights=None) -> tuple:
     """Predictive mean and variance (noise included) of Gaussian-noise networks
     with outputs F (S, N, n_out) and noise precisions (S, n_out), the samples

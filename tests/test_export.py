@@ -1,0 +1,133 @@
+"""The ArviZ export means what ArviZ says: its log likelihood is the training
+cases', so ``az.loo`` estimates leave-one-out, checked against brute force."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+import yaml
+
+from adaptive_hmc.cli import main
+
+N = 12          # training cases of the tiny problem
+
+
+def _config(tmp_path, name, train_rows, test_sets=None, super_transitions=60):
+    """A 1-3-1 network with fixed hyperparameters (the LOO posteriors differ
+    only by the case left out), four chains of one posterior, a fixed (eps, L)."""
+    fixed = {"sd": 1.0, "shape": float("inf")}
+    raw = {"name": name,
+           "data": {"path": "d.csv", "target_columns": ["y"], "train_rows": train_rows, "test_sets": test_sets or {},
+                    "standardize_inputs": False, "standardize_targets": False},
+           "model": {"hidden": [3], "likelihood": "gaussian",
+                     "priors": {"input_hidden": fixed, "hidden_bias": fixed, "hidden_output": fixed,
+                                "output_bias": fixed, "noise": {"sd": 0.3, "shape": float("inf")}}},
+           "sampler": {"window": 1, "initial_phase_steps": 0},
+           "replicas": {"k": 4},
+           "tuner": {"kind": "fixed", "step_factor": 0.3, "num_steps": 20},
+           "run": {"budget": 400, "super_transitions": super_transitions, "burn_in": {"super_transitions": 5},
+                   "thin": 1, "seed": 3}}
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def _data(tmp_path):
+    rng = np.random.default_rng(5)
+    x = np.sort(rng.uniform(-2, 2, N))
+    y = np.sin(1.5 * x) + 0.3 * rng.normal(size=N)
+    y[-1] += 1.2                                  # one case the others explain poorly: LOO costs there
+    (tmp_path / "d.csv").write_text("x,y\n" + "".join(f"{a:.17g},{b:.17g}\n" for a, b in zip(x, y)))
+
+
+def _run(tmp_path, cfg):
+    out = tmp_path / cfg.stem
+    assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_az_loo_of_the_export_agrees_with_brute_force_leave_one_out(tmp_path, capsys):
+    """A run without a test set exports; ``az.loo`` on its log likelihood
+    (Pareto-smoothed importance sampling over the training cases) agrees with
+    the sum over cases of the log predictive density of case i under runs on
+    the other N-1 cases (each run's own test_mlpd machinery, the case as its
+    test set), within a tolerance far below p_loo, the gap between in-sample
+    and leave-one-out fit: a log likelihood of other cases (or of the
+    in-sample fit) fails it."""
+    import arviz as az
+    _data(tmp_path)
+    out = _run(tmp_path, _config(tmp_path, "all", [1, N]))
+    capsys.readouterr()
+    assert main(["export", str(out)]) == 0
+    idata = az.from_netcdf(str(out / "inference_data.nc"))
+    assert idata.log_likelihood["y"].shape[2] == N and "predictions" not in idata.groups()
+    assert list(idata.posterior.chain.values) == ["full 0", "full 1", "full 2", "full 3"]
+    assert idata.observed_data["y"].shape == (N, 1) and idata.posterior_predictive["y"].shape[2:] == (N, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loo = az.loo(idata, pointwise=True)
+    assert (loo.pareto_k.values < 0.7).all()
+    brute = []
+    for i in range(1, N + 1):
+        rows = [r for r in range(1, N + 1) if r != i]
+        held = _run(tmp_path, _config(tmp_path, f"loo{i}", {"rows": rows}, {"held": {"rows": [i]}}))
+        with np.load(held / "predictions.npz") as z:
+            brute.append(float(z["held/lpd"][0]))
+    brute = np.array(brute)
+    ll = idata.log_likelihood["y"].values.reshape(-1, N)
+    lppd = np.log(np.exp(ll).mean(axis=0))                        # in-sample: every case seen
+    pointwise = loo.loo_i.values
+    p_loo = float(np.sum(lppd - brute))
+    print(f"elpd_loo {float(loo.elpd_loo):.3f} brute force {brute.sum():.3f} p_loo {p_loo:.3f}")
+    assert p_loo > 1.0                                               # the test can tell LOO from in-sample
+    assert abs(float(loo.elpd_loo) - brute.sum()) < 0.1 * p_loo, (loo.elpd_loo, brute.sum(), p_loo)
+    assert np.abs(pointwise - brute).max() < 0.5 * np.abs(lppd - brute).max()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["test_mse"] == {}
+
+
+def test_fold_chains_are_exported_as_what_they_are(tmp_path, capsys):
+    """A folds run without a full-data chain exports its fold chains named as
+    such, says they are different posteriors, and writes no log likelihood;
+    with a full-data chain only that chain is the posterior."""
+    import arviz as az
+    _data(tmp_path)
+    cfg = _config(tmp_path, "folds", [1, 9], {"rest": [10, N]}, super_transitions=12)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["replicas"] = {"k": 3, "data": "folds", "full_data_chain": False, "predict_from": "replicas"}
+    cfg.write_text(yaml.safe_dump(raw))
+    out = _run(tmp_path, cfg)
+    assert main(["export", str(out)]) == 0
+    idata = az.from_netcdf(str(out / "inference_data.nc"))
+    assert list(idata.posterior.chain.values) == ["fold 0", "fold 1", "fold 2"]
+    assert "log_likelihood" not in idata.groups() and "different posteriors" in idata.attrs["chains"]
+    assert idata.predictions["y_hat"].shape[2:] == (3, 1)
+    assert idata.predictions_constant_data["y_test"].shape == (3, 1)
+    raw["replicas"].update(full_data_chain=True, predict_from="all")
+    cfg.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "with_full"
+    assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
+    assert main(["export", str(out)]) == 0
+    idata = az.from_netcdf(str(out / "inference_data.nc"))
+    assert list(idata.posterior.chain.values) == ["full 0"] and idata.log_likelihood["y"].shape[2] == 9
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("likelihood", ["logistic", "softmax"])
+def test_classification_log_likelihood_is_the_label_log_probability(likelihood):
+    """The exported log likelihood of a labelled case is the log probability
+    of its label (scipy's log_expit / log_softmax) to 1e-12, for large logits too,
+    where log(1 - p) of a rounded probability is not."""
+    from scipy.special import log_expit, log_softmax
+    from adaptive_hmc.models.predictive import pointwise_log_likelihood
+    rng = np.random.default_rng(0)
+    K = 2 if likelihood == "logistic" else 3
+    F = rng.normal(scale=30, size=(5, 7, 1 if likelihood == "logistic" else K))
+    label = rng.integers(0, K, size=7)
+    ll = pointwise_log_likelihood(F, None, label[:, None].astype(float), likelihood)
+    if likelihood == "logistic":
+        expected = np.where(label == 1, log_expit(F[..., 0]), log_expit(-F[..., 0]))
+    else:
+        expected = log_softmax(F, axis=-1)[:, np.arange(7), label]
+    np.testing.assert_allclose(ll, expected, rtol=1e-12, atol=1e-12)
+    assert ll.min() < -30                           # the test reaches the tails
