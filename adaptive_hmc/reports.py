@@ -5,7 +5,9 @@ Flow position: results -> **reports**. Reads runs through
 """
 from __future__ import annotations
 
+import json
 import re
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -13,7 +15,8 @@ import numpy as np
 from scipy.stats import norm
 
 from .diagnostics import arviz
-from .models.predictive import class_probabilities, pointwise_log_likelihood, predicted_labels, squared_errors
+from .models.predictive import (class_probabilities, pointwise_log_likelihood, predicted_labels, squared_errors,
+                                standard_error)
 from .results import Run, RunError, read_run, run_diagnostics
 
 
@@ -29,65 +32,188 @@ def diagnostics(run: Run) -> dict:
                            run.summary["leapfrog_steps"], run.summary["wall_s"])
 
 
-def model_average_errors(run: Run, chains: str) -> tuple:
-    """({test set: error}, {test set: its standard error}) of the model average
-    of the retained samples of ``chains`` ("all", "full", "replicas"): mean
-    squared error for regression, error rate for classification."""
-    rows = run.chain_indices(chains)
-    n = run.predictions["history_count"][:, rows].sum()
-    if n == 0:
-        return {}, {}
-    mean = run.predictions["history_pred"][:, rows].sum(axis=(0, 1)) / n         # (out, N)
-    Y = run.predictions["Y_test"]
-    err, se = {}, {}
+def case_errors(run: Run, chains: str | None = None) -> dict:
+    """{test set: error of each case} of the model average of ``chains``
+    ("all", "full", "replicas"; default the run's ``replicas.predict_from``,
+    whose averages its summary reports): squared error summed over outputs in
+    the targets' original units (regression), or 0/1 (classification)."""
+    P, Y = run.predictions, run.predictions["Y_test"]
+    if chains is not None:
+        rows = run.chain_indices(chains)
+        n = P["history_count"][:, rows].sum()
+        if n == 0:
+            return {}
+        mean = P["history_pred"][:, rows].sum(axis=(0, 1)) / n                       # (out, N)
+    out = {}
     for name, cases in run.test_sets():
-        if run.likelihood == "gaussian":
-            e = squared_errors(mean[:, cases].T, Y[cases])
+        if chains is None:
+            if f"{name}/mean" not in P:                                             # nothing retained
+                return {}
+            m = P[f"{name}/mean"]                                                   # (N, out) or probabilities (N, K)
+            label = m.argmax(axis=1) if run.likelihood != "gaussian" else None
         else:
-            e = (predicted_labels(mean[:, cases]) != Y[cases, 0]).astype(float)
-        err[name], se[name] = float(e.mean()), float(e.std(ddof=1) / np.sqrt(e.size))
-    return err, se
+            m = mean[:, cases].T
+            label = predicted_labels(mean[:, cases]) if run.likelihood != "gaussian" else None
+        out[name] = (squared_errors(m, Y[cases]) if label is None else (label != Y[cases, 0]).astype(float))
+    return out
 
 
-METRIC = {"test_mse": "MSE", "test_error_rate": "error rate"}
+def model_average_errors(run: Run, chains: str | None = None) -> tuple:
+    """({test set: error}, {test set: its standard error over the cases}) of
+    :func:`case_errors`: mean squared error for regression, error rate for
+    classification."""
+    return _mean_se(case_errors(run, chains))
+
+
+def _mean_se(e: dict) -> tuple:
+    return {n: float(v.mean()) for n, v in e.items()}, {n: standard_error(v) for n, v in e.items()}
+
+
+#: Widest line of the terminal form of :func:`table`.
+TERMINAL_WIDTH = 88
+METRIC = {"gaussian": "MSE", "logistic": "error rate", "softmax": "error rate"}
+
+
+def _metric(metric: str) -> str:
+    """The test metric with its units."""
+    return f"{metric} (original units)" if metric == "MSE" else metric
+
+
+def _setup(run: Run) -> dict:
+    """What must match for two runs to be compared like for like (their tuner may differ)."""
+    c, s = run.config, run.summary
+    r = c.replicas
+    chains = (f"{r.k} chains of one posterior (every training case)" if r.data == "full" else
+              f"{r.k} CV replicas" + (" + a full-data chain" if r.full_data_chain else ""))
+    return {"data": f"{s['data']}, test sets " + (", ".join(f"{n} ({sl.stop - sl.start} cases)"
+                                                           for n, sl in run.test_sets()) or "none"),
+            "model": f"{c.model.kind} {'-'.join(map(str, c.model.hidden))} {c.model.likelihood}"
+                     + (" direct" if c.model.direct else ""),
+            "priors": json.dumps(c.model.priors.model_dump(mode="json"), sort_keys=True),
+            "chains": f"{chains}, predictions from {s['predict_from']}",
+            "length": f"{c.run.super_transitions} super-transitions x {c.run.budget} leapfrog steps per chain"}
+
+
+def _cv_label(run: Run) -> str:
+    """What the CV error measures, in which units."""
+    metric = run.config.tuner.cv_metric or ("mse" if run.likelihood == "gaussian" else "error_rate")
+    if run.likelihood != "gaussian":
+        return f"CV {metric.replace('_', ' ')}"
+    return f"CV MSE ({'standardised targets' if run.config.data.standardize_targets else 'original units'})"
 
 
 def compare(dirs, chains: str | None = None) -> list:
-    """One row (dict) per run directory: test errors (the metric named), CV
-    error, acceptance, the share of post-warm-up super-transitions with mean
-    acceptance below 0.2, the super-transitions with a stuck chain,
-    divergences, cost (sampling and compile time apart), and the multi-chain
-    diagnostics of the predicting chains (:func:`diagnostics`: R-hat, ESS of
-    the test predictions per 1000 of every gradient the run computed and per
-    second of sampling, smallest and median over outputs). Test errors are those of
-    each run's summary (its ``replicas.predict_from``), or, with ``chains``, of
-    those chains' samples."""
+    """One row (dict) per run directory: test errors (the metric named, in the
+    targets' original units) with their standard errors over the test cases,
+    each case's error (for the paired differences of :func:`verdicts`), CV
+    error (the label says of what, in which units), acceptance, the share of
+    post-warm-up super-transitions with mean acceptance below 0.2, the
+    super-transitions with a stuck chain, divergences, cost (sampling and
+    compile time apart), the multi-chain diagnostics of the predicting chains
+    (:func:`diagnostics`: R-hat, ESS of the test predictions per 1000 of every
+    gradient the run computed and per second of sampling, smallest and median
+    over outputs), and the setup that must match for a like-for-like
+    comparison. Test errors are of each run's ``replicas.predict_from``
+    chains, or, with ``chains``, of those chains' samples."""
     rows = []
     for d in dirs:
         run = read_run(d)
         s = run.summary
-        key = "test_mse" if "test_mse" in s else "test_error_rate"
         try:
-            test, test_se = (s[key], s[key + "_se"]) if chains is None else model_average_errors(run, chains)
+            errors = case_errors(run, chains)
         except ValueError as e:
             raise RunError(f"{d}: {e}") from None
-        rows.append({"run": str(d), "tuner": s["tuner"], "seed": s["seed"], "metric": METRIC[key],
+        test, test_se = _mean_se(errors)
+        rows.append({"run": str(d), "tuner": s["tuner"], "seed": s["seed"], "metric": METRIC[run.likelihood],
                      "data": s["data"], "chains": chains or s["predict_from"],
-                     "test": test, "test_se": test_se, "cv_error": s["cv_error"],
+                     "test": test, "test_se": test_se, "errors": errors,
+                     "targets": {n: run.predictions["Y_test"][sl] for n, sl in run.test_sets()},
+                     "cv_error": s["cv_error"], "cv_label": _cv_label(run),
                      "acceptance": s["acceptance"], "divergences": s["divergences"],
                      "stuck": s["stuck_super_transitions"], "low_acceptance_share": s["low_acceptance_share"],
                      "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"],
-                     "compile_s": s["compile_s"], "diagnostics": diagnostics(run)})
+                     "compile_s": s["compile_s"], "diagnostics": diagnostics(run), "setup": _setup(run)})
     return rows
+
+
+def _letters(rows) -> list:
+    """A short name per row: A, B, ..., Z, then R27, R28, ..."""
+    return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(len(rows))]
+
+
+def _cost(d: dict, name: str) -> tuple | None:
+    """(gradients, seconds) per effective sample of test set ``name``'s predictions (median over outputs)."""
+    t = (d or {}).get("test", {}).get(name)
+    if not t or not t["ess_per_1000_gradients"]["median"] or not t["ess_per_second"]["median"]:
+        return None
+    return 1000 / t["ess_per_1000_gradients"]["median"], 1 / t["ess_per_second"]["median"]
+
+
+def verdicts(rows) -> list:
+    """One short verdict per run after the first (A), against A, on each test
+    set they share (the same cases and targets): which is better on test error,
+    with the standard error of the paired difference over those cases, and
+    what each costs per effective sample of the predictions (gradients and
+    seconds, median over outputs). A difference within 2 standard errors is
+    called indistinguishable."""
+    names, out = _letters(rows), []
+    base = rows[0] if rows else None
+    for name, r in zip(names[1:], rows[1:]):
+        for ts, e in r["errors"].items():
+            a = base["errors"].get(ts)
+            if (a is None or base["data"] != r["data"] or a.shape != e.shape
+                    or not np.array_equal(base["targets"][ts], r["targets"][ts])):
+                continue
+            d = e - a
+            se = standard_error(d)
+            diff = float(d.mean())
+            if d.size < 2:
+                say = "one case: no standard error"
+            elif diff == 0 or abs(diff) < 2 * se:
+                say = "indistinguishable on these cases (within 2 SE)"
+            else:
+                say = f"{'A' if diff > 0 else name} is better ({abs(diff) / se if se > 0 else float('inf'):.1f} SE)"
+            text = (f"{name} vs A on {r['data']}/{ts} ({d.size} cases): test {_metric(r['metric'])} "
+                    f"{r['test'][ts]:.5g} vs {base['test'][ts]:.5g}; {name} - A = {diff:+.3g} ± {se:.2g} "
+                    f"(paired SE): {say}.")
+            ca, cb = _cost(base["diagnostics"], ts), _cost(r["diagnostics"], ts)
+            if ca and cb:
+                text += (f" Per effective sample of the predictions: A {ca[0]:,.0f} gradients, {ca[1]:.3g} s; "
+                         f"{name} {cb[0]:,.0f} gradients ({cb[0] / ca[0]:.2g}x), {cb[1]:.3g} s ({cb[1] / ca[1]:.2g}x).")
+            out.append(text)
+    return out
+
+
+def like_for_like(rows) -> list:
+    """Warnings, one per setting in which the runs differ (data and test sets,
+    model, priors, chains, run length): their difference is then not the
+    tuners' alone."""
+    names, out = _letters(rows), []
+    for key in ("data", "model", "priors", "chains", "length"):
+        values = [r["setup"][key] for r in rows]
+        if len(set(values)) > 1:
+            shown = "; ".join(f"{n}: {v}" for n, v in zip(names, values)) if key != "priors" else \
+                ", ".join(f"{n}" for n in names) + " have different priors"
+            out.append(f"warning: the runs differ in {key} ({shown}): not like for like")
+    return out
 
 
 def table(rows, markdown: bool = True) -> str:
     """The rows as tables, one per metric (regression and classification apart),
-    a column per data set and test set."""
-    out = []
-    for metric in dict.fromkeys(r["metric"] for r in rows):
-        out.append(_table([r for r in rows if r["metric"] == metric], metric, markdown))
-    return "\n\n".join(out)
+    a column per data set and test set; markdown, or with ``markdown`` false a
+    narrow block per run for a terminal. Then the verdicts and warnings."""
+    notes = like_for_like(rows) + verdicts(rows)
+    if markdown:
+        out = [_table([r for r in rows if r["metric"] == m], m) for m in dict.fromkeys(r["metric"] for r in rows)]
+        return "\n\n".join(out + (["\n".join("- " + t for t in notes)] if notes else []))
+    text = "\n".join(_block(n, r) for n, r in zip(_letters(rows), rows)) + "".join("\n\n" + t for t in notes)
+    return "\n".join(_wrap(line) for line in text.split("\n"))
+
+
+def _wrap(line: str, width: int = TERMINAL_WIDTH) -> str:
+    """A line folded to ``width`` characters, its continuations indented two more."""
+    indent = " " * (len(line) - len(line.lstrip()) + 2)
+    return textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False) if line else line
 
 
 def _ess_cells(d: dict, name: str) -> list:
@@ -101,11 +227,32 @@ def _ess_cells(d: dict, name: str) -> list:
             f"{sec['min']:.2f} / {sec['median']:.2f}"]
 
 
-def _table(rows, metric: str, markdown: bool) -> str:
+def _block(name: str, r: dict) -> str:
+    """One run as a few lines of at most about 80 characters."""
+    low = r["low_acceptance_share"]
+    lines = [f"{name}: {r['run']}",
+             f"  {r['tuner']} tuner, seed {r['seed']}; {r['setup']['chains']}",
+             f"  {r['setup']['model']}; {r['setup']['length']}"]
+    for ts in r["test"]:
+        lines.append(f"  test {_metric(r['metric'])} {r['data']}/{ts}: {r['test'][ts]:.5g} "
+                     f"± {r['test_se'][ts]:.2g}")
+        rhat, g, sec = _ess_cells(r["diagnostics"], ts)
+        lines.append(f"    R-hat max {rhat}; ESS (min / median) per 1000 gradients {g}, per s {sec}")
+    if r["cv_error"] is not None:
+        lines.append(f"  {r['cv_label']}: {r['cv_error']:.5g}")
+    lines.append(f"  acceptance {r['acceptance']:.3f}; acc < 0.2 share {'-' if low is None else f'{low:.2f}'}; "
+                 f"stuck {r['stuck']}; divergences {r['divergences']}")
+    lines.append(f"  {r['leapfrog_steps']:,} leapfrog steps; sampling {r['wall_s']:.1f} s, "
+                 f"compile {r['compile_s']:.1f} s")
+    return "\n".join(lines)
+
+
+def _table(rows, metric: str) -> str:
     sets = sorted({(r["data"], n) for r in rows for n in r["test"]})
     label = {(d, n): f"{d}/{n}" for d, n in sets}
-    head = (["run", "tuner", "chains"] + [f"test {metric} {label[s]} ± se" for s in sets]
-            + ["CV error", "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps",
+    cv = sorted({r["cv_label"] for r in rows})
+    head = (["run", "tuner", "chains"] + [f"test {_metric(metric)} {label[s]} ± se" for s in sets]
+            + [" / ".join(cv), "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps",
                "sampling s", "compile s"]
             + [f"{what} {label[s]}" for s in sets for what in
                ("R-hat max", "ESS per 1000 grad (min / median)", "ESS per s (min / median)")])
@@ -121,11 +268,8 @@ def _table(rows, metric: str, markdown: bool) -> str:
         for s in sets:
             cells += _ess_cells(r["diagnostics"], s[1]) if s in mine else ["-"] * 3
         body.append(cells)
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in body])
-    widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in [head] + body)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in body])
 
 
 def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95) -> tuple:

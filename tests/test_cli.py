@@ -302,7 +302,8 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     md = tmp_path / "table.md"
     assert main(["compare", str(out), str(out), "--markdown", str(md)]) == 0
     text = md.read_text()
-    assert text.startswith("| run | tuner | chains | test MSE robot_arm/test_201_400 ± se") and text.count("\n") == 4
+    assert text.startswith("| run | tuner | chains | test MSE (original units) robot_arm/test_201_400 ± se")
+    assert text.count("B vs A") == len(s["test_mse"]) and "indistinguishable" in text      # a run and itself
     assert "| sampling s | compile s |" in text
     assert ("| R-hat max robot_arm/test_401_600 | ESS per 1000 grad (min / median) robot_arm/test_401_600 | "
             "ESS per s (min / median) robot_arm/test_401_600 |") in text
@@ -823,9 +824,10 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     assert run.summary["diagnostics"]["test"]["test_201_400"]["rhat_max"] == pytest.approx(st["rhat"].max())
     assert read_run(tmp_path / "a").summary["diagnostics"]["draws"] == "super-transition means"  # thin 5: few kept
     text = table(rows)
-    regression, classification = text.split("\n\n")
-    assert "test MSE robot_arm/test_201_400" in regression and "error rate" not in regression
+    regression, classification, notes = text.split("\n\n")
+    assert "test MSE (original units) robot_arm/test_201_400" in regression and "error rate" not in regression
     assert "test error rate d/rest" in classification
+    assert "the runs differ in data" in notes and "the runs differ in chains" in notes   # robot arm and a table
     assert "R-hat max robot_arm/test_201_400" in regression
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "b"), "--chains", "replicas"]) == 2     # one posterior: no replicas

@@ -229,6 +229,11 @@ def to_original_units(pr: Prediction, mean, sd) -> Prediction:
                        upper=mean + sd * pr.upper, lpd=pr.lpd - float(np.sum(np.log(sd))))
 
 
+def standard_error(e) -> float:
+    """Standard error of the mean of ``e`` over its cases (NaN for one case)."""
+    return float(np.std(e, ddof=1) / math.sqrt(e.size)) if e.size > 1 else math.nan
+
+
 def test_metrics(pr: Prediction, Y, likelihood: str) -> dict:
     """Mean squared error (summed over outputs, averaged over cases, Neal 1992)
     with its standard error, mean log predictive density, and for
@@ -236,10 +241,10 @@ def test_metrics(pr: Prediction, Y, likelihood: str) -> dict:
     out = {"mlpd": float(pr.lpd.mean()), "n_samples": pr.n_samples}
     if likelihood == "gaussian":
         se = squared_errors(pr.mean, Y)
-        out.update(mse=float(se.mean()), mse_se=float(se.std(ddof=1) / math.sqrt(se.size)))
+        out.update(mse=float(se.mean()), mse_se=standard_error(se))
     else:
         y = Y[:, 0].astype(int)
         wrong = pr.label != y
-        out.update(error_rate=float(wrong.mean()), error_rate_se=float(wrong.std(ddof=1) / math.sqrt(y.size)),
+        out.update(error_rate=float(wrong.mean()), error_rate_se=standard_error(wrong),
                    vote_error_rate=float((pr.vote != y).mean()))
     return out

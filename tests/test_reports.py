@@ -1,5 +1,8 @@
-"""The ArviZ export means what ArviZ says: its log likelihood is the training
-cases', so ``az.loo`` estimates leave-one-out, checked against brute force."""
+"""Reports of finished runs. The ArviZ export means what ArviZ says: its log
+likelihood is the training cases', so ``az.loo`` estimates leave-one-out,
+checked against brute force. ``compare`` answers: a verdict per pair from the
+paired differences over the common test cases, warnings when runs are not like
+for like, units in every header, a narrow terminal layout."""
 import json
 import warnings
 
@@ -131,3 +134,70 @@ def test_classification_log_likelihood_is_the_label_log_probability(likelihood):
         expected = log_softmax(F, axis=-1)[:, np.arange(7), label]
     np.testing.assert_allclose(ll, expected, rtol=1e-12, atol=1e-12)
     assert ll.min() < -30                           # the test reaches the tails
+
+
+def _rows(errors_a, errors_b, ess=(0.5, 0.1)):
+    """Two compare rows on one test set of the same cases, with these per-case errors."""
+    def row(run, e, per_1000):
+        t = {"ess_per_1000_gradients": {"min": per_1000, "median": per_1000},
+             "ess_per_second": {"min": 10 * per_1000, "median": 10 * per_1000}}
+        return {"run": run, "data": "d", "metric": "MSE", "errors": {"t": e}, "targets": {"t": np.zeros(len(e))},
+                "test": {"t": float(e.mean())}, "test_se": {"t": float(e.std(ddof=1) / np.sqrt(len(e)))},
+                "diagnostics": {"test": {"t": t}}, "setup": {k: "same" for k in ("data", "model", "priors",
+                                                                                  "chains", "length")}}
+    return [row("a", errors_a, ess[0]), row("b", errors_b, ess[1])]
+
+
+def test_the_verdict_is_of_the_paired_difference_over_the_common_cases():
+    """Two runs whose per-case errors move together: each run's own standard
+    error is far larger than the difference, the paired one is not, so the
+    verdict names the better run; shuffled (unpaired) the same errors are
+    indistinguishable. Costs are per effective sample, with the ratio."""
+    from adaptive_hmc.reports import verdicts
+    rng = np.random.default_rng(1)
+    hard = rng.exponential(1.0, 400)                     # cases differ a lot in difficulty
+    a = hard + 0.01 * rng.normal(size=400)
+    b = hard + 0.02 + 0.01 * rng.normal(size=400)        # b worse by 0.02 on every case
+    rows = _rows(a, b)
+    assert rows[0]["test_se"]["t"] > 2 * (b.mean() - a.mean())      # per-run SEs cannot tell them apart
+    (v,) = verdicts(rows)
+    d = b - a
+    assert f"B - A = {d.mean():+.3g} ± {d.std(ddof=1) / 20:.2g} (paired SE): A is better" in v
+    assert "A 2,000 gradients, 0.2 s; B 10,000 gradients (5x), 1 s (5x)" in v
+    (v,) = verdicts(_rows(a, rng.permutation(b)))
+    assert "indistinguishable" in v
+    rows = _rows(a, b)
+    rows[1]["targets"]["t"] = np.ones(400)               # other cases: no verdict
+    assert verdicts(rows) == []
+
+
+def test_compare_warns_when_runs_are_not_like_for_like_and_names_units(tmp_path, capsys):
+    """Runs that differ in chains and run length are flagged; the terminal
+    form is narrow and every figure says its units; the markdown table's
+    headers too; the verdict's difference is that of the stored predictions."""
+    from adaptive_hmc.reports import TERMINAL_WIDTH
+    _data(tmp_path)
+    a = _run(tmp_path, _config(tmp_path, "a", [1, 9], {"rest": [10, N]}, super_transitions=12))
+    cfg = _config(tmp_path, "b", [1, 9], {"rest": [10, N]}, super_transitions=16)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["replicas"]["k"] = 2
+    cfg.write_text(yaml.safe_dump(raw))
+    b = _run(tmp_path, cfg)
+    capsys.readouterr()
+    md = tmp_path / "t.md"
+    assert main(["compare", str(a), str(b), "--markdown", str(md)]) == 0
+    text = capsys.readouterr().out
+    assert max(len(line) for line in text.splitlines()) <= TERMINAL_WIDTH
+    assert "warning: the runs differ in chains (A: 4 chains of one posterior" in text
+    assert "B: 2 chains of one posterior" in text and "warning: the runs differ in length" in text
+    assert "warning: the runs differ in model" not in text
+    assert "test MSE (original units) d/rest:" in text
+    errors = []
+    for d in (a, b):
+        with np.load(d / "predictions.npz") as z:
+            errors.append(((z["rest/mean"] - z["Y_test"]) ** 2).sum(axis=1))
+    diff = errors[1] - errors[0]
+    assert f"B - A = {diff.mean():+.3g} ± {diff.std(ddof=1) / np.sqrt(3):.2g} (paired SE)" in " ".join(text.split())
+    table = md.read_text()
+    assert "| test MSE (original units) d/rest ± se |" in table and "| CV MSE (original units) |" in table
+    assert "- warning: the runs differ in chains" in table
