@@ -1,4 +1,4 @@
-"""Command line: ``adaptive-hmc run | validate | sweep | compare | predict | plot | export | reference``.
+"""Command line: ``adaptive-hmc init | run | validate | sweep | compare | predict | plot | export | reference``.
 
 Flow position: the edge. Bad input (config, paths) ends with a message on
 stderr and exit code 2 before anything is written; Ctrl-C or SIGTERM during a
@@ -33,6 +33,18 @@ def _validate(args) -> int:
     shape = "-".join(str(n) for n in (spec.n_inputs, *spec.hidden, spec.n_outputs))
     print(f"# {args.config}: valid. Network {shape} ({spec.likelihood}, {spec.n_params:,} parameters), "
           f"{replicas.n_replicas} chains, {n_train} training cases; test sets: {tests}", file=sys.stderr)
+    return 0
+
+
+def _init(args) -> int:
+    from .config import ConfigError
+    from .data import DataError
+    from .templates import write_template
+    out = Path(args.out or (f"{Path(args.csv).stem}.yaml" if args.csv else f"my_{args.kind}.yaml"))
+    try:
+        print(write_template(args.kind, out, Path(args.csv) if args.csv else None, args.target, args.force))
+    except DataError as e:
+        raise ConfigError(str(e)) from None
     return 0
 
 
@@ -126,6 +138,14 @@ def _export(args) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="adaptive-hmc", description="Bayesian neural networks by adaptive HMC")
     sub = ap.add_subparsers(dest="command", required=True)
+    i = sub.add_parser("init", help="write a config template for your own table (prefilled from a CSV's header)")
+    i.add_argument("kind", choices=["regression", "classification"])
+    i.add_argument("--csv", help="your table (with a header row): fills data.path, the target column, the name "
+                                 "and, for classification, the likelihood from the labels")
+    i.add_argument("--target", help="the target (label) column's name (default: the last column)")
+    i.add_argument("--out", help="the config file to write (default: CSV_NAME.yaml, or my_KIND.yaml)")
+    i.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    i.set_defaults(fn=_init)
     r = sub.add_parser("run", help="run (or resume) a YAML-configured experiment")
     r.add_argument("config")
     r.add_argument("--out", help="run directory (default: a new runs/NAME-seedSEED[-n])")

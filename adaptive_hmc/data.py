@@ -331,6 +331,30 @@ def _shown(rows):
     return rows if isinstance(rows, dict) else list(rows)
 
 
+def _split_sizes(split: dict, n: int) -> int:
+    """The number of test cases of ``split`` on ``n`` rows (0: every row
+    trains, asked for as ``train: 1.0`` or ``train: n``), as scikit-learn's
+    train_test_split counts them; a DataError in the config's words when the
+    sizes do not fit."""
+    train, test = split["train"], split.get("test")
+    every = f"train: 1.0 (or {n}) trains on every row, with no test set"
+    if isinstance(train, float) and train > 1 or isinstance(train, int) and train > n:
+        raise DataError("data.split.train", train, f"a fraction below 1 or at most the {n} complete rows; {every}")
+    if test is not None and isinstance(test, float) and test >= 1:
+        raise DataError("data.split.test", test, f"a fraction below 1 or a number of cases (at most {n - 1})")
+    n_train = int(train * n) if isinstance(train, float) else train
+    if n_train == n:
+        if test is not None:
+            raise DataError("data.split", dict(split), f"every one of the {n} complete rows trains, none is left to "
+                                                       f"test; lower train, or leave out test ({every})")
+        return 0
+    n_test = (math.ceil(test * n) if isinstance(test, float) else test) if test is not None else n - n_train
+    if n_train < 1 or n_train + n_test > n:
+        raise DataError("data.split", dict(split), f"{n_train} training and {n_test} test cases, but the table has "
+                                                   f"{n} complete rows")
+    return n_test
+
+
 def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows=None,
                test_sets=None, split=None, header=None, delimiter=None, missing="drop_rows",
                likelihood="gaussian") -> Split:
@@ -416,17 +440,20 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     else:
         from sklearn.model_selection import train_test_split
         rows = complete(np.arange(len(X)), "data")
-        try:
-            train, test = train_test_split(rows, train_size=split["train"], test_size=split.get("test"),
-                                           random_state=split.get("seed", 0),
-                                           stratify=Y[rows, 0] if split.get("stratify") else None)
-        except ValueError as e:
-            raise DataError("data.split", dict(split), f"{e} ({rows.size} complete rows)") from None
+        if _split_sizes(split, rows.size):
+            try:
+                train, test = train_test_split(rows, train_size=split["train"], test_size=split.get("test"),
+                                               random_state=split.get("seed", 0),
+                                               stratify=Y[rows, 0] if split.get("stratify") else None)
+            except ValueError as e:
+                raise DataError("data.split", dict(split), f"{e} ({rows.size} complete rows)") from None
+        else:                                                   # every row a training case, no test set
+            train, test = np.random.default_rng(split.get("seed", 0)).permutation(rows), None
         parts, part = split.get("parts", 1), split.get("part", 0)
         if not 0 <= part < parts <= train.size:
             raise DataError("data.split.part", part, f"0..{parts - 1} of parts = {parts} subsets of the "
                                                      f"{train.size} training cases")
-        train, tests = np.sort(np.array_split(train, parts)[part]), {"test": np.sort(test)}
+        train, tests = np.sort(np.array_split(train, parts)[part]), {} if test is None else {"test": np.sort(test)}
     Ytr = Y[train]
     n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
     return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes),

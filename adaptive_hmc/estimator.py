@@ -52,6 +52,8 @@ class _BNN(BaseEstimator):
         return hidden
 
     def _fit(self, X, Y, spec, metric):
+        if not (isinstance(self.thin, (int, np.integer)) and self.thin >= 1):
+            raise ValueError(f"thin={self.thin!r}: keep every thin-th sample, an integer >= 1 (predict needs them)")
         n_burn = self.burn_in_super_transitions
         if n_burn is None:
             n_burn = self.super_transitions // 3
@@ -122,7 +124,10 @@ _COMMON_DOC = """
         "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default Neal's).
+
+    Every parameter, the attributes set by ``fit`` and an example: docs/ESTIMATORS.md.
     seed : decides every random number; threads do not change results.
+    threads : worker threads for the chains (default: every core available).
 
     After ``fit``, ``diagnostics_`` holds R-hat and the bulk and tail ESS of the fitted values (the
     predictions at the training inputs) and of the hyperparameters across the posterior's chains, the
@@ -159,7 +164,8 @@ class BNNRegressor(RegressorMixin, _BNN):
 class BNNClassifier(ClassifierMixin, _BNN):
     __doc__ = ("Bayesian MLP classification (logistic for two classes, softmax for more), inputs "
                "standardised; with ``reward='cv'`` the reward is the held-out ``cv_metric`` (log_loss or "
-               "error_rate).\n" + _COMMON_DOC)
+               "error_rate).\n" + _COMMON_DOC
+               + '    cv_metric : with ``reward="cv"``, the held-out error rewarded: "log_loss" or "error_rate".\n')
 
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,

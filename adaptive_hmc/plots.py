@@ -91,29 +91,46 @@ def reward_slice(run: Run, path):
     plt.close(fig)
 
 
-def running_error(run: Run, path):
-    """Test error of the running model average against the number of retained samples (thesis Fig 4.3)."""
-    P, C = run.predictions["history_pred"], run.predictions["history_count"]
+def running_errors(run: Run) -> tuple:
+    """(gradients, {test set: error}): the test error of the running model
+    average of the predicting chains (``replicas.predict_from``, so the last
+    is the summary's test error) at the end of each super-transition with
+    retained samples, against the gradients the run had computed by then
+    (every chain, warm-up and burn-in included)."""
+    rows = run.chain_indices(run.config.replicas.predict_from)
+    P, C = run.predictions["history_pred"][:, rows], run.predictions["history_count"][:, rows]
     Y = run.predictions["Y_test"]
     cum_p = np.cumsum(P.sum(axis=1), axis=0)                  # (S, out, N)
     cum_c = np.cumsum(C.sum(axis=1))
     ok = cum_c > 0
-    fig, ax = plt.subplots(figsize=(6.5, 4))
-    gaussian = run.likelihood == "gaussian"
+    out = {}
     for name, cases in run.test_sets():
         mean = cum_p[ok][:, :, cases] / cum_c[ok][:, None, None]      # (S, out, N)
         y = Y[cases]
-        if gaussian:
-            err = np.mean(squared_errors(np.transpose(mean, (0, 2, 1)), y), axis=1)
+        if run.likelihood == "gaussian":
+            out[name] = np.mean(squared_errors(np.transpose(mean, (0, 2, 1)), y), axis=1)
         else:
-            err = np.mean(predicted_labels(mean) != y[:, 0].astype(int), axis=1)
-        ax.plot(cum_c[ok], err, label=name, drawstyle="default" if gaussian else "steps-post")
+            out[name] = np.mean(predicted_labels(mean) != y[:, 0].astype(int), axis=1)
+    return np.cumsum([e["leapfrog_steps"] for e in run.log])[:len(cum_c)][ok], out
+
+
+def running_error(run: Run, path):
+    """The running test error of :func:`running_errors` (thesis Fig 4.3, whose
+    axis counts samples; here the cost, since samples of different L cost
+    differently)."""
+    grads, errors = running_errors(run)
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    gaussian = run.likelihood == "gaussian"
+    for name, err in errors.items():
+        ax.plot(grads, err, label=name, drawstyle="default" if gaussian else "steps-post")
     ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.EngFormatter())
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("retained samples (all chains)")
+    ax.set_xlabel("gradients computed (every chain, warm-up and burn-in included)")
     ax.set_ylabel("test mean squared error" if gaussian else "test error rate")
-    ax.set_title(f"Test error of the running model average\n{_who(run)}", fontsize=10)
+    ax.set_title(f"Test error of the running model average of the {run.config.replicas.predict_from!r} "
+                 f"chains\n{_who(run)}", fontsize=10)
     if not gaussian:
         ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(6))
     ax.legend(fontsize=8)
@@ -159,7 +176,8 @@ def robot_arm_outputs(run: Run, path, train_box=((-1.932, -0.453), (0.534, 3.142
     """Output space of the robot arm (Neal 1992 Fig 5): the image of the
     training input region outlined, true noise-free outputs for a grid of
     inputs (circles), outputs of sampled networks (dots)."""
-    Q, spec = run.samples["weights"], run.spec
+    mine = np.isin(run.samples["chain"], run.chain_indices(run.config.replicas.predict_from))
+    Q, spec = run.samples["weights"][mine], run.spec                 # the predicting chains' samples
     (a0, a1), (b0, b1) = train_box
     fig, ax = plt.subplots(figsize=(6.5, 6.5))
     edge = np.concatenate([np.column_stack([np.linspace(a0, a1, 50), np.full(50, b0)]),

@@ -278,7 +278,8 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
     ``level`` interval of the Gaussian with that mean and sd, per output, named
     after the target (``price_mean``) when the training table had a header,
     else by position (``mean_0``); for classification the class probabilities
-    and the label."""
+    and the label (with a header: ``p_TARGET_k`` of class k, then the label
+    in a column named after the target)."""
     if run.likelihood == "gaussian":
         mean, sd = run.predict(X, return_std=True, chains=chains)
         z = norm.ppf(0.5 + level / 2)
@@ -288,7 +289,9 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
                  for what in ("mean", "sd", "lower", "upper") for o in range(mean.shape[1])]
         return names, np.column_stack([mean, sd, mean - z * sd, mean + z * sd])
     P = run.predict_proba(X, chains=chains)
-    return [f"p_{k}" for k in range(P.shape[1])] + ["label"], np.column_stack([P, P.argmax(axis=1)])
+    target = run.input_map.target_names[0] if run.input_map.target_names else None
+    names = [f"p_{target}_{k}" if target else f"p_{k}" for k in range(P.shape[1])] + [target or "label"]
+    return names, np.column_stack([P, P.argmax(axis=1)])
 
 
 def _chain_role(run: Run, r: int) -> str:

@@ -1,6 +1,8 @@
 """Configs, the command line and run directories, end to end (smoke tier):
 malformed configs, every quick config through the CLI, resume, plots, compare, export."""
 import json
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -162,7 +164,15 @@ CASES.update({
                                    "column 'price' named, but the file has no header row"),
     "rows and a split": (lambda r, t: r["data"].update(split={"train": 100}), "give exactly one of train_rows"),
     "split larger than the data": (lambda r, t: (r["data"].pop("train_rows"), r["data"].pop("test_sets"),
-                                                 r["data"].update(split={"train": 700})), "data.split = "),
+                                                 r["data"].update(split={"train": 700})),
+                                   "data.split.train = 700: a fraction below 1 or at most the 600 complete rows; "
+                                   "train: 1.0 (or 600) trains on every row, with no test set"),
+    "split sizes above the rows": (lambda r, t: (r["data"].pop("train_rows"), r["data"].pop("test_sets"),
+                                                 r["data"].update(split={"train": 500, "test": 200})),
+                                   "500 training and 200 test cases, but the table has 600 complete rows"),
+    "split of every row with a test set": (lambda r, t: (r["data"].pop("train_rows"), r["data"].pop("test_sets"),
+                                                         r["data"].update(split={"train": 1.0, "test": 5})),
+                                           "every one of the 600 complete rows trains, none is left to test"),
     "k above the training cases": (lambda r, t: r["data"].update(train_rows=[1, 5]),
                                    "replicas.k = 8: at most the number of training cases (5)"),
     "logistic on real targets": (lambda r, t: (_use_table(r, t, target_columns=[2]),
@@ -731,6 +741,10 @@ def test_tables_as_people_have_them(tmp_path, capsys):
     raw["data"]["split"]["seed"] = 5
     other, _ = build(read_config(_write(tmp_path, raw, "o.yaml")), str(path))
     assert not np.array_equal(other.replicas.X_test, replicas.X_test)
+    for every in (1.0, 49):                                   # every complete row trains; no test set
+        raw["data"]["split"] = {"train": every, "seed": 4}
+        (whole, *_), _ = build(read_config(_write(tmp_path, raw, "w.yaml")), str(path))
+        assert sum(len(f) for f in whole.folds) == 49 and whole.test_names == []
 
 
 def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch):
@@ -741,7 +755,12 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
     price = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.05 * rng.normal(size=80)
     rows = ["size,age,price"] + [f"{a:.5f},{b:.5f},{p:.5f}" for (a, b), p in zip(X, price)]
     (tmp_path / "my_data.csv").write_text("\n".join(rows) + "\n")
-    raw = yaml.safe_load((CONFIGS / "templates" / "regression_csv.yaml").read_text())
+    # the template comes from the installed package: run where the repository is not on the path
+    done = subprocess.run([sys.executable, "-m", "adaptive_hmc.cli", "init", "regression", "--csv", "my_data.csv",
+                           "--out", "my.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    raw = yaml.safe_load((tmp_path / "my.yaml").read_text())
+    assert raw["data"]["path"] == "my_data.csv" and raw["data"]["target_columns"] == ["price"]
     raw["run"].update(super_transitions=6, budget=600, burn_in={"super_transitions": 2}, thin=5)
     raw["tuner"].update(bounds={"step_factor": [0.01, 1.01], "num_steps": [10, 100]}, warmup_super_transitions=1,
                         maxfun=200)
@@ -834,17 +853,52 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     assert "has no cross-validation replicas (its chains are all on the full training data" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("template", sorted((CONFIGS / "templates").glob("*.yaml")), ids=lambda p: p.stem)
-def test_templates_validate_on_a_csv_with_a_header(template, tmp_path, capsys):
+@pytest.mark.parametrize("kind", ["regression", "classification"])
+def test_templates_validate_on_a_csv_with_a_header(kind, tmp_path, capsys):
+    """The bare template, with the file it names, validates; init fills in a
+    CSV's path (relative to the config), target, name and (classification)
+    the likelihood, and the result validates."""
+    from adaptive_hmc.templates import template_text
     rng = np.random.default_rng(2)
     X = rng.normal(size=(40, 2))
-    y = (X[:, 0] > 0).astype(int) if "classification" in template.stem else X[:, 0] + 0.1 * rng.normal(size=40)
-    target = yaml.safe_load(template.read_text())["data"]["target_columns"][0]
+    y = (X[:, 0] > 0).astype(int) if kind == "classification" else X[:, 0] + 0.1 * rng.normal(size=40)
+    target = yaml.safe_load(template_text(kind))["data"]["target_columns"][0]
     rows = [f"a,b,{target}"] + [f"{u:.4f},{v:.4f},{w}" for (u, v), w in zip(X, y)]
     (tmp_path / "my_data.csv").write_text("\n".join(rows) + "\n")
-    (tmp_path / "my.yaml").write_text(template.read_text())
+    assert main(["init", kind, "--out", str(tmp_path / "my.yaml")]) == 0
     assert main(["validate", str(tmp_path / "my.yaml")]) == 0
     assert "32 training cases" in capsys.readouterr().err
+    if kind == "classification":
+        y = np.where(X[:, 1] > 0.5, 2, y)                               # three classes
+    rows = [f"u v,b,{'class' if kind == 'classification' else 'y'}"] + [f"{u:.4f},{v:.4f},{w}"
+                                                                         for (u, v), w in zip(X, y)]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "t.csv").write_text("\n".join(rows) + "\n")
+    cfg = tmp_path / "cfg" / "t.yaml"
+    assert main(["init", kind, "--csv", str(tmp_path / "data" / "t.csv"), "--out", str(cfg)]) == 0
+    raw = yaml.safe_load(cfg.read_text())
+    assert raw["name"] == "t" and raw["data"]["path"] == "../data/t.csv"
+    assert raw["data"]["target_columns"] == ["class" if kind == "classification" else "y"]
+    assert raw["model"]["likelihood"] == {"regression": "gaussian", "classification": "softmax"}[kind]
+    assert cfg.read_text().startswith(template_text(kind)[:200])           # the comments are kept
+    assert main(["validate", str(cfg)]) == 0
+    assert main(["init", kind, "--csv", str(tmp_path / "data" / "t.csv"), "--out", str(cfg)]) == 2
+    assert "exists; choose another file name, or add --force" in capsys.readouterr().err
+    assert main(["init", kind, "--csv", str(tmp_path / "data" / "t.csv"), "--target", "size", "--out",
+                 str(tmp_path / "x.yaml")]) == 2
+    assert "no column named 'size'; the header has ['u v', 'b'" in capsys.readouterr().err
+    raw = _small(raw, n=3, budget=200)                       # a short run: predict names its columns
+    raw["run"]["burn_in"] = {"super_transitions": 1}
+    cfg.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    (tmp_path / "new.csv").write_text("b,u v\n0.1,0.2\n")
+    assert main(["predict", str(tmp_path / "r"), str(tmp_path / "new.csv"), "--out", str(tmp_path / "p.csv")]) == 0
+    assert (tmp_path / "p.csv").read_text().splitlines()[0] == (
+        "p_class_0,p_class_1,p_class_2,class" if kind == "classification" else "y_mean,y_sd,y_lower,y_upper")
+    if kind == "classification":
+        (tmp_path / "one_two.csv").write_text("a,label\n1,1\n2,2\n")
+        assert main(["init", kind, "--csv", str(tmp_path / "one_two.csv"), "--out", str(tmp_path / "y.yaml")]) == 2
+        assert "the labels in" in capsys.readouterr().err and not (tmp_path / "y.yaml").exists()
 
 
 def test_standardized_targets_are_sampled_in_units_of_their_sd_and_reported_in_their_own(tmp_path):

@@ -45,6 +45,8 @@ def test_clear_errors_and_warnings():
         BNNRegressor(budget=100).fit(X, y)
     with pytest.raises(ValueError, match="Reshape your data"):
         BNNRegressor(**TINY).fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="thin=0: keep every thin-th sample, an integer >= 1"):   # before sampling
+        BNNRegressor(**{**TINY, "thin": 0}).fit(X, y)
     X_nan = X.copy()
     X_nan[5, 1] = np.nan
     with pytest.raises(ValueError, match="NaN"):                 # found before any standardisation

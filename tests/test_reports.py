@@ -106,7 +106,7 @@ def test_fold_chains_are_exported_as_what_they_are(tmp_path, capsys):
     assert "log_likelihood" not in idata.groups() and "different posteriors" in idata.attrs["chains"]
     assert idata.predictions["y_hat"].shape[2:] == (3, 1)
     assert idata.predictions_constant_data["y_test"].shape == (3, 1)
-    raw["replicas"].update(full_data_chain=True, predict_from="all")
+    raw["replicas"].update(full_data_chain=True, predict_from="full")
     cfg.write_text(yaml.safe_dump(raw))
     out = tmp_path / "with_full"
     assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
@@ -114,6 +114,26 @@ def test_fold_chains_are_exported_as_what_they_are(tmp_path, capsys):
     idata = az.from_netcdf(str(out / "inference_data.nc"))
     assert list(idata.posterior.chain.values) == ["full 0"] and idata.log_likelihood["y"].shape[2] == 9
     capsys.readouterr()
+
+
+def test_the_running_error_plot_follows_the_prediction_setting(tmp_path):
+    """running_error.png's curve ends at the summary's test error (the
+    predicting chains', here the full-data chain's, not every chain's pooled),
+    and its axis counts the gradients the run computed."""
+    from adaptive_hmc.plots import running_errors
+    from adaptive_hmc.reports import model_average_errors
+    from adaptive_hmc.results import read_run
+    _data(tmp_path)
+    cfg = _config(tmp_path, "f", [1, 9], {"rest": [10, N]}, super_transitions=12)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["replicas"] = {"k": 3, "data": "folds", "full_data_chain": True, "predict_from": "full"}
+    cfg.write_text(yaml.safe_dump(raw))
+    run = read_run(_run(tmp_path, cfg))
+    grads, errors = running_errors(run)
+    assert errors["rest"][-1] == pytest.approx(run.summary["test_mse"]["rest"], rel=1e-9)
+    assert abs(model_average_errors(run, "all")[0]["rest"] - errors["rest"][-1]) > 1e-6     # pooling would differ
+    assert grads[-1] == sum(e["leapfrog_steps"] for e in run.log) and np.all(np.diff(grads) > 0)
+    assert main(["plot", str(run.dir)]) == 0 and (run.dir / "plots" / "running_error.png").is_file()
 
 
 @pytest.mark.parametrize("likelihood", ["logistic", "softmax"])
