@@ -17,7 +17,7 @@ LAYERS = [
     ("rewards",),
     ("tuners",),
     ("runner",),
-    ("config",),
+    ("config", "templates"),
     ("results",),
     ("experiment", "estimator"),
     ("reports", "plots"),
