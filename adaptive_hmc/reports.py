@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from .diagnostics import arviz
+from .diagnostics import RHAT_LIMIT, arviz
 from .models.predictive import (class_probabilities, pointwise_log_likelihood, predicted_labels, squared_errors,
                                 standard_error)
 from .results import Run, RunError, read_run, run_diagnostics
@@ -180,8 +180,21 @@ def verdicts(rows) -> list:
             if ca and cb:
                 text += (f" Per effective sample of the predictions: A {ca[0]:,.0f} gradients, {ca[1]:.3g} s; "
                          f"{name} {cb[0]:,.0f} gradients ({cb[0] / ca[0]:.2g}x), {cb[1]:.3g} s ({cb[1] / ca[1]:.2g}x).")
-            out.append(text)
+            out.append(text + "".join(_caution(n, x, ts) for n, x in (("A", base), (name, r))))
     return out
+
+
+def _caution(name: str, r: dict, ts: str) -> str:
+    """What makes run ``name``'s figures on test set ``ts`` less than an answer:
+    chains that have not met (R-hat above the limit), stuck super-transitions."""
+    t = (r["diagnostics"] or {}).get("test", {}).get(ts)
+    rhat = None if t is None else t["rhat_max"]
+    said = []
+    if t is not None and (rhat is None or rhat > RHAT_LIMIT):
+        said.append(f"its chains have not met (R-hat {'inf' if rhat is None else f'{rhat:.3g}'})")
+    if r["stuck"]:
+        said.append(f"{r['stuck']} super-transitions had a chain that accepted nothing")
+    return f" Caution, {name}: {'; '.join(said)}." if said else ""
 
 
 def like_for_like(rows) -> list:

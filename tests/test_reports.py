@@ -159,9 +159,9 @@ def test_classification_log_likelihood_is_the_label_log_probability(likelihood):
 def _rows(errors_a, errors_b, ess=(0.5, 0.1)):
     """Two compare rows on one test set of the same cases, with these per-case errors."""
     def row(run, e, per_1000):
-        t = {"ess_per_1000_gradients": {"min": per_1000, "median": per_1000},
+        t = {"rhat_max": 1.001, "ess_per_1000_gradients": {"min": per_1000, "median": per_1000},
              "ess_per_second": {"min": 10 * per_1000, "median": 10 * per_1000}}
-        return {"run": run, "data": "d", "metric": "MSE", "errors": {"t": e}, "targets": {"t": np.zeros(len(e))},
+        return {"run": run, "data": "d", "metric": "MSE", "stuck": 0, "errors": {"t": e}, "targets": {"t": np.zeros(len(e))},
                 "test": {"t": float(e.mean())}, "test_se": {"t": float(e.std(ddof=1) / np.sqrt(len(e)))},
                 "diagnostics": {"test": {"t": t}}, "setup": {k: "same" for k in ("data", "model", "priors",
                                                                                   "chains", "length")}}
@@ -183,7 +183,12 @@ def test_the_verdict_is_of_the_paired_difference_over_the_common_cases():
     (v,) = verdicts(rows)
     d = b - a
     assert f"B - A = {d.mean():+.3g} ± {d.std(ddof=1) / 20:.2g} (paired SE): A is better" in v
-    assert "A 2,000 gradients, 0.2 s; B 10,000 gradients (5x), 1 s (5x)" in v
+    assert "A 2,000 gradients, 0.2 s; B 10,000 gradients (5x), 1 s (5x)" in v and "Caution" not in v
+    rows[1]["stuck"] = 3
+    rows[1]["diagnostics"]["test"]["t"]["rhat_max"] = 1.2
+    (v,) = verdicts(rows)                                # a better error from chains that have not met is flagged
+    assert v.endswith("Caution, B: its chains have not met (R-hat 1.2); 3 super-transitions had a chain that "
+                      "accepted nothing.")
     (v,) = verdicts(_rows(a, rng.permutation(b)))
     assert "indistinguishable" in v
     rows = _rows(a, b)
