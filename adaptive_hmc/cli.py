@@ -76,12 +76,20 @@ def _run(args) -> int:
 
 
 def _compare(args) -> int:
-    from .reports import compare, table
+    from .reports import compare, table, unfinished
+    from .results import RunError
     from .sweep import run_dirs
-    dirs = [x for d in args.dirs for x in (run_dirs(d) if (Path(d) / "sweep.yaml").is_file() else [d])]
-    rows = compare(dirs, args.chains)
+    dirs = [x for d in args.dirs for x in (run_dirs(d, finished_only=False) if (Path(d) / "sweep.yaml").is_file()
+                                           else [d])]
+    left_out = [line for line in map(unfinished, dirs) if line]
+    finished = [d for d in dirs if unfinished(d) is None]
+    if not finished:
+        raise RunError("no finished run to compare" + "".join(f"\n  {line}" for line in left_out))
+    rows = compare(finished, args.chains)
     print(table(rows, markdown=False))
-    md = table(rows, markdown=True)
+    if left_out:
+        print("\nnot in the table:\n" + "\n".join(f"  {line}" for line in left_out))
+    md = table(rows, markdown=True) + "".join(f"\n- not in the table: {line}" for line in left_out)
     if args.markdown:
         target = Path(args.markdown)
         if target.is_dir():

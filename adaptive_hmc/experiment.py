@@ -96,6 +96,9 @@ def _prepare(rd: RunDir, resume: bool, say) -> bool:
     """Decide from the directory's state whether the run resumes (True) or
     starts (False); RunError when neither is right. Writes nothing."""
     status = rd.status()
+    if resume and not rd.path.exists():
+        raise RunError(f"{rd.path}: no such run directory to resume (check --out); without --resume a new run "
+                       f"starts there")
     if status == "foreign":
         raise RunError(f"{rd.path}: not a run directory of this package (it is not a directory, or holds files "
                        f"this package did not write); choose another --out")
@@ -139,7 +142,9 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
 def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, reward, cv_metric, x_scale) -> dict:
     if resuming:
         rd.check_same_config(cfg)
-        tuner, log, wall = rd.restore(replicas, type(tuner))
+        tuner, log, wall, note = rd.restore(replicas, type(tuner))
+        if note:
+            print(f"{rd.path}: {note}", file=sys.stderr, flush=True)
         meta = rd.read_metadata()
         meta.setdefault("resumed", []).append(time.strftime("%Y-%m-%dT%H:%M:%S"))
         rd.write_metadata(meta)
@@ -148,6 +153,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         meta = rd.start(cfg, source, replicas.threads)
         log, wall = [], 0.0
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
+    replicas.pending = []  # super-transitions not yet in the sample store
     meta["compile_s"] = round(meta.get("compile_s", 0.0) + replicas.compile(), 2)   # kept out of wall_s
     progress = Progress(cfg.run.super_transitions, len(log), quiet)
     done_here = 0
@@ -168,7 +174,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         run_super_transitions(replicas, tuner, cfg.run.super_transitions, cfg.run.budget, reward, cv_metric,
                               callback=after_each, warmup=cfg.tuner.warmup_super_transitions, log=log)
     except KeyboardInterrupt:
-        saved = rd.load_checkpoint().replicas["n_super"] if rd.has_checkpoint else 0
+        saved = rd.load_checkpoint()[0].replicas["n_super"] if rd.has_checkpoint else 0
         raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "
                           f"{cfg.run.super_transitions}; the last checkpoint holds {saved}; resume with: "
                           f"adaptive-hmc run {source} --out {rd.path} --resume") from None

@@ -273,6 +273,7 @@ class ReplicaSet:
         self.kept_weight: list = [[] for _ in range(R)]     # the weight of each kept row (weight_by)
         self.step_calibration = np.ones(R)                  # multiplies each chain's step factor
         self.n_super = 0
+        self.pending: list | None = None                    # Steps not yet in the sample store (a run's)
 
     def _scaled(self, Y):
         """Regression targets in the chains' (standardised) units."""
@@ -353,38 +354,83 @@ class ReplicaSet:
         return time.perf_counter() - t0
 
     # -- checkpoints --------------------------------------------------------------
+    def add_step(self, step: "Step") -> None:
+        """Fold one super-transition's :class:`Step` into the set: the running
+        test totals, the per-super-transition history and the kept rows, as a
+        run does after each super-transition and as a resume replays them
+        from the sample store (the same operations in the same order, so the
+        totals come back bit for bit). With :attr:`pending` a list (a run
+        writing a store), the step is also queued there for the store."""
+        self.test_pred += step.pred
+        self.test_sq += step.sq
+        self.test_var += step.var
+        self.test_lse = np.logaddexp(self.test_lse, step.lse)
+        self.test_count += step.count
+        self.retained += step.retained
+        self.history_pred.append(step.pred * self.target_sd[:, None]
+                                 + self.target_mean[:, None] * step.count[:, None, None])   # original units
+        self.history_count.append(step.count)
+        self.history_hyper.append(step.hyper)
+        for j, rows in enumerate(step.kept):
+            self.kept[j].extend(rows)
+            self.kept_super[j].extend([self.n_super] * len(rows))
+            self.kept_weight[j].extend([float(step.kept_weight[j])] * len(rows))
+        if self.pending is not None:
+            self.pending.append(step)
+        self.n_super += 1
+
     def state(self) -> dict:
-        """Everything the set changes while it runs (arrays and ints), for
-        checkpoints; :meth:`restore` puts it back into a set built with the
-        same arguments."""
+        """The chains' state (arrays and counters), for checkpoints: what a
+        resume cannot replay from the sample store's :class:`Step` rows.
+        :meth:`restore` puts it back into a set built with the same arguments."""
         return {"n_super": self.n_super, "streams_spawned": self.streams.n_children_spawned,
                 "chains": [[a.copy() for a in r.arrays()] for r in self.replicas],
-                "test": {k: getattr(self, k).copy() for k in ("test_pred", "test_sq", "test_var", "test_lse",
-                                                             "test_count", "retained")},
-                "history_pred": list(self.history_pred), "history_count": list(self.history_count),
-                "history_hyper": list(self.history_hyper), "kept": [list(k) for k in self.kept],
-                "kept_super": [list(k) for k in self.kept_super],
-                "kept_weight": [list(k) for k in self.kept_weight],
                 "step_calibration": self.step_calibration.copy()}
 
-    def restore(self, state: dict) -> None:
+    def restore(self, state: dict, steps) -> None:
+        """Put ``state`` (:meth:`state`) back into this freshly built set and
+        replay the stored ``steps`` (every super-transition's :class:`Step`
+        up to the checkpoint, in order)."""
         if len(state["chains"]) != self.n_replicas:
             raise ValueError(f"state has {len(state['chains'])} chains; this set has {self.n_replicas}")
+        if self.n_super:
+            raise ValueError("restore needs a freshly built set")
         for r, arrays in zip(self.replicas, state["chains"]):
             for dst, src in zip(r.arrays(), arrays, strict=True):
                 dst[...] = src
-        for k, v in state["test"].items():
-            getattr(self, k)[...] = v
-        self.history_pred, self.history_count = list(state["history_pred"]), list(state["history_count"])
-        self.history_hyper = list(state["history_hyper"])
-        self.kept = [list(k) for k in state["kept"]]
-        self.kept_super = [list(k) for k in state["kept_super"]]
-        self.kept_weight = [list(k) for k in state["kept_weight"]]
+        pending, self.pending = self.pending, None
+        for step in steps:
+            self.add_step(step)
+        self.pending = pending
+        if self.n_super != state["n_super"]:
+            raise ValueError(f"the sample store holds {self.n_super} super-transitions; the checkpoint "
+                             f"{state['n_super']}")
         self.step_calibration = np.array(state["step_calibration"], dtype=np.float64)
-        self.n_super = state["n_super"]
         s = self.streams
         self.streams = np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key, pool_size=s.pool_size,
                                               n_children_spawned=state["streams_spawned"])
+
+
+class Step(NamedTuple):
+    """What one super-transition adds, per chain (R chains, out outputs, N
+    test cases, H hyperparameters): the weighted sums of its retained
+    samples' test predictions ``pred`` and squares ``sq`` (R, out, N), noise
+    variances ``var`` (R, out), the log of the weighted sum of p(y | sample)
+    ``lse`` (R, N), in the chains' units; the sum of the weights ``count`` and
+    the number ``retained`` (R,); the hyperparameters at its end ``hyper``
+    (R, H); the ``kept`` rows of each chain (positions then hyperparameter
+    values) and the weight of each chain's kept rows ``kept_weight`` (R,).
+    The unit of the sample store and of :meth:`ReplicaSet.add_step`."""
+
+    pred: np.ndarray
+    sq: np.ndarray
+    var: np.ndarray
+    lse: np.ndarray
+    count: np.ndarray
+    retained: np.ndarray
+    hyper: np.ndarray
+    kept: list
+    kept_weight: np.ndarray
 
 
 class SuperTransitionResult(NamedTuple):
@@ -446,6 +492,7 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
         else np.iinfo(np.int64).max
     thin = replicas.thin
     kept = [np.empty((n_iter // thin + 1 if thin else 0, replicas.dim + H)) for _ in range(R)]
+    n_kept = [0] * R
 
     def one(j):
         r = replicas.replicas[j]
@@ -454,11 +501,8 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
         c = replicas.step_calibration[j]
         mine = settings._replace(step_size=settings.step_size * c) if base.size else \
             settings._replace(step_factor=settings.step_factor * c)
-        n_kept = run_chain(r.model.target, r.chain, mine, n_iter, Record(*(a[j] for a in rec)),
-                           Observers(r.held, r.test, int(retain_after), thin, kept[j]), streams[j])
-        replicas.kept[j].extend(kept[j][:n_kept])
-        replicas.kept_super[j].extend([replicas.n_super] * n_kept)
-        replicas.kept_weight[j].extend([weight(j)] * n_kept)
+        n_kept[j] = run_chain(r.model.target, r.chain, mine, n_iter, Record(*(a[j] for a in rec)),
+                              Observers(r.held, r.test, int(retain_after), thin, kept[j]), streams[j])
 
     def weight(j):
         """Each retained sample's weight in chain j's predictions (:data:`WEIGHT_BY`)."""
@@ -476,21 +520,15 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
     seconds = time.perf_counter() - t0
     w = np.array([weight(j) for j in range(R)])
     n_retained = np.array([r.test.count[0] for r in replicas.replicas])
-    st_pred = w[:, None, None] * np.stack([r.test.pred for r in replicas.replicas])
-    st_count = w * n_retained
-    replicas.test_pred += st_pred
-    replicas.test_sq += w[:, None, None] * np.stack([r.test.sq for r in replicas.replicas])
-    replicas.test_var += w[:, None] * np.stack([r.test.var for r in replicas.replicas])
-    replicas.test_lse = np.logaddexp(replicas.test_lse,
-                                     np.log(w)[:, None] + np.stack([r.test.lse for r in replicas.replicas]))
-    replicas.test_count += st_count
-    replicas.retained += n_retained.astype(np.int64)
-    replicas.history_pred.append(st_pred * replicas.target_sd[:, None] + replicas.target_mean[:, None]
-                                 * st_count[:, None, None])            # weighted sums of predictive means, original units
-    replicas.history_count.append(st_count)
-    replicas.history_hyper.append(np.stack([hyper_values(r.model.target, r.chain.hyper, np.empty(H))
-                                            for r in replicas.replicas]))
+    mine = replicas.replicas
+    step = Step(pred=w[:, None, None] * np.stack([r.test.pred for r in mine]),
+                sq=w[:, None, None] * np.stack([r.test.sq for r in mine]),
+                var=w[:, None] * np.stack([r.test.var for r in mine]),
+                lse=np.log(w)[:, None] + np.stack([r.test.lse for r in mine]),
+                count=w * n_retained, retained=n_retained.astype(np.int64),
+                hyper=np.stack([hyper_values(r.model.target, r.chain.hyper, np.empty(H)) for r in mine]),
+                kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w)
+    replicas.add_step(step)
     held = [snapshot(r.held) for r in replicas.replicas[:replicas.n_cv]]
-    replicas.n_super += 1
     return SuperTransitionResult(replicas.n_super - 1, float(step_factor), int(num_steps), n_iter, rec, held,
                                  replicas.spec.likelihood, seconds)

@@ -17,7 +17,7 @@ from scipy.stats import norm
 from .diagnostics import RHAT_LIMIT, arviz
 from .models.predictive import (class_probabilities, pointwise_log_likelihood, predicted_labels, squared_errors,
                                 standard_error)
-from .results import Run, RunError, read_run, run_diagnostics
+from .results import Run, RunDir, RunError, read_run, run_diagnostics
 
 
 def diagnostics(run: Run) -> dict:
@@ -134,6 +134,25 @@ def compare(dirs, chains: str | None = None) -> list:
                      "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"],
                      "compile_s": s["compile_s"], "diagnostics": diagnostics(run), "setup": _setup(run)})
     return rows
+
+
+def unfinished(d) -> str | None:
+    """None for a finished run directory ``d``; else one line saying what it
+    holds and what to do (compare leaves it out of the table)."""
+    rd = RunDir(d)
+    status = rd.status()
+    if status == "finished":
+        return None
+    if status == "checkpointed":
+        try:
+            n, total = rd.progress()
+            held = f"its checkpoint holds {n} of {total} super-transitions"
+        except RunError:
+            held = "its checkpoint cannot be read"
+        return f"{d}: not finished ({held}); resume it with adaptive-hmc run CONFIG --out {d} --resume"
+    return f"{d}: " + {"new": "no run there (never started, or a wrong path)",
+                       "started": "stopped before its first checkpoint; run it again",
+                       "foreign": "not a run directory of this package"}[status]
 
 
 def _letters(rows) -> list:

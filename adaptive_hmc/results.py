@@ -4,12 +4,19 @@ summary, and :func:`read_run`, which returns a finished run as one typed object.
 Flow position: runner -> **results** -> reports, plots, CLI. Everything else
 reads and writes run directories only through this module. Layout::
 
-    config.resolved.yaml  metadata.json  log.jsonl  checkpoint.npz  .lock
+    config.resolved.yaml  metadata.json  log.jsonl  store/  checkpoint.npz  checkpoint.prev.npz  .lock
     predictions.npz  samples.npz  tuner.json  summary.json  plots/
 
-Checkpoints are data, never pickles: arrays in an npz, the tuner and the log as
-JSON inside it, with a format version and a SHA-256 checksum; anything else is
-refused. A run holds an exclusive lock on its directory while it works.
+The samples go to the append-only sample store (:mod:`~adaptive_hmc.store`),
+written once; the log is appended a line per super-transition. A checkpoint
+holds state only (the chains' arrays, random-stream and super-transition
+counters, the tuner's state, the log's length, the sampling time), so its
+size does not grow with the run; the one before it is kept, and a damaged
+newest checkpoint falls back to it. Checkpoints are data, never pickles:
+arrays in an npz, the tuner as JSON inside it, with a format version and a
+SHA-256 checksum; anything else is refused. A ``.tmp`` file is never taken
+for the file it was to become. A run holds an exclusive lock on its
+directory while it works.
 """
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ import platform
 import sys
 import time
 import zipfile
+import zlib
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import NamedTuple
@@ -36,34 +44,25 @@ from .models.mlp import MLPSpec, predict
 from .models.predictive import predictive_moments, predictive_probabilities
 from .replicas import ReplicaSet, chain_indices
 from .runner import LogEntry
+from .store import STORE, SampleStore, atomic_write, npz_bytes
 from .tuners import BanditTuner, FixedTuner
 
 CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
-CHECKPOINT, PREDICTIONS, SAMPLES = "checkpoint.npz", "predictions.npz", "samples.npz"
+CHECKPOINT, PREVIOUS = "checkpoint.npz", "checkpoint.prev.npz"
+PREDICTIONS, SAMPLES = "predictions.npz", "samples.npz"
 TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
 #: Files a run writes when it starts, before its first checkpoint.
-START_FILES = {CONFIG, METADATA, LOG, LOCK}
-CHECKPOINT_FORMAT = 3           # 2: each chain's dummy kinetic energy (annealing); 3: kept rows' weights
+START_FILES = {CONFIG, METADATA, LOG, LOCK, STORE}
+#: 2: each chain's dummy kinetic energy (annealing); 3: kept rows' weights; 4: state only (samples in the store)
+CHECKPOINT_FORMAT = 4
 
 
 class RunError(ValueError):
     """A run directory that cannot be used as asked; the message says what to do."""
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so a kill never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
 def _npz(**arrays) -> bytes:
-    buf = io.BytesIO()
-    np.savez_compressed(buf, **arrays)
-    return buf.getvalue()
+    return npz_bytes(compress=True, **arrays)
 
 
 def _json(obj) -> bytes:
@@ -287,11 +286,11 @@ def _low_share(log: list) -> float | None:
 
 
 class Checkpoint(NamedTuple):
-    """What a run needs to go on exactly where it stopped."""
+    """What a run needs, beside its sample store and log, to go on exactly where it stopped."""
 
-    replicas: dict     # ReplicaSet.state()
+    replicas: dict     # ReplicaSet.state(): the chains, counters, step calibration
     tuner: dict        # the tuner's state_dict()
-    log: list          # the log entries so far
+    n_log: int         # entries of log.jsonl that belong to it
     wall_s: float      # sampling time so far
 
 
@@ -304,23 +303,21 @@ def _checksum(arrays: dict) -> str:
     return h.hexdigest()
 
 
-def _stack(rows: list) -> np.ndarray:
-    return np.array(rows) if len(rows) else np.empty((0,))
-
-
 def pack_checkpoint(ck: Checkpoint) -> bytes:
-    """The checkpoint as npz bytes: arrays, one JSON record, a checksum."""
-    st = ck.replicas
-    arrays = {f"chain/{r}/{i}": a for r, chain in enumerate(st["chains"]) for i, a in enumerate(chain)}
-    arrays.update({f"test/{k}": v for k, v in st["test"].items()})
-    arrays.update({k: _stack(st[k]) for k in ("history_pred", "history_count", "history_hyper")})
-    arrays.update({f"kept/{r}": _stack(rows) for r, rows in enumerate(st["kept"])})
-    arrays.update({f"kept_super/{r}": np.array(v, np.int64) for r, v in enumerate(st["kept_super"])})
-    arrays.update({f"kept_weight/{r}": np.array(v, np.float64) for r, v in enumerate(st["kept_weight"])})
-    arrays["step_calibration"] = np.asarray(st["step_calibration"], np.float64)
-    record = {"format": CHECKPOINT_FORMAT, "n_super": st["n_super"], "streams_spawned": st["streams_spawned"],
-              "chain_arrays": [len(c) for c in st["chains"]], "test": sorted(st["test"]),
-              "tuner": ck.tuner, "log": ck.log, "wall_s": ck.wall_s}
+    """The checkpoint as npz bytes: the state's arrays, one JSON record of the
+    rest (its scalars, the tuner, the log's length), a checksum. The state's
+    fields are walked, not listed: :meth:`ReplicaSet.state` is their one list."""
+    arrays, scalars = {}, {}
+    for key, value in ck.replicas.items():
+        if key == "chains":
+            arrays.update({f"chain/{r}/{i}": a for r, chain in enumerate(value) for i, a in enumerate(chain)})
+            scalars["chain_arrays"] = [len(c) for c in value]
+        elif isinstance(value, np.ndarray):
+            arrays[f"state/{key}"] = value
+        else:
+            scalars[key] = value
+    record = {"format": CHECKPOINT_FORMAT, "state": scalars, "tuner": ck.tuner, "n_log": ck.n_log,
+              "wall_s": ck.wall_s}
     arrays["record"] = np.frombuffer(json.dumps(record).encode(), np.uint8)
     arrays["checksum"] = np.frombuffer(_checksum(arrays).encode(), np.uint8)
     return _npz(**arrays)
@@ -332,7 +329,7 @@ def unpack_checkpoint(data: bytes) -> Checkpoint:
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as e:
+    except (OSError, ValueError, EOFError, RuntimeError, zipfile.BadZipFile, zlib.error) as e:
         raise ValueError(f"not an npz archive ({e})") from None
     if "checksum" not in arrays or "record" not in arrays:
         raise ValueError("no checksum or record: not a checkpoint of this package")
@@ -342,16 +339,10 @@ def unpack_checkpoint(data: bytes) -> Checkpoint:
     record = json.loads(arrays["record"].tobytes())
     if record.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"format {record.get('format')!r}; this version reads format {CHECKPOINT_FORMAT}")
-    R = len(record["chain_arrays"])
-    replicas = {"n_super": record["n_super"], "streams_spawned": record["streams_spawned"],
-                "chains": [[arrays[f"chain/{r}/{i}"] for i in range(n)] for r, n in enumerate(record["chain_arrays"])],
-                "test": {k: arrays[f"test/{k}"] for k in record["test"]},
-                "kept": [list(arrays[f"kept/{r}"]) for r in range(R)],
-                "kept_super": [[int(v) for v in arrays[f"kept_super/{r}"]] for r in range(R)],
-                "kept_weight": [[float(v) for v in arrays[f"kept_weight/{r}"]] for r in range(R)],
-                "step_calibration": arrays.get("step_calibration", np.ones(R))}
-    replicas.update({k: list(arrays[k]) for k in ("history_pred", "history_count", "history_hyper")})
-    return Checkpoint(replicas, record["tuner"], record["log"], float(record["wall_s"]))
+    state = dict(record["state"])
+    state["chains"] = [[arrays[f"chain/{r}/{i}"] for i in range(n)] for r, n in enumerate(state.pop("chain_arrays"))]
+    state.update({k.removeprefix("state/"): v for k, v in arrays.items() if k.startswith("state/")})
+    return Checkpoint(state, record["tuner"], int(record["n_log"]), float(record["wall_s"]))
 
 
 class RunDir:
@@ -369,32 +360,44 @@ class RunDir:
 
     @property
     def has_checkpoint(self) -> bool:
-        return self.file(CHECKPOINT).is_file()
+        return self.file(CHECKPOINT).is_file() or self.file(PREVIOUS).is_file()
+
+    @property
+    def store(self) -> SampleStore:
+        return SampleStore(self.file(STORE))
 
     def status(self) -> str:
         """"new" (absent or empty), "started" (stopped before its first
         checkpoint), "checkpointed", "finished", or "foreign" (holds files this
-        package did not write, or is not a directory)."""
+        package did not write, or is not a directory). A ``.tmp`` file (a write
+        a kill or a full disk interrupted) counts as nothing."""
         if not self.path.exists():
             return "new"
         if not self.path.is_dir():
             return "foreign"
-        names = {p.name.removesuffix(".tmp") for p in self.path.iterdir()}   # a kill may leave a .tmp
+        names = {p.name for p in self.path.iterdir() if not p.name.endswith(".tmp")}
         if not names or names == {LOCK}:
             return "new"
         if SUMMARY in names:
             return "finished"
-        if CHECKPOINT in names:
+        if CHECKPOINT in names or PREVIOUS in names:
             return "checkpointed"
         if names <= START_FILES:
             return "started"
         return "foreign"
 
     def clear_start(self) -> None:
-        """Remove the files of a run that stopped before its first checkpoint."""
-        for name in START_FILES - {LOCK}:
+        """Remove the files of a run that stopped before its first checkpoint
+        (and any interrupted write's ``.tmp``)."""
+        for name in START_FILES - {LOCK, STORE}:
             self.file(name).unlink(missing_ok=True)
-            self.file(name + ".tmp").unlink(missing_ok=True)
+        self.store.remove()
+        self.remove_tmp()
+
+    def remove_tmp(self) -> None:
+        """Remove the ``.tmp`` files interrupted writes left behind."""
+        for p in self.path.glob("*.tmp"):
+            p.unlink()
 
     def lock(self):
         """Create the directory and hold an exclusive lock on it until the
@@ -454,34 +457,83 @@ class RunDir:
             f.write(json.dumps(entry) + "\n")
 
     def read_log(self) -> list:
-        return [json.loads(line) for line in self.file(LOG).read_text().splitlines() if line.strip()]
+        """The log's entries; a last line cut short by a kill is left out."""
+        lines = [line for line in self.file(LOG).read_text().splitlines() if line.strip()]
+        out = []
+        for k, line in enumerate(lines):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                if k < len(lines) - 1:
+                    raise
+        return out
 
     # -- checkpoints ------------------------------------------------------------------------
     def save_checkpoint(self, replicas: ReplicaSet, tuner, log: list, wall_s: float) -> None:
+        """Append the super-transitions since the last checkpoint to the sample
+        store, keep the last checkpoint as the previous one, then write the
+        new one (state only). Each step is atomic, and a kill between them
+        leaves a checkpoint the store holds every row of."""
+        pending = replicas.pending or []
+        self.store.append(pending, first=replicas.n_super - len(pending))
+        pending.clear()
         atomic_write(self.file(CHECKPOINT),
-                     pack_checkpoint(Checkpoint(replicas.state(), tuner.state_dict(), list(log), wall_s)))
+                     pack_checkpoint(Checkpoint(replicas.state(), tuner.state_dict(), len(log), wall_s)),
+                     previous=self.file(PREVIOUS))
 
-    def load_checkpoint(self) -> Checkpoint:
-        """The last checkpoint; a damaged or foreign file is a :class:`RunError`."""
-        path = self.file(CHECKPOINT)
+    def load_checkpoint(self) -> tuple:
+        """(the newest intact checkpoint, a note: "" or why the newest was not
+        used); a :class:`RunError` when neither it nor the previous one is intact."""
+        problems = []
+        for name in (CHECKPOINT, PREVIOUS):
+            path = self.file(name)
+            try:
+                ck = unpack_checkpoint(path.read_bytes())
+            except FileNotFoundError:
+                problems.append(f"{path}: missing")
+                continue
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+                problems.append(f"{path}: not an intact checkpoint of this package ({e})")
+                continue
+            note = "" if name == CHECKPOINT else f"{problems[0]}; resuming from the previous checkpoint ({path})"
+            return ck, note
+        raise RunError(f"{'; '.join(problems)}; it cannot be resumed: start the run again in a new directory")
+
+    def progress(self) -> tuple:
+        """(super-transitions the newest intact checkpoint holds, the run's
+        total); RunError when either cannot be read."""
+        ck, _ = self.load_checkpoint()
         try:
-            return unpack_checkpoint(path.read_bytes())
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-            raise RunError(f"{path}: not an intact checkpoint of this package ({e}); it cannot be resumed: "
-                           f"start the run again in a new directory") from None
+            total = yaml.safe_load(self.file(CONFIG).read_text())["run"]["super_transitions"]
+        except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+            raise RunError(f"{self.file(CONFIG)}: cannot be read ({e})") from None
+        return ck.replicas["n_super"], total
 
     def restore(self, replicas: ReplicaSet, tuner_type) -> tuple:
-        """(tuner, log, wall_s) from the last checkpoint, with ``replicas`` restored in place."""
-        ck = self.load_checkpoint()
+        """(tuner, log, wall_s, note) from the newest intact checkpoint, with
+        ``replicas`` restored in place from it and the sample store, which is
+        cut back to it (as is the log)."""
+        ck, note = self.load_checkpoint()
+        n_super = ck.replicas["n_super"]
         try:
-            replicas.restore(ck.replicas)
+            self.store.truncate(n_super)
+            steps = self.store.read(n_super)
+        except (OSError, ValueError) as e:
+            raise RunError(f"{self.file(STORE)}: the sample store does not hold the checkpoint's "
+                           f"{n_super} super-transitions ({e}); start the run again in a new directory") from None
+        try:
+            replicas.restore(ck.replicas, steps)
             tuner = tuner_type.from_state(ck.tuner)
         except Exception as e:
             raise RunError(f"{self.file(CHECKPOINT)}: does not fit this run's config ({type(e).__name__}: {e}); "
                            f"start the run again in a new directory") from None
-        return tuner, ck.log, ck.wall_s
+        log = self.read_log()
+        if len(log) < ck.n_log:
+            raise RunError(f"{self.file(LOG)}: holds {len(log)} entries, the checkpoint {ck.n_log}; start the run "
+                           f"again in a new directory")
+        self.remove_tmp()
+        return tuner, log[:ck.n_log], ck.wall_s, note
 
-    # -- results -----------------------------------------------------------------------------
     def write_results(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, cfg: Config,
                       x_scale: Standardizer, compile_s: float = 0.0) -> dict:
         arrays = {"history_pred": np.array(replicas.history_pred),

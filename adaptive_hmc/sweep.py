@@ -375,9 +375,10 @@ def run_sweep(path, out=None, scheduler=None, workers=None, resume=False, quiet=
     return 1 if failed else 0
 
 
-def run_dirs(sweep_dir) -> list:
-    """The run directories of a sweep directory that hold finished runs, in the sweep's order."""
+def run_dirs(sweep_dir, finished_only: bool = True) -> list:
+    """The run directories of a sweep directory (those that hold finished
+    runs, unless ``finished_only`` is false), in the sweep's order."""
     sweep_dir = Path(sweep_dir)
     record = yaml.safe_load((sweep_dir / "sweep.yaml").read_text())
     dirs = [sweep_dir / "runs" / n for n in record["expansion"]["runs"]]
-    return [d for d in dirs if RunDir(d).is_finished]
+    return [d for d in dirs if RunDir(d).is_finished or not finished_only]

@@ -14,6 +14,7 @@ LAYERS = [
     ("models",),
     ("samplers",),
     ("replicas",),
+    ("store",),
     ("rewards",),
     ("tuners",),
     ("runner",),

@@ -356,7 +356,7 @@ def test_resume_after_interruption_gives_the_same_summary(tmp_path):
     # A kill after a super-transition but before its checkpoint: log has one entry too many.
     with open(part / "log.jsonl", "a") as f:
         f.write(json.dumps({"i": 3}) + "\n")
-    assert RunDir(part).load_checkpoint().replicas["n_super"] == 3
+    assert RunDir(part).load_checkpoint()[0].replicas["n_super"] == 3
     assert run_experiment(cfg, part, source=str(path), quiet=True, resume=True, stop_after=2) == {}
     resumed = run_experiment(cfg, part, source=str(path), quiet=True, resume=True)
     assert untimed(resumed) == untimed(full)
@@ -444,7 +444,11 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_over(tmp_path, capsys)
         err = capsys.readouterr().err
         assert "stopped before its first checkpoint; starting it over" in err, err
         assert RunDir(out).is_finished
-    assert main(["run", str(path), "--out", str(tmp_path / "fresh"), "--resume"]) == 0
+    assert main(["run", str(path), "--out", str(tmp_path / "typo"), "--resume"]) == 2      # a typo in --out
+    assert "typo: no such run directory to resume (check --out)" in capsys.readouterr().err
+    assert not (tmp_path / "typo").exists()
+    (tmp_path / "empty").mkdir()
+    assert main(["run", str(path), "--out", str(tmp_path / "empty"), "--resume"]) == 0
     assert "nothing to resume (no checkpoint); starting the run" in capsys.readouterr().err
 
 
@@ -497,6 +501,21 @@ def test_compare_with_damaged_or_missing_files(tmp_path, capsys):
     assert "missing or damaged" in err and "Traceback" not in err
 
 
+def test_compare_tables_the_finished_runs_and_names_the_others(tmp_path, capsys):
+    path, done = _checkpointed(tmp_path, n=3, stop_after=None)
+    part = tmp_path / "part"
+    assert run_experiment(read_config(path), part, source=str(path), quiet=True, stop_after=1) == {}
+    capsys.readouterr()
+    assert main(["compare", str(done), str(part), str(tmp_path / "nothing")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"A: {done}") and "B vs A" not in out
+    assert f"not in the table:\n  {part}: not finished (its checkpoint holds 1 of 3 super-transitions); resume " \
+           f"it with adaptive-hmc run CONFIG --out {part} --resume" in out
+    assert f"{tmp_path / 'nothing'}: no run there" in out
+    assert main(["compare", str(part)]) == 2
+    assert "no finished run to compare" in capsys.readouterr().err
+
+
 def test_a_failing_disk_ends_with_a_message_and_keeps_the_checkpoint(tmp_path, capsys, monkeypatch):
     import errno
 
@@ -505,10 +524,10 @@ def test_a_failing_disk_ends_with_a_message_and_keeps_the_checkpoint(tmp_path, c
     kept = (out / "checkpoint.npz").read_bytes()
     real = results.atomic_write
 
-    def full(p, data):
+    def full(p, data, **kw):
         if p.name == "checkpoint.npz":
             raise OSError(errno.ENOSPC, "No space left on device", str(p))
-        real(p, data)
+        real(p, data, **kw)
     monkeypatch.setattr(results, "atomic_write", full)
     assert main(["run", str(path), "--out", str(out), "--resume"]) == 1
     err = capsys.readouterr().err

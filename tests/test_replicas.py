@@ -391,14 +391,12 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     from adaptive_hmc.runner import DEFAULT_BANDIT, DEFAULT_REWARD, make_run
     assert DEFAULT_REWARD == "esjd"
     spec, X, Y = _toy()
-    runs = make_run(spec, X, Y, tuner={"kind": "fixed", "step_factor": 0.3, "num_steps": 20}, seed=4, k=4,
-                    data="folds", settings=HMCSettings(window=3))
-    rs = runs.replicas
-    super_transition(rs, 0.2, 20, 2000)                                  # leave the start
-    state = rs.state()
     scores = {}
-    for name, eps in (("stuck", 30.0), ("mixing", 0.3)):
-        rs.restore(state)
+    for name, eps in (("stuck", 30.0), ("mixing", 0.3)):               # each from the same state (seeded)
+        runs = make_run(spec, X, Y, tuner={"kind": "fixed", "step_factor": 0.3, "num_steps": 20}, seed=4, k=4,
+                        data="folds", settings=HMCSettings(window=3))
+        rs = runs.replicas
+        super_transition(rs, 0.2, 20, 2000)                              # leave the start
         res = super_transition(rs, eps, 20, 400, rng=np.random.SeedSequence(9))
         scores[name] = (res.acceptance.mean(), runs.reward(res), cv_reward(res))
     (acc_stuck, esjd_stuck, cv_stuck), (acc_mix, esjd_mix, cv_mix) = scores["stuck"], scores["mixing"]
@@ -416,16 +414,17 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
 def test_step_calibration_is_made_once_after_warm_up_and_kept_in_the_state():
     from adaptive_hmc.samplers.calibration import curvature_scale
     rs = _replicas(calibrate_after=1)
+    rs.pending = []                                      # record the steps, as a run's sample store does
     super_transition(rs, 0.2, 10, 200)
     assert np.all(rs.step_calibration == 1.0)
     expected = [curvature_scale(r.model, r.chain.q, r.chain.hyper) for r in rs.replicas]
     super_transition(rs, 0.2, 10, 200)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12) and np.all(rs.step_calibration != 1.0)
-    state = rs.state()
+    state, steps = rs.state(), list(rs.pending)
     super_transition(rs, 0.2, 10, 200)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12)       # frozen
     fresh = _replicas(calibrate_after=1)
-    fresh.restore(state)
+    fresh.restore(state, steps)
     assert np.array_equal(fresh.step_calibration, state["step_calibration"])
     with pytest.raises(ValueError, match="calibrate_after"):
         _replicas(calibrate_after=-1)
@@ -481,13 +480,14 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
                           model=model, thin=1, test_sets={"t": arm.rows(401, 420)}, threads=1)
 
     rs = make()
+    rs.pending = []
     temps = [super_transition(rs, 1.0, 20, 120).record.temperature.mean() for _ in range(2)]
     assert temps[0] > 5.0 > temps[1]                   # 6 hot iterations then cooling
-    state = rs.state()
+    state, steps = rs.state(), list(rs.pending)
     assert all(not np.isclose(r.chain.kd[0], 0.5 * rs.dim) for r in rs.replicas)
     a = [super_transition(rs, 1.0, 20, 120).record for _ in range(2)]
     fresh = make()
-    fresh.restore(state)
+    fresh.restore(state, steps)
     b = [super_transition(fresh, 1.0, 20, 120).record for _ in range(2)]
     for ra, rb in zip(a, b):
         assert np.array_equal(ra.energy, rb.energy) and np.array_equal(ra.temperature, rb.temperature)
