@@ -21,7 +21,7 @@ from .models.mlp import predict as mlp_predict
 from .models.predictive import predictive_moments, predictive_probabilities
 from .models.priors import PriorSpec
 from .replicas import DEFAULT_WEIGHT_BY
-from .results import kept_samples, rhat_warning, run_diagnostics
+from .metrics import kept_samples, rhat_warning, run_diagnostics
 from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, Progress, make_run, run_super_transitions
 from .samplers.settings import HMCSettings
 

@@ -15,7 +15,8 @@ import numpy as np
 from .config import Config, ConfigError
 from .data import Standardizer, select_features
 from .replicas import memory_estimate
-from .results import RunDir, RunError, diagnostics_line, rhat_warning
+from .metrics import diagnostics_line, rhat_warning
+from .results import RunDir, RunError
 from .runner import Progress, make_run, run_super_transitions
 
 

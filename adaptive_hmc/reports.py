@@ -17,12 +17,13 @@ from scipy.stats import norm
 from .diagnostics import RHAT_LIMIT, arviz
 from .models.predictive import (class_probabilities, pointwise_log_likelihood, predicted_labels, squared_errors,
                                 standard_error)
-from .results import Run, RunDir, RunError, read_run, run_diagnostics
+from .metrics import run_diagnostics
+from .results import Run, RunDir, RunError, read_run
 
 
 def diagnostics(run: Run) -> dict:
     """The run's multi-chain diagnostics (summary.json's ``diagnostics``:
-    :func:`~adaptive_hmc.results.run_diagnostics`), computed from the run
+    :func:`~adaptive_hmc.metrics.run_diagnostics`), computed from the run
     directory for a summary written without them."""
     if "diagnostics" in run.summary:
         return run.summary["diagnostics"]

@@ -21,15 +21,11 @@ directory while it works.
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import io
 import json
 import os
 import platform
 import sys
 import time
-import zipfile
-import zlib
 from importlib import metadata as importlib_metadata
 from pathlib import Path
 from typing import NamedTuple
@@ -37,9 +33,10 @@ from typing import NamedTuple
 import numpy as np
 import yaml
 
+from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
 from .config import Config, ConfigError, parse, to_dict
 from .data import Standardizer
-from .diagnostics import RHAT_LIMIT, compute_spaced, diagnose
+from .metrics import kept_samples, summarize
 from .models.mlp import MLPSpec, predict
 from .models.predictive import predictive_moments, predictive_probabilities
 from .replicas import ReplicaSet, chain_indices
@@ -53,8 +50,6 @@ PREDICTIONS, SAMPLES = "predictions.npz", "samples.npz"
 TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
 #: Files a run writes when it starts, before its first checkpoint.
 START_FILES = {CONFIG, METADATA, LOG, LOCK, STORE}
-#: 2: each chain's dummy kinetic energy (annealing); 3: kept rows' weights; 4: state only (samples in the store)
-CHECKPOINT_FORMAT = 4
 
 
 class RunError(ValueError):
@@ -82,267 +77,6 @@ def versions() -> dict:
         except importlib_metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
-
-
-#: A super-transition whose mean acceptance is below this mixes poorly (issue of tuning, not of luck).
-LOW_ACCEPTANCE = 0.2
-#: Fewest kept samples of a chain for per-sample draws (below it, super-transition means are used).
-MIN_KEPT = 50
-
-
-def kept_samples(replicas: ReplicaSet) -> dict:
-    """The kept samples of every chain as :func:`prediction_draws` and
-    :func:`hyper_draws` take them (the arrays samples.npz stores)."""
-    W, noise, chain = replicas.samples()
-    A, _, _ = replicas.kept_rows()
-    return {"weights": W, "noise_precision": noise, "chain": chain, "weight": replicas.kept_weights(),
-            "hyper": A[:, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd}
-
-
-def _spaced_draws(kept: dict, rows, values) -> np.ndarray:
-    """Draws (chains, draws, ...) of ``values(mask)`` (one row per kept
-    sample of the chain ``mask`` selects), spaced by the samples' weights
-    (:func:`~adaptive_hmc.diagnostics.compute_spaced`, at most twice as many
-    draws as kept samples), each chain cut to the shortest."""
-    out = []
-    for r in rows:
-        mine = kept["chain"] == r
-        out.append(values(mine)[compute_spaced(kept["weight"][mine], max_draws=2 * int(mine.sum()))])
-    n = min(len(x) for x in out)
-    return np.stack([x[:n] for x in out])
-
-
-def _kept_per_chain(kept: dict, rows) -> int:
-    """The fewest kept samples of the chains ``rows``."""
-    chain = kept["chain"]
-    return int((np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)).min())
-
-
-def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, history_count) -> tuple:
-    """(draws, kind): draws (chains, draws, cases x outputs) of the test
-    predictions after burn-in of chains ``rows``. From the kept samples
-    (``kept``: weights (S, D), chain and weight (S,), target_mean and
-    target_sd; every ``thin``-th retained sample, network outputs at the test
-    inputs in the targets' units) when every chain kept at least
-    :data:`MIN_KEPT`, spaced by their weights
-    (:func:`_spaced_draws`; ``run.weight_by``); otherwise one draw per super-transition in which every chain retained
-    samples, the mean prediction of its samples (``history_pred`` (S, R, out,
-    N) sums, ``history_count`` (S, R)). Chains are cut to the shortest."""
-    fewest = _kept_per_chain(kept, rows)
-    if fewest >= MIN_KEPT or (np.size(history_pred) == 0 and fewest >= 4):
-        def outputs(mine):
-            F = predict(spec, kept["weights"][mine], X_test)                      # (S, N, out)
-            if spec.likelihood == "gaussian":
-                F = kept["target_mean"] + kept["target_sd"] * F
-            return F.reshape(len(F), -1)
-        return _spaced_draws(kept, rows, outputs), "samples"
-    P, C = np.asarray(history_pred), np.asarray(history_count)
-    if P.size == 0:
-        return np.zeros((len(rows), 0, 0)), "none"
-    P, C = P[:, rows], C[:, rows]
-    keep = np.all(C > 0, axis=1)
-    d = P[keep] / C[keep][:, :, None, None]                                         # (S, R, out, N)
-    return (np.transpose(d, (1, 0, 3, 2)).reshape(len(rows), int(keep.sum()), P.shape[2] * P.shape[3]),
-            "super-transition means")
-
-
-def hyper_draws(kept: dict, rows, history_hyper) -> np.ndarray:
-    """Draws (chains, draws, H') of the logs of the hyperparameters that vary
-    (fixed ones are left out) of chains ``rows``: the kept samples' when every
-    chain kept :data:`MIN_KEPT`, else each super-transition's last."""
-    if _kept_per_chain(kept, rows) >= MIN_KEPT:
-        y = _spaced_draws(kept, rows, lambda mine: kept["hyper"][mine])
-    else:
-        H = np.asarray(history_hyper)
-        y = np.transpose(H[:, rows], (1, 0, 2)) if H.size else np.empty((len(rows), 0, 0))
-    varying = np.ptp(y.reshape(-1, y.shape[2]), axis=0) > 0 if y.size else np.zeros(0, bool)
-    return np.log(y[:, :, varying])
-
-
-def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: dict, test_slices: dict,
-                    history_hyper, gradients: int, seconds: float) -> dict:
-    """summary.json's ``diagnostics``: R-hat and bulk and tail ESS across the
-    predicting chains ``rows`` (``chains``) of the test predictions of each
-    test set and of the hyperparameters
-    (:func:`~adaptive_hmc.diagnostics.diagnose`); ESS per 1000 of every
-    gradient the run computed (all chains, warm-up and burn-in included) and
-    per second of sampling. Empty when there are fewer than 4 draws."""
-    y, kind = prediction_draws(spec, kept, rows, predictions["X_test"], predictions["history_pred"],
-                               predictions["history_count"])
-    if y.shape[1] < 4:
-        return {}
-    n_out = spec.n_outputs
-    distinct = int(np.isin(kept["chain"], rows).sum()) if kind == "samples" else y.shape[0] * y.shape[1]
-    out = {"chains": chains, "draws": kind, "distinct_draws": distinct, "gradients": int(gradients),
-           "sampling_s": round(seconds, 2), "test": {}}
-    for name, sl in test_slices.items():
-        cols = (np.arange(sl.start, sl.stop)[:, None] * n_out + np.arange(n_out)).ravel()
-        out["test"][name] = diagnose(y[:, :, cols], gradients, seconds)
-    h = hyper_draws(kept, rows, history_hyper)
-    out["hyper"] = diagnose(h, gradients, seconds) if h.size and h.shape[1] >= 4 else None
-    found = [d["rhat_max"] for d in [*out["test"].values(), out["hyper"]] if d is not None]
-    out["rhat_max"] = None if None in found else max(found, default=None)
-    return out
-
-
-def diagnostics_line(summary: dict) -> str:
-    """One line of a finished run's answer and what it cost: the chains that
-    predict, the largest R-hat, the smallest and median ESS of the first test
-    set's predictions, per 1000 gradients and per second of sampling."""
-    d = summary.get("diagnostics") or {}
-    if not d.get("test"):
-        return f"{summary['leapfrog_steps']:,} gradients, {summary['wall_s']:.1f} s sampling (no test-set ESS)"
-    name, t = next(iter(d["test"].items()))
-    r = d["rhat_max"]
-    per_g, per_s = t["ess_per_1000_gradients"], t["ess_per_second"]
-    bound = (" (a lower bound: near the number of kept draws; a smaller run.thin measures more)"
-             if thin_limited(d) else "")
-    return (f"{t['chains']} {d['chains']!r} chains; R-hat max {'not finite' if r is None else f'{r:.3f}'}; "
-            f"ESS of the {name} predictions (smallest / median over outputs) {t['ess_bulk']['min']:.0f} / "
-            f"{t['ess_bulk']['median']:.0f}, per 1000 gradients {per_g['min']:.3f} / {per_g['median']:.3f} "
-            f"({d['gradients']:,} gradients, every chain), per second {per_s['min']:.2f} / {per_s['median']:.2f} "
-            f"({d['sampling_s']:.1f} s sampling, compiling apart){bound}")
-
-
-def thin_limited(diagnostics: dict) -> bool:
-    """Whether the median ESS of a test set's predictions exceeds half the
-    number of distinct draws it was measured on: the kept samples
-    (``run.thin``) then limit the figure, which is a lower bound of the
-    answer's ESS."""
-    d = diagnostics or {}
-    return any(t["ess_bulk"]["median"] > 0.5 * d["distinct_draws"] for t in d.get("test", {}).values())
-
-
-def rhat_warning(diagnostics: dict) -> str | None:
-    """A warning when the chains have not met (R-hat above
-    :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`, or a quantity stuck in a chain)."""
-    if not diagnostics or diagnostics.get("chains") is None:
-        return None
-    r = diagnostics["rhat_max"]
-    if r is not None and r <= RHAT_LIMIT:
-        return None
-    shown = "not finite (a chain never moved)" if r is None else f"{r:.3f}"
-    return (f"the largest R-hat across the {diagnostics['chains']!r} chains is {shown}, above {RHAT_LIMIT}: the "
-            f"chains have not met, so their answer is not yet the posterior's (run longer, or see the log for "
-            f"stuck chains)")
-
-
-def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compile_s: float = 0.0,
-              kept: dict | None = None) -> dict:
-    """summary.json: test errors per test set, CV error, acceptance, divergences,
-    stuck chains and the share of post-warm-up super-transitions with mean
-    acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps (every gradient of
-    every chain), wall time (sampling only) and compile time, final action, and
-    the multi-chain diagnostics of the predicting chains
-    (:func:`run_diagnostics`; ``kept``: :func:`kept_samples`, when the caller has them)."""
-    chains = cfg.replicas.predict_from
-    rows = replicas.chain_indices(chains)
-    metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
-    gradients = int(sum(e["leapfrog_steps"] for e in log))
-    diagnostics = run_diagnostics(replicas.spec, kept or kept_samples(replicas), rows, chains,
-                                  {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
-                                   "history_count": replicas.history_count}, replicas.test_slices,
-                                  replicas.history_hyper, gradients, wall_s) if replicas.history_pred else {}
-    burn = cfg.run.burn_in.super_transitions
-    cv = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
-    key = "mse" if replicas.spec.likelihood == "gaussian" else "error_rate"
-    return {
-        "name": cfg.name, "data": cfg.data.dataset or Path(cfg.data.path).stem, "seed": cfg.run.seed,
-        "tuner": cfg.tuner.kind, "predict_from": chains,
-        f"test_{key}": {n: m[key] for n, m in metrics.items()},
-        f"test_{key}_se": {n: m[f"{key}_se"] for n, m in metrics.items()},
-        "test_mlpd": {n: m["mlpd"] for n, m in metrics.items()},
-        "cv_error": float(np.mean(cv)) if cv else None,
-        "acceptance": float(np.mean([np.mean(e["acceptance"]) for e in log])) if log else None,
-        "divergences": int(sum(e["divergences"] for e in log)),
-        "stuck_super_transitions": sum(1 for e in log if e["stuck_chains"]),
-        "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions if cfg.tuner.kind == "bandit"
-                                               else 0:]),
-        "leapfrog_steps": gradients,
-        "super_transitions": len(log), "samples_retained": int(replicas.retained.sum()),
-        "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
-        "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),
-        "step_calibration": [round(float(c), 6) for c in replicas.step_calibration],
-        "diagnostics": diagnostics,
-    }
-
-
-TIMINGS = ("wall_s", "compile_s", "sampling_s", "ess_per_second")
-
-
-def untimed(summary):
-    """The summary without its timings (:data:`TIMINGS`, at any depth): what
-    the seed alone decides, whatever the machine, the thread count or a resume."""
-    if isinstance(summary, dict):
-        return {k: untimed(v) for k, v in summary.items() if k not in TIMINGS}
-    return summary
-
-
-def _low_share(log: list) -> float | None:
-    """Share of the super-transitions in ``log`` whose mean acceptance is below :data:`LOW_ACCEPTANCE`."""
-    if not log:
-        return None
-    return float(np.mean([np.mean(e["acceptance"]) < LOW_ACCEPTANCE for e in log]))
-
-
-class Checkpoint(NamedTuple):
-    """What a run needs, beside its sample store and log, to go on exactly where it stopped."""
-
-    replicas: dict     # ReplicaSet.state(): the chains, counters, step calibration
-    tuner: dict        # the tuner's state_dict()
-    n_log: int         # entries of log.jsonl that belong to it
-    wall_s: float      # sampling time so far
-
-
-def _checksum(arrays: dict) -> str:
-    h = hashlib.sha256()
-    for k in sorted(arrays):
-        a = np.ascontiguousarray(arrays[k])
-        h.update(f"{k}|{a.dtype.str}|{a.shape}|".encode())
-        h.update(a.tobytes())
-    return h.hexdigest()
-
-
-def pack_checkpoint(ck: Checkpoint) -> bytes:
-    """The checkpoint as npz bytes: the state's arrays, one JSON record of the
-    rest (its scalars, the tuner, the log's length), a checksum. The state's
-    fields are walked, not listed: :meth:`ReplicaSet.state` is their one list."""
-    arrays, scalars = {}, {}
-    for key, value in ck.replicas.items():
-        if key == "chains":
-            arrays.update({f"chain/{r}/{i}": a for r, chain in enumerate(value) for i, a in enumerate(chain)})
-            scalars["chain_arrays"] = [len(c) for c in value]
-        elif isinstance(value, np.ndarray):
-            arrays[f"state/{key}"] = value
-        else:
-            scalars[key] = value
-    record = {"format": CHECKPOINT_FORMAT, "state": scalars, "tuner": ck.tuner, "n_log": ck.n_log,
-              "wall_s": ck.wall_s}
-    arrays["record"] = np.frombuffer(json.dumps(record).encode(), np.uint8)
-    arrays["checksum"] = np.frombuffer(_checksum(arrays).encode(), np.uint8)
-    return _npz(**arrays)
-
-
-def unpack_checkpoint(data: bytes) -> Checkpoint:
-    """Inverse of :func:`pack_checkpoint`; ValueError for anything that is not
-    an intact checkpoint of this format."""
-    try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (OSError, ValueError, EOFError, RuntimeError, zipfile.BadZipFile, zlib.error) as e:
-        raise ValueError(f"not an npz archive ({e})") from None
-    if "checksum" not in arrays or "record" not in arrays:
-        raise ValueError("no checksum or record: not a checkpoint of this package")
-    stored = arrays.pop("checksum").tobytes().decode("ascii", "replace")
-    if stored != _checksum(arrays):
-        raise ValueError("checksum mismatch: the file is damaged")
-    record = json.loads(arrays["record"].tobytes())
-    if record.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"format {record.get('format')!r}; this version reads format {CHECKPOINT_FORMAT}")
-    state = dict(record["state"])
-    state["chains"] = [[arrays[f"chain/{r}/{i}"] for i in range(n)] for r, n in enumerate(state.pop("chain_arrays"))]
-    state.update({k.removeprefix("state/"): v for k, v in arrays.items() if k.startswith("state/")})
-    return Checkpoint(state, record["tuner"], int(record["n_log"]), float(record["wall_s"]))
 
 
 class RunDir:

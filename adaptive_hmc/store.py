@@ -31,7 +31,7 @@ import numpy as np
 from .replicas import Step
 
 STORE = "store"
-_ARRAYS = ("pred", "sq", "var", "lse", "count", "retained", "hyper", "kept_weight")
+_ARRAYS = tuple(f for f in Step._fields if f != "kept")      # the kept rows are stored by row, with their chain
 
 
 def atomic_write(path: Path, data: bytes, previous: Path | None = None) -> None:

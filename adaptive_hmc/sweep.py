@@ -33,7 +33,8 @@ from typing import NamedTuple
 import yaml
 
 from .config import ConfigError, parse
-from .results import RunDir, atomic_write
+from .results import RunDir
+from .store import atomic_write
 
 SWEEP_KEYS = {"name": "the sweep's name (runs go to sweeps/NAME by default)",
               "base": "a config file, or a list of them, relative to the sweep file",

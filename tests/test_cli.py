@@ -13,7 +13,8 @@ import yaml
 from adaptive_hmc.cli import main
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
-from adaptive_hmc.results import RunDir, read_run, untimed
+from adaptive_hmc.metrics import untimed
+from adaptive_hmc.results import RunDir, read_run
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 QUICK = sorted(CONFIGS.glob("*_quick.yaml"))
@@ -818,7 +819,7 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     from adaptive_hmc.diagnostics import chain_statistics, compute_spaced
     from adaptive_hmc.models.mlp import predict
     from adaptive_hmc.reports import compare, table
-    from adaptive_hmc.results import MIN_KEPT, prediction_draws, thin_limited
+    from adaptive_hmc.metrics import MIN_KEPT, prediction_draws, thin_limited
     raw = _small(_raw(), n=8)
     raw["replicas"].update(data="folds", full_data_chain=False)      # the thesis's: the replicas predict
     path = _write(tmp_path, raw)
@@ -1058,7 +1059,7 @@ def test_dexter_runs_through_the_cli_and_predicts_from_raw_word_counts(tmp_path,
 
 
 def test_the_end_of_run_warning_names_chains_that_have_not_met():
-    from adaptive_hmc.results import rhat_warning
+    from adaptive_hmc.metrics import rhat_warning
     assert rhat_warning({"chains": "full", "rhat_max": 1.004}) is None
     assert "is 1.050, above 1.01" in rhat_warning({"chains": "full", "rhat_max": 1.05})
     assert "not finite (a chain never moved)" in rhat_warning({"chains": "full", "rhat_max": None})

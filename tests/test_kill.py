@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adaptive_hmc.results import untimed
+from adaptive_hmc.metrics import untimed
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adaptive_hmc.results import untimed
+from adaptive_hmc.metrics import untimed
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -91,7 +91,8 @@ def test_killed_and_resumed_runs_end_as_uninterrupted_ones(tmp_path, warm_cache)
     for i in range(6):
         if (out / "summary.json").exists():
             break
-        proc = subprocess.Popen(_command(config, out, "--resume"), env=_env(tmp_path / "cold" if i == 0 else cache),
+        proc = subprocess.Popen(_command(config, out, *(["--resume"] if out.exists() else [])),  # as a user would
+                                env=_env(tmp_path / "cold" if i == 0 else cache),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         if i == 0:                  # while compiling, before any checkpoint
             time.sleep(rng.uniform(1.0, 3.0))
