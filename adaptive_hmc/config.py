@@ -293,6 +293,12 @@ class TunerConfig(_Strict):
         "this share of all rewards told, move by the acquisition whatever p_i says (the default: 0.05, so a chain "
         "that stops accepting late in a run does not keep its action for many super-transitions; the thesis: "
         "null, keep it with probability 1 - p_i)")
+    accept_floor: Optional[Number] = Field(
+        DEFAULT_BANDIT["accept_floor"], gt=0, lt=1, description="bandit: learn where actions fail: a second GP "
+        "models each action's acceptance (the chains' mean, 0 when a chain accepted nothing) and actions whose "
+        "acceptance is likely below this floor are not proposed, so a region where chains stop accepting is "
+        "visited once, not again; an action told below it is left at once (the default: 0.8; the thesis: null, "
+        "no such model)")
     fit_kernel: bool = Field(False, description="bandit: fit the GP's length scales and signal variance by "
                              "marginal likelihood (the thesis: fixed)")
     warmup_super_transitions: int = Field(DEFAULT_WARMUP, ge=0, description="first super-transitions whose "
@@ -312,7 +318,8 @@ class TunerConfig(_Strict):
                 "alpha": float(self.alpha), "delta": float(self.delta), "noise": float(self.noise),
                 "schedule": schedule, "first_action": self.first_action, "maxfun": self.maxfun,
                 "transform": self.transform, "log_axes": list(self.log_axes), "fit_kernel": self.fit_kernel,
-                "leave_below": None if self.leave_below is None else float(self.leave_below)}
+                "leave_below": None if self.leave_below is None else float(self.leave_below),
+                "accept_floor": None if self.accept_floor is None else float(self.accept_floor)}
 
 
 class BurnInConfig(_Strict):

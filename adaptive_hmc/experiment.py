@@ -158,6 +158,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
     meta["compile_s"] = round(meta.get("compile_s", 0.0) + replicas.compile(), 2)   # kept out of wall_s
     progress = Progress(cfg.run.super_transitions, len(log), quiet)
     done_here = 0
+    warned_stuck: list = []
     last = time.perf_counter()
 
     def after_each(entry, result):
@@ -165,6 +166,11 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         wall += time.perf_counter() - last        # the step itself, not the previous checkpoint
         rd.append_log(entry)
         progress.update(entry)
+        if entry["stuck_chains"] and not warned_stuck:         # said at once, not only at the end
+            warned_stuck.append(entry["i"])
+            print(f"{rd.path}: warning: in super-transition {entry['i']} (step factor {entry['step_factor']:.3g}, "
+                  f"L {entry['num_steps']}) chains {entry['stuck_chains']} accepted no trajectory; the run goes "
+                  f"on (the log's stuck_chains lists every such one)", file=sys.stderr, flush=True)
         done_here += 1
         if replicas.n_super % cfg.run.checkpoint_every == 0 or replicas.n_super == cfg.run.super_transitions:
             rd.save_checkpoint(replicas, tuner, log, wall)

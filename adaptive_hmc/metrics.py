@@ -189,6 +189,10 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "acceptance": float(np.mean([np.mean(e["acceptance"]) for e in log])) if log else None,
         "divergences": int(sum(e["divergences"] for e in log)),
         "stuck_super_transitions": sum(1 for e in log if e["stuck_chains"]),
+        "stuck_by_chain": np.bincount([c for e in log for c in e["stuck_chains"]],
+                                      minlength=replicas.n_replicas).tolist(),
+        "divergences_by_chain": np.sum([e["chain_divergences"] for e in log], axis=0, dtype=np.int64).tolist()
+        if log else [],
         "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions if cfg.tuner.kind == "bandit"
                                                else 0:]),
         "leapfrog_steps": gradients,

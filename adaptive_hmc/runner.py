@@ -23,7 +23,8 @@ from .tuners import BanditTuner, FixedTuner
 #: ESJD/sqrt(L) rewards, ranked (Gaussian copula) for the GP, the step factor on
 #: a log axis. The thesis's is reward "cv", transform "standardize", no log axes.
 DEFAULT_REWARD = "esjd"
-DEFAULT_BANDIT = {"transform": "rank", "log_axes": ("step_factor",), "leave_below": 0.05}
+DEFAULT_BANDIT = {"transform": "rank", "log_axes": ("step_factor",), "leave_below": 0.05, "accept_floor": 0.8,
+                  "accept_length_scales": {"num_steps": 1.0}}
 #: Super-transitions whose rewards are not told (configs and estimators alike).
 DEFAULT_WARMUP = 3
 
@@ -61,6 +62,22 @@ def fallback_reward(told: list) -> float:
     return min(told) - (spread if spread > 0 else abs(min(told)) + 1.0)
 
 
+#: A divergent share d of the trajectories counts as acceptance 1 - DIVERGENCE_WEIGHT d at most.
+DIVERGENCE_WEIGHT = 10.0
+
+
+def told_acceptance(acceptance, divergent_share: float = 0.0) -> float:
+    """What the tuner's feasibility model learns of a super-transition: the
+    chains' mean acceptance, lowered to 1 - 10 x the share of divergent
+    trajectories when that is less (a 2% divergent share counts as 0.8: the
+    energy error blew up there, a cliff is near), or 0 when a chain accepted
+    nothing (a stuck chain fails the action whatever the others did)."""
+    acceptance = np.asarray(acceptance, float)
+    if np.any(acceptance == 0):
+        return 0.0
+    return float(min(acceptance.mean(), max(0.0, 1.0 - DIVERGENCE_WEIGHT * divergent_share)))
+
+
 def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
          tell: bool = True, told: list = ()) -> tuple:
     """One iteration of the loop; returns (LogEntry, SuperTransitionResult).
@@ -69,11 +86,12 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric
     action = tuner.ask()
     result = super_transition(replicas, float(action["step_factor"]), int(action["num_steps"]), budget)
     raw = float(reward(result))
+    rec = result.record
     value, info = None, None
     if tell:
         value = raw if math.isfinite(raw) else fallback_reward(list(told))
-        info = tuner.tell(action, value)
-    rec = result.record
+        info = tuner.tell(action, value, acceptance=told_acceptance(
+            result.acceptance, float(rec.divergent.sum()) / max(rec.divergent.size, 1)))
     entry = LogEntry(i=result.index, step_factor=result.step_factor, num_steps=result.num_steps,
                      p=None if info is None else info.p, moved=False if info is None else info.moved,
                      reward=raw if math.isfinite(raw) else None, told=value,

@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LOW = 0.2   # a super-transition whose mean acceptance is below this counts as stuck
 
 #: Thesis reward model: config overrides (robot arm) and BanditTuner options (Gaussians).
-THESIS = {"tuner.reward": "cv", "tuner.transform": "standardize", "tuner.log_axes": [], "tuner.leave_below": None,
+THESIS = {"tuner.reward": "cv", "tuner.transform": "standardize", "tuner.log_axes": [], "tuner.leave_below": None, "tuner.accept_floor": None,
           "run.weight_by": "iterations"}
 ROBOT = {
     "robot_arm": {"config": "robot_arm_bandit.yaml", "grid": ([0.05, 0.1, 0.2, 0.4], [100, 500, 2500])},

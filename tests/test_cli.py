@@ -561,11 +561,14 @@ def test_stuck_chains_are_flagged_in_log_progress_summary_and_compare(tmp_path, 
     captured = capsys.readouterr()
     assert "STUCK: chains [0, 1, 2, 3, 4, 5, 6, 7] accepted nothing" in captured.out
     assert "warning: in 3 of 3 super-transitions some chain accepted no trajectory" in captured.err
+    assert captured.err.index("warning: in super-transition 0 (step factor 20, L 50) chains [0, 1, 2, 3, 4, 5, 6, 7] "
+                              "accepted no trajectory; the run goes on") < captured.err.index("in 3 of 3")
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert all(e["stuck_chains"] == list(range(8)) for e in log)
     assert "(no test-set ESS)" in captured.err           # 3 super-transitions: too few draws for an ESS
     s = json.loads((out / "summary.json").read_text())
     assert s["stuck_super_transitions"] == 3 and s["low_acceptance_share"] == 1.0
+    assert s["stuck_by_chain"] == [3] * 8 and len(s["divergences_by_chain"]) == 8
     md = tmp_path / "t.md"
     assert main(["compare", str(out), "--markdown", str(md)]) == 0
     head, _, row = md.read_text().splitlines()[:3]

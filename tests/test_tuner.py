@@ -10,6 +10,7 @@ from adaptive_hmc import BanditTuner, FixedTuner
 from adaptive_hmc.tuners import Exponential, GPRewardModel, Polynomial, Wang2013, maximize, ucb, ucb_beta
 
 BOUNDS = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
+BOUNDS_SMALL = {"step_factor": (0.01, 1.01), "num_steps": (10, 500)}
 
 
 class StandIn:
@@ -292,3 +293,51 @@ def test_leave_below_moves_off_a_collapsed_action_late_in_a_run():
     assert restored.leave_below == 0.05 and restored.ask() == default.ask()
     with pytest.raises(ValueError, match="leave_below"):
         BanditTuner(BOUNDS, leave_below=1.5)
+
+
+def _cliff(a, rng):
+    """An HMC-like response: acceptance falls from 1 at step factor 0.3 to 0 at
+    0.7, while the reward (a jump distance) grows with the step until then."""
+    acc = float(np.clip(1 - (a["step_factor"] - 0.3) / 0.4, 0, 1))
+    return acc * a["step_factor"] * np.sqrt(min(a["num_steps"], 200) / 200) * (1 + 0.1 * rng.normal()), acc
+
+
+def test_the_feasibility_model_visits_a_failing_region_once():
+    """Told each action's acceptance, the default tuner (accept_floor 0.8)
+    proposes an action whose chains accept under 5% once per run (the first
+    probe of the box's far corner), where the thesis's tuner keeps returning
+    to the cliff; it still ends near the best feasible step factor, and the
+    feasibility model says which side of the cliff is which. The option
+    survives a state round trip."""
+    from adaptive_hmc.runner import DEFAULT_BANDIT
+    failures = {}
+    for floor in (None, DEFAULT_BANDIT["accept_floor"]):
+        failures[floor] = []
+        for seed in range(4):
+            t = BanditTuner(BOUNDS_SMALL, seed=seed, maxfun=200, **{**DEFAULT_BANDIT, "accept_floor": floor})
+            rng = np.random.default_rng(seed)
+            bad = 0
+            for _ in range(60):
+                a = t.ask()
+                r, acc = _cliff(a, rng)
+                bad += acc < 0.05
+                t.tell(a, r, acceptance=acc)
+            failures[floor].append(bad)
+            if floor is not None:
+                assert 0.2 < t.ask()["step_factor"] < 0.5
+                p = t.feasibility(np.array([[0.1, 200], [1.0, 200]]))
+                assert p[0] > 0.9 and p[1] < 0.1
+    assert max(failures[0.8]) <= 1 and min(failures[None]) >= 3, failures
+    restored = BanditTuner.from_state(json.loads(json.dumps(t.state_dict())))
+    assert restored.accept_floor == 0.8 and restored.ask() == t.ask()
+    assert restored.accept_length_scales == {"num_steps": 1.0}
+    with pytest.raises(ValueError, match="accept_floor"):
+        BanditTuner(BOUNDS_SMALL, accept_floor=1.5)
+
+
+def test_told_acceptance_fails_stuck_chains_and_divergences():
+    from adaptive_hmc.runner import told_acceptance
+    assert told_acceptance([0.9, 0.7]) == pytest.approx(0.8)
+    assert told_acceptance([0.9, 0.0]) == 0.0                   # one stuck chain fails the action
+    assert told_acceptance([1.0, 1.0], divergent_share=0.02) == pytest.approx(0.8)
+    assert told_acceptance([1.0, 1.0], divergent_share=0.5) == 0.0

@@ -74,12 +74,25 @@ class BanditTuner:
         spends nine tenths of it above 0.1.
     model : stand-in reward model (``fit(X, y, noise_var)``,
         ``predict(X, return_std=True)``); default :class:`GPRewardModel`.
+    accept_floor : None (the thesis), or an acceptance rate: the tuner also
+        learns where actions fail (constrained Bayesian optimisation, Gelbart,
+        Snoek & Adams 2014). Each tell may carry the action's ``acceptance``
+        (the runner tells the chains' mean, 0 when a chain accepted nothing); a
+        second GP over the box models it
+        (optimistic where nothing was tried), and actions whose P(acceptance >
+        floor) is below one half are not proposed, so a region where a chain
+        stopped accepting is visited once, not again; an action told with
+        acceptance below the floor is left at once, whatever p_i says.
+    accept_length_scales : {name: length scale} of the feasibility GP, as a
+        fraction of the box side (default ``alpha`` for every dimension): a
+        dimension along which acceptance barely changes (L, for HMC) can say so.
     """
 
     def __init__(self, bounds, seed: int = 0, *, integer=None, alpha: float = 0.2, delta: float = 0.1,
                  noise: float = 0.1, schedule=None, first_action="centre", fit_kernel: bool = False,
                  maxfun: int = 1000, polish: bool = True, model=None, transform: str = "standardize",
-                 log_axes=(), leave_below: float | None = None):
+                 log_axes=(), leave_below: float | None = None, accept_floor: float | None = None,
+                 accept_length_scales: dict | None = None):
         self.bounds = check_bounds(bounds)
         self.names = list(self.bounds)
         if integer is None:
@@ -98,6 +111,15 @@ class BanditTuner:
         if leave_below is not None and not 0 < leave_below < 1:
             raise ValueError(f"leave_below={leave_below}: None or a share in (0, 1)")
         self.leave_below = None if leave_below is None else float(leave_below)
+        if accept_floor is not None and not 0 < accept_floor < 1:
+            raise ValueError(f"accept_floor={accept_floor}: None or an acceptance rate in (0, 1)")
+        self.accept_floor = None if accept_floor is None else float(accept_floor)
+        self.accept_length_scales = {str(k): float(v) for k, v in (accept_length_scales or {}).items()}
+        unknown = set(self.accept_length_scales) - set(self.bounds)
+        if unknown or not all(v > 0 for v in self.accept_length_scales.values()):
+            raise ValueError(f"accept_length_scales={accept_length_scales!r}: positive scales of {list(self.bounds)}")
+        self._feasibility_model = GPRewardModel(
+            len(self.bounds), [self.accept_length_scales.get(n, alpha) for n in self.bounds])
         self.log_axes = [n for n in self.names if n in set(log_axes)]
         unknown = set(log_axes) - set(self.names)
         if unknown:
@@ -119,6 +141,7 @@ class BanditTuner:
         self._rng = np.random.default_rng(self.seed)
         self._history = []
         self._sums = {}
+        self._accepts = {}          # action -> [unit point, sum of told acceptances, count]
         if isinstance(first_action, dict):
             self._initial = [self._action(self._unit(first_action))]
         elif first_action == "centre":
@@ -159,28 +182,75 @@ class BanditTuner:
         """The action to try next (the same until the next tell)."""
         return dict(self._pending)
 
-    def tell(self, action: dict, reward: float) -> TellInfo:
-        """Record ``reward`` (higher is better) for ``action`` and choose the next action."""
-        x = self._unit(action)
+    def tell(self, action: dict, reward: float, acceptance: float | None = None) -> TellInfo:
+        """Record ``reward`` (higher is better) for ``action`` and choose the
+        next action; ``acceptance`` (the smallest over the chains) feeds the
+        feasibility model when :attr:`accept_floor` is set."""
+        self._unit(action)                                  # a ValueError naming what is wrong with it
         if not math.isfinite(reward):
             raise ValueError(f"reward={reward!r} for {action}: must be finite (score failures with a low reward)")
-        key = tuple(action[n] for n in self.names)
-        s = self._sums.setdefault(key, [x, 0.0, 0])
-        s[1] += float(reward)
-        s[2] += 1
+        acceptance = None if self.accept_floor is None or acceptance is None else float(acceptance)
         i = len(self._history) + 1
+        collapsed = self._collapsed(float(reward))
+        self._record({"action": {n: action[n] for n in self.names}, "reward": float(reward),
+                      **({} if acceptance is None else {"acceptance": acceptance})})
         if self._initial:
             p, moved, left, nxt = 1.0, True, False, self._initial.pop(0)
         else:
             p = float(self.schedule(i))
             moved = bool(self._rng.random() < p)
-            left = not moved and self._collapsed(float(reward))
+            failed = acceptance is not None and acceptance < self.accept_floor
+            left = not moved and (failed or collapsed)
             moved = moved or left
             nxt = self._argmax(i, p) if moved else {n: action[n] for n in self.names}
-        self._history.append({"action": {n: action[n] for n in self.names}, "reward": float(reward),
-                              "p": p, "moved": moved, **({"left": True} if left else {})})
+        self._history[-1].update(p=p, moved=moved, **({"left": True} if left else {}))
         self._pending = nxt
         return TellInfo(p, moved)
+
+    def _record(self, h: dict) -> None:
+        """Add history entry ``h`` and its reward (and acceptance) to the per-action sums."""
+        key = tuple(h["action"][n] for n in self.names)
+        x = self._unit(h["action"])
+        s = self._sums.setdefault(key, [x, 0.0, 0])
+        s[1] += h["reward"]
+        s[2] += 1
+        if "acceptance" in h:
+            a = self._accepts.setdefault(key, [x, 0.0, 0])
+            a[1] += h["acceptance"]
+            a[2] += 1
+        self._history.append(dict(h, action=dict(h["action"])))
+
+    #: Acceptance units per unit of the feasibility GP's target, the told
+    #: acceptances' noise sd, and the prior's optimism: an untried region is
+    #: expected PRIOR_MARGIN scale units above the floor (feasible with
+    #: probability Phi(2) = 0.98), so exploration is not held back until a
+    #: failure nearby says otherwise.
+    ACCEPT_SCALE, ACCEPT_NOISE, PRIOR_MARGIN = 0.05, 0.03, 2.0
+    #: Actions feasible with a smaller probability are not proposed.
+    FEASIBLE = 0.8
+
+    def _feasible(self, X) -> np.ndarray:
+        """P(acceptance > :attr:`accept_floor`) at unit points X (n, d) under
+        the feasibility GP (1 when nothing is known)."""
+        if not self._accepts:
+            return np.ones(len(np.atleast_2d(X)))
+        m, s = self._feasibility_model.predict(np.atleast_2d(X), return_std=True)
+        return norm.cdf((m + self.PRIOR_MARGIN) / np.maximum(s, 1e-9))
+
+    def _penalty(self, X) -> np.ndarray:
+        """What the acquisition loses at unit points X for likely failure:
+        0 where P(feasible) >= :data:`FEASIBLE`, steeply more below (a
+        constraint that keeps DIRECT's landscape continuous)."""
+        return 100.0 * np.maximum(self.FEASIBLE - self._feasible(X), 0.0)
+
+    def _fit_feasibility(self):
+        if self._accepts:
+            v = list(self._accepts.values())
+            y = np.array([a[1] / a[2] for a in v])
+            counts = np.array([a[2] for a in v], float)
+            margin = np.minimum((y - self.accept_floor) / self.ACCEPT_SCALE, self.PRIOR_MARGIN)  # safe is safe
+            self._feasibility_model.fit(np.array([a[0] for a in v]), margin - self.PRIOR_MARGIN,
+                                        (self.ACCEPT_NOISE / self.ACCEPT_SCALE) ** 2 / counts)
 
     def _collapsed(self, reward: float) -> bool:
         """Whether ``reward`` (not yet in the history) ranks among the lowest
@@ -218,11 +288,12 @@ class BanditTuner:
 
     def _argmax(self, i, p) -> dict:
         self._fit()
+        self._fit_feasibility()
         beta = ucb_beta(i + 1, len(self.names), self.delta)
 
         def acq(x):
             m, s = self.model.predict(np.atleast_2d(x), return_std=True)
-            return float(ucb(m[0], s[0], beta, p))
+            return float(ucb(m[0], s[0], beta, p) - self._penalty(x)[0])
 
         x, _ = maximize(acq, len(self.names), self.maxfun, self.polish)
         return self._action(x)
@@ -231,7 +302,8 @@ class BanditTuner:
     @property
     def history(self) -> list:
         """One dict per tell: action, reward, p (move probability used after it),
-        moved, and ``left`` when the move was forced by :attr:`leave_below`."""
+        moved, ``acceptance`` (with :attr:`accept_floor`), and ``left`` when the
+        move was forced by :attr:`leave_below` or an acceptance below the floor."""
         return [dict(h, action=dict(h["action"])) for h in self._history]
 
     def predict(self, actions) -> tuple:
@@ -251,7 +323,14 @@ class BanditTuner:
         """The acquisition u-bar (in the GP's units) that the next move would maximise."""
         i = len(self._history)
         m, s = self._latent(actions)
-        return ucb(m, s, ucb_beta(i + 1, len(self.names), self.delta), float(self.schedule(max(i, 1))))
+        self._fit_feasibility()
+        return (ucb(m, s, ucb_beta(i + 1, len(self.names), self.delta), float(self.schedule(max(i, 1))))
+                - self._penalty(self._unit_points(actions)))
+
+    def feasibility(self, actions) -> np.ndarray:
+        """P(acceptance > :attr:`accept_floor`) at ``actions`` (n, d) in original units (1 when unknown)."""
+        self._fit_feasibility()
+        return self._feasible(self._unit_points(actions))
 
     def grid(self, n: int = 50) -> dict:
         """GP mean, sd and acquisition on an n-per-dimension grid (for plots;
@@ -282,6 +361,7 @@ class BanditTuner:
         return {"kind": "bandit", "bounds": {n: list(b) for n, b in self.bounds.items()},
                 "integer": self.integer, "alpha": self.alpha, "delta": self.delta, "noise": self.noise,
                 "transform": self.transform, "log_axes": self.log_axes, "leave_below": self.leave_below,
+                "accept_floor": self.accept_floor, "accept_length_scales": self.accept_length_scales,
                 "schedule": schedule_to_dict(self.schedule), "fit_kernel": self.fit_kernel,
                 "maxfun": self.maxfun, "polish": self.polish, "seed": self.seed,
                 "first_action": self.first_action, "rng": self._rng.bit_generator.state,
@@ -292,16 +372,13 @@ class BanditTuner:
         t = cls({n: tuple(b) for n, b in state["bounds"].items()}, state["seed"], integer=state["integer"],
                 alpha=state["alpha"], delta=state["delta"], noise=state["noise"],
                 transform=state["transform"], log_axes=state.get("log_axes", ()),
-                leave_below=state.get("leave_below"),
+                leave_below=state.get("leave_below"), accept_floor=state.get("accept_floor"),
+                accept_length_scales=state.get("accept_length_scales"),
                 schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
                 fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"], model=model)
         t._rng.bit_generator.state = state["rng"]
         for h in state["history"]:
-            key = tuple(h["action"][n] for n in t.names)
-            s = t._sums.setdefault(key, [t._unit(h["action"]), 0.0, 0])
-            s[1] += h["reward"]
-            s[2] += 1
-            t._history.append(dict(h, action=dict(h["action"])))
+            t._record(h)
         t._pending = dict(state["pending"])
         t._initial = [dict(a) for a in state["initial"]]
         return t

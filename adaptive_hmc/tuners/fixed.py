@@ -23,7 +23,7 @@ class FixedTuner:
     def ask(self) -> dict:
         return dict(self.action)
 
-    def tell(self, action: dict, reward: float) -> TellInfo:
+    def tell(self, action: dict, reward: float, acceptance: float | None = None) -> TellInfo:
         self._history.append({"action": dict(action), "reward": float(reward), "p": 0.0, "moved": False})
         return TellInfo(0.0, False)
 

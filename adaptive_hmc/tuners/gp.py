@@ -25,16 +25,17 @@ class GPRewardModel:
     """GP over actions in [0, 1]^d; ``fit(X, y, noise_var)`` then
     ``predict(X, return_std=True)`` (any object with these two methods can stand in)."""
 
-    def __init__(self, dim: int, length_scale: float = 0.2, fit_kernel: bool = False):
+    def __init__(self, dim: int, length_scale=0.2, fit_kernel: bool = False):
         self.dim = dim
-        self.length_scale = length_scale
+        self.length_scale = length_scale            # one for every dimension, or one per dimension
         self.fit_kernel = fit_kernel
         self.gp = None
 
     def fit(self, X, y, noise_var):
         ls_bounds = (1e-2, 1e1) if self.fit_kernel else "fixed"
         c_bounds = (1e-2, 1e2) if self.fit_kernel else "fixed"
-        kernel = ConstantKernel(1.0, c_bounds) * RBF([self.length_scale] * self.dim, ls_bounds)
+        kernel = ConstantKernel(1.0, c_bounds) * RBF(np.broadcast_to(self.length_scale, (self.dim,)).tolist(),
+                                                     ls_bounds)
         self.gp = GaussianProcessRegressor(kernel, alpha=np.asarray(noise_var) + 1e-10,
                                            optimizer="fmin_l_bfgs_b" if self.fit_kernel else None)
         self.gp.fit(np.asarray(X, float), np.asarray(y, float))
