@@ -16,12 +16,11 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .data import Standardizer
-from .models.mlp import MLPSpec
-from .models.mlp import predict as mlp_predict
-from .models.predictive import predictive_moments, predictive_probabilities
-from .models.priors import PriorSpec
-from .replicas import DEFAULT_WEIGHT_BY
 from .metrics import kept_samples, rhat_warning, run_diagnostics
+from .models.mlp import MLPSpec
+from .models.priors import PriorSpec
+from .posterior import Posterior
+from .replicas import DEFAULT_WEIGHT_BY
 from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, Progress, make_run, run_super_transitions
 from .samplers.settings import HMCSettings
 
@@ -81,6 +80,11 @@ class _BNN(BaseEstimator):
         posterior = np.isin(kept["chain"], rows)
         self.weights_, self.noise_ = kept["weights"][posterior], kept["noise_precision"][posterior]
         self.sample_weights_ = kept["weight"][posterior]
+        n_out = spec.n_outputs
+        scale = getattr(self, "y_scale_", None)                         # regression's target standardisation
+        self.posterior_ = Posterior(spec, self.weights_, self.noise_, self.sample_weights_, self.x_scale_,
+                                    np.zeros(n_out) if scale is None else scale.mean,
+                                    np.ones(n_out) if scale is None else scale.sd)
         # R-hat and ESS of the fitted values (the predictions at the training inputs) across the posterior's
         # chains, per 1000 of every gradient the fit computed and per second of sampling.
         self.diagnostics_ = run_diagnostics(
@@ -102,10 +106,9 @@ class _BNN(BaseEstimator):
                           f"rest on a very short run (raise super_transitions)", ConvergenceWarning, stacklevel=3)
         return self
 
-    def _outputs(self, X):
+    def _inputs(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        return mlp_predict(self.spec_, self.weights_, self.x_scale_.transform(X))
+        return validate_data(self, X, reset=False, dtype=np.float64)
 
 
 _COMMON_DOC = """
@@ -154,8 +157,8 @@ class BNNRegressor(RegressorMixin, _BNN):
 
     def predict(self, X, return_std: bool = False):
         """Posterior predictive mean; with ``return_std`` also its sd, noise included."""
-        mean, var = predictive_moments(self._outputs(X), self.noise_, self.sample_weights_)   # standardised units
-        mean, sd = self.y_scale_.inverse(mean), np.sqrt(var) * self.y_scale_.sd
+        X = self._inputs(X)                                # NotFittedError first
+        mean, sd = self.posterior_.predict(X, return_std=True)
         if self.single_output_:
             mean, sd = mean[:, 0], sd[:, 0]
         return (mean, sd) if return_std else mean
@@ -188,7 +191,8 @@ class BNNClassifier(ClassifierMixin, _BNN):
         return self._fit(self.x_scale_.transform(X), codes.astype(float), spec, self.cv_metric)
 
     def predict_proba(self, X):
-        return predictive_probabilities(self._outputs(X), self.spec_.likelihood, self.sample_weights_)
+        X = self._inputs(X)
+        return self.posterior_.predict_proba(X)
 
     def predict(self, X):
         P = self.predict_proba(X)

@@ -18,6 +18,7 @@ from .diagnostics import RHAT_LIMIT, arviz
 from .models.predictive import (class_probabilities, pointwise_log_likelihood, predicted_labels, squared_errors,
                                 standard_error)
 from .metrics import run_diagnostics
+from .posterior import Posterior
 from .results import Run, RunDir, RunError, read_run
 
 
@@ -385,7 +386,8 @@ def export(d) -> Path:
 
     def at(X, Y):
         """(mean outputs or probabilities, replicated targets, log likelihood) per draw at inputs X, targets Y."""
-        F, tau = run.outputs(W, noise, X)                                 # original units
+        F, tau = Posterior(run.spec, W, noise, np.ones(len(W)), run.input_map, s["target_mean"],
+                           s["target_sd"]).outputs_at(X)                  # original units
         if lik == "gaussian":
             return F, F + rng.standard_normal(F.shape) / np.sqrt(tau[:, None, :]), \
                 pointwise_log_likelihood(F, tau, Y, lik)

@@ -37,8 +37,8 @@ from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
 from .config import Config, ConfigError, parse, to_dict
 from .data import Standardizer
 from .metrics import kept_samples, summarize
-from .models.mlp import MLPSpec, predict
-from .models.predictive import predictive_moments, predictive_probabilities
+from .models.mlp import MLPSpec
+from .posterior import Posterior
 from .replicas import ReplicaSet, chain_indices
 from .runner import LogEntry
 from .store import STORE, SampleStore, atomic_write, npz_bytes
@@ -336,21 +336,17 @@ class Run(NamedTuple):
         """Rows of ``chains`` ("all", "full", "replicas") in the per-chain arrays."""
         return chain_indices(chains, self.n_cv, self.predictions["history_count"].shape[1])
 
-    def _outputs(self, X, chains: str | None):
-        """Network outputs (S, N, n_out) of the kept samples of ``chains`` (default:
-        the config's ``replicas.predict_from``) at inputs X (N, n_in), their noise
-        precisions and their weights (``run.weight_by``)."""
+    def posterior(self, chains: str | None = None) -> Posterior:
+        """The kept samples of ``chains`` (default: the config's
+        ``replicas.predict_from``) as a :class:`~adaptive_hmc.posterior.Posterior`."""
         chains = chains or self.config.replicas.predict_from
-        X = np.asarray(X, dtype=np.float64)
-        if X.ndim != 2 or X.shape[1] != self.n_raw_inputs:
-            raise ValueError(f"inputs have shape {X.shape}; the run takes (N, {self.n_raw_inputs})")
         keep = np.isin(self.samples["chain"], self.chain_indices(chains))
         if not keep.any():
             raise RunError(f"{self.dir}: no kept samples of chains {chains!r} (run.thin: 0 keeps none, and "
                            f"burn-in keeps none of its super-transitions); rerun with run.thin > 0")
-        Xs = self.input_map.transform(X)
-        return (*self.outputs(self.samples["weights"][keep], self.samples["noise_precision"][keep], Xs),
-                self.samples["weight"][keep])
+        s = self.samples
+        return Posterior(self.spec, s["weights"][keep], s["noise_precision"][keep], s["weight"][keep],
+                         self.input_map, s["target_mean"], s["target_sd"])
 
     @property
     def input_map(self) -> Standardizer:
@@ -366,34 +362,15 @@ class Run(NamedTuple):
         """Columns of a raw input row (a feature selection keeps fewer for the network)."""
         return self.input_map.width
 
-    def outputs(self, W, noise, Xs) -> tuple:
-        """Network outputs (S, N, n_out) of weight vectors W at inputs Xs in the
-        network's units (standardised as the run's inputs were; ``X_test`` of
-        predictions.npz is), and the noise precisions ``noise`` (S, n_out), both
-        in the targets' original units (the chains sample standardised targets
-        when ``data.standardize_targets``)."""
-        F = predict(self.spec, W, Xs)
-        if self.likelihood != "gaussian":
-            return F, noise
-        mu, sd = self.samples["target_mean"], self.samples["target_sd"]
-        return mu + sd * F, noise / sd ** 2
-
     def predict(self, X, return_std: bool = False, chains: str | None = None):
-        """Regression: posterior predictive mean (N, n_out), and with
-        ``return_std`` its sd, noise included. Classification: the label
-        (class index) of the averaged class probabilities."""
-        if self.likelihood != "gaussian":
-            return self.predict_proba(X, chains).argmax(axis=1)
-        F, noise, w = self._outputs(X, chains)
-        mean, var = predictive_moments(F, noise, w)
-        return (mean, np.sqrt(var)) if return_std else mean
+        """:meth:`Posterior.predict <adaptive_hmc.posterior.Posterior.predict>` of :meth:`posterior`."""
+        return self.posterior(chains).predict(X, return_std)
 
     def predict_proba(self, X, chains: str | None = None) -> np.ndarray:
         """Class probabilities (N, K), averaged over the kept samples (by their weights)."""
         if self.likelihood == "gaussian":
             raise RunError(f"{self.dir}: a regression run has no class probabilities; use predict")
-        F, _, w = self._outputs(X, chains)
-        return predictive_probabilities(F, self.likelihood, w)
+        return self.posterior(chains).predict_proba(X)
 
     def test_sets(self) -> list:
         """(name, slice of the test cases) of each test set."""

@@ -12,6 +12,7 @@ LAYERS = [
     ("jit", "diagnostics", "tasks"),
     ("data",),
     ("models",),
+    ("posterior",),
     ("samplers",),
     ("replicas",),
     ("store",),
