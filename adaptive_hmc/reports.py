@@ -18,7 +18,6 @@ from .diagnostics import RHAT_LIMIT, arviz
 from .models.predictive import (class_probabilities, pointwise_log_likelihood, predicted_labels, squared_errors,
                                 standard_error)
 from .metrics import run_diagnostics
-from .posterior import Posterior
 from .results import Run, RunDir, RunError, read_run
 
 
@@ -377,7 +376,7 @@ def export(d) -> Path:
         raise RunError(f"{run.dir}: no kept samples of the {'full-data' if posterior else 'fold'} chains to export")
     n = min(int(np.sum(s["chain"] == r)) for r in chains)
     pick = np.concatenate([np.flatnonzero(s["chain"] == r)[:n] for r in chains])       # chain-major
-    W, noise, st = s["weights"][pick], s["noise_precision"][pick], s["super_transition"][pick]
+    W, st = s["weights"][pick], s["super_transition"][pick]
     R, lik = len(chains), run.likelihood
     rng = np.random.default_rng(np.random.SeedSequence([run.summary["seed"], 20]))   # replicated targets
 
@@ -386,8 +385,7 @@ def export(d) -> Path:
 
     def at(X, Y):
         """(mean outputs or probabilities, replicated targets, log likelihood) per draw at inputs X, targets Y."""
-        F, tau = Posterior(run.spec, W, noise, np.ones(len(W)), run.input_map, s["target_mean"],
-                           s["target_sd"]).outputs_at(X)                  # original units
+        F, tau = run.posterior(keep=pick).outputs_at(X)                   # original units
         if lik == "gaussian":
             return F, F + rng.standard_normal(F.shape) / np.sqrt(tau[:, None, :]), \
                 pointwise_log_likelihood(F, tau, Y, lik)

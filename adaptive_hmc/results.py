@@ -336,12 +336,14 @@ class Run(NamedTuple):
         """Rows of ``chains`` ("all", "full", "replicas") in the per-chain arrays."""
         return chain_indices(chains, self.n_cv, self.predictions["history_count"].shape[1])
 
-    def posterior(self, chains: str | None = None) -> Posterior:
+    def posterior(self, chains: str | None = None, keep=None) -> Posterior:
         """The kept samples of ``chains`` (default: the config's
-        ``replicas.predict_from``) as a :class:`~adaptive_hmc.posterior.Posterior`."""
+        ``replicas.predict_from``), or those ``keep`` picks (a mask or indices
+        into samples.npz's rows), as a :class:`~adaptive_hmc.posterior.Posterior`."""
         chains = chains or self.config.replicas.predict_from
-        keep = np.isin(self.samples["chain"], self.chain_indices(chains))
-        if not keep.any():
+        if keep is None:
+            keep = np.isin(self.samples["chain"], self.chain_indices(chains))
+        if not np.asarray(keep).any():
             raise RunError(f"{self.dir}: no kept samples of chains {chains!r} (run.thin: 0 keeps none, and "
                            f"burn-in keeps none of its super-transitions); rerun with run.thin > 0")
         s = self.samples

@@ -86,7 +86,7 @@ def ours(target: str, seed: int, runs: Path, quick: bool) -> dict:
     parts = []
     for r in rows:                               # the kept draws spaced by their weights, as the diagnostics
         mine = S["chain"] == r
-        F, noise = run.outputs(S["weights"][mine], S["noise_precision"][mine], X)
+        F, noise = run.posterior(keep=mine).outputs_at(X)
         idx = compute_spaced(S["weight"][mine], max_draws=2 * int(mine.sum()))
         parts.append((F[idx], 1.0 / noise[idx]))
     n = min(len(f) for f, _ in parts)
