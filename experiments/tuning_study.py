@@ -42,7 +42,7 @@ from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.replicas import DEFAULT_WEIGHT_BY
-from adaptive_hmc.runner import DEFAULT_BANDIT
+from adaptive_hmc.runner import DEFAULT_BANDIT, told_acceptance
 from adaptive_hmc.diagnostics import compute_spaced, draws_ess
 from adaptive_hmc.reports import diagnostics
 from adaptive_hmc.results import RunDir, read_run
@@ -146,20 +146,22 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
         action = tuner.ask()
         eps, L = float(action["step_size"]), int(action["num_steps"])
         settings = hmc_settings(num_steps=L, step_size=eps)
-        esjd, accepted, n = 0.0, 0, size["budget"] // L
+        esjd, accepted, diverged, n = 0.0, 0, 0, size["budget"] // L
         for _ in range(n):
             state, info = hmc(state, settings, rng)
             esjd += info.accept_prob * info.squared_jump
             accepted += info.accepted
-            divergences += info.divergent
+            diverged += info.divergent
             grads += info.num_steps
             if i >= size["burn_in"]:
                 draws.append(state.position.copy())
                 weights.append(L if weight_by == "gradients" else 1)
         if i >= size["warmup"]:
-            tuner.tell(action, esjd / n / math.sqrt(L) if n else 0.0)
+            tuner.tell(action, esjd / n / math.sqrt(L) if n else 0.0,      # the acceptance as a run tells it
+                       acceptance=told_acceptance([accepted / max(n, 1)], diverged / max(n, 1)))
             told += 1
             low.append(accepted / max(n, 1) < LOW)
+        divergences += diverged
     def ess(d):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -205,7 +207,7 @@ class _Fixed:
     def ask(self):
         return dict(self.action)
 
-    def tell(self, action, reward):
+    def tell(self, action, reward, acceptance=None):
         pass
 
 
