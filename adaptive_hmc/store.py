@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -118,9 +119,6 @@ class SampleStore:
         return steps
 
     def remove(self) -> None:
-        for _, p in self.shards():
-            p.unlink()
+        """Remove the store (a run that starts over)."""
         if self.path.is_dir():
-            for p in self.path.iterdir():
-                p.unlink()
-            self.path.rmdir()
+            shutil.rmtree(self.path)
