@@ -56,10 +56,6 @@ class RunError(ValueError):
     """A run directory that cannot be used as asked; the message says what to do."""
 
 
-def _npz(**arrays) -> bytes:
-    return npz_bytes(compress=True, **arrays)
-
-
 def _json(obj) -> bytes:
     return json.dumps(obj, indent=2).encode()
 
@@ -284,10 +280,10 @@ class RunDir:
                 pr = replicas.prediction(n, chains=chains)
                 for f in ("mean", "var", "lower", "upper", "lpd"):
                     arrays[f"{n}/{f}"] = getattr(pr, f)
-        atomic_write(self.file(PREDICTIONS), _npz(**arrays))
+        atomic_write(self.file(PREDICTIONS), npz_bytes(**arrays))
         kept = kept_samples(replicas)
         super_index = replicas.kept_rows()[2]
-        atomic_write(self.file(SAMPLES), _npz(weights=kept["weights"], noise_precision=kept["noise_precision"],
+        atomic_write(self.file(SAMPLES), npz_bytes(weights=kept["weights"], noise_precision=kept["noise_precision"],
                                               chain=kept["chain"], arch=replicas.spec.arch, hyper=kept["hyper"],
                                               super_transition=super_index, weight=kept["weight"],
                                               input_mean=x_scale.mean, input_sd=x_scale.sd,
@@ -322,10 +318,6 @@ class Run(NamedTuple):
     @property
     def likelihood(self) -> str:
         return self.spec.likelihood
-
-    def retained(self) -> np.ndarray:
-        """Mask of the super-transitions in which every chain retained samples (after burn-in)."""
-        return np.all(self.predictions["history_count"] > 0, axis=1)
 
     @property
     def n_cv(self) -> int:
