@@ -193,7 +193,11 @@ class SamplerConfig(_Strict):
                         "shortest L the tuner may ask for")
     persistence: Number = Field(_SETTINGS["persistence"], description="alpha of the partial momentum refresh, in "
                                 "[0, 1) (0: fresh momentum)")
-    jitter: bool = Field(_SETTINGS["jitter"], description="draw each trajectory's length uniformly from 1..L")
+    jitter: Optional[bool] = Field(None, description="draw each trajectory's length uniformly from 1..L (a "
+                                   "super-transition then runs 2 budget / (L + 1) iterations, the budget on "
+                                   "average); null: on with the bandit tuner for kind hmc without annealing (so "
+                                   "that the tuned L does not lock onto a period of the posterior), off otherwise "
+                                   "(the hand recipes and the thesis)")
     step_nu: Number = Field(_SETTINGS["step_nu"], description="randomise the step as eps exp(nu C), C Cauchy "
                             "(Neal 1992 eq 23); 0 keeps it fixed")
     max_energy_error: Number = Field(_SETTINGS["max_energy_error"], description="energy errors above this count "
@@ -227,7 +231,7 @@ class SamplerConfig(_Strict):
 
     def settings(self) -> HMCSettings:
         """The settings template of every iteration (step and L come from the tuner)."""
-        return HMCSettings(window=self.window, persistence=self.persistence, jitter=self.jitter,
+        return HMCSettings(window=self.window, persistence=self.persistence, jitter=bool(self.jitter),
                            step_nu=self.step_nu, max_energy_error=self.max_energy_error, gibbs=self.gibbs,
                            initial_phase_steps=self.initial_phase_steps, kind=KINDS.index(self.kind),
                            step_size=np.empty(0) if self.base_step is None else np.array([float(self.base_step)]),
@@ -361,6 +365,15 @@ class Config(_Strict):
                                      "full-data chain")
     tuner: TunerConfig = Field(description="who chooses (eps, L)")
     run: RunConfig = Field(description="budget, length, burn-in, seed, checkpoints")
+
+    @model_validator(mode="after")
+    def _jitter_default(self):
+        """Fill sampler.jitter: on for the bandit-tuned HMC sampler, off otherwise."""
+        s = self.sampler
+        if s.jitter is not None:
+            return self
+        on = self.tuner.kind == "bandit" and s.kind == "hmc" and not s.anneal
+        return self.model_copy(update={"sampler": s.model_copy(update={"jitter": on})})
 
     @model_validator(mode="after")
     def _replicas_defaults(self):

@@ -29,8 +29,8 @@ class _BNN(BaseEstimator):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY):
-        self.reward, self.weight_by = reward, weight_by
+                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True):
+        self.reward, self.weight_by, self.jitter = reward, weight_by, jitter
         self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
         self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
         self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
@@ -65,7 +65,8 @@ class _BNN(BaseEstimator):
             spec, X, Y, tuner={"kind": "bandit", "bounds": bounds}, seed=self.seed, reward=self.reward,
             cv_metric=metric, k=self.k,
             full_data_chain=self.reward == "cv", priors=self.priors or PriorSpec(),
-            settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps),
+            settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
+                                 jitter=bool(self.jitter)),
             thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads, weight_by=self.weight_by)
         progress = Progress(self.super_transitions, 0, quiet=not self.verbose)
         try:
@@ -120,6 +121,8 @@ _COMMON_DOC = """
     super_transitions, budget : number of super-transitions and leapfrog steps per replica in each.
     step_factor_bounds, num_steps_bounds : the box the bandit tunes (eps, L) in.
     window : acceptance window of the HMC transitions.
+    jitter : draw each trajectory's length uniformly from 1..L (the budget is then spent on average), so
+        that the tuned L does not lock onto a period of the posterior; False: every trajectory has L steps.
     initial_phase_steps : leapfrog steps with the hyperparameters fixed before Gibbs updates start.
     burn_in_super_transitions : discarded from predictions (default a third).
     thin : keep every thin-th retained sample for ``predict`` (and for ``diagnostics_``).
@@ -173,10 +176,10 @@ class BNNClassifier(ClassifierMixin, _BNN):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, cv_metric="log_loss"):
+                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, cv_metric="log_loss"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
                          initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
-                         reward, weight_by)
+                         reward, weight_by, jitter)
         self.cv_metric = cv_metric
 
     def fit(self, X, y):

@@ -14,7 +14,7 @@ import numpy as np
 
 from .config import Config, ConfigError
 from .data import Standardizer, select_features
-from .replicas import memory_estimate
+from .replicas import iterations, memory_estimate
 from .metrics import diagnostics_line, rhat_warning
 from .results import RunDir, RunError
 from .runner import Progress, make_run, run_super_transitions
@@ -79,7 +79,8 @@ def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int) -> N
     t, run = cfg.tuner, cfg.run
     shortest = t.num_steps if t.kind == "fixed" else int(t.bounds["num_steps"][0])
     chains = k + bool(cfg.replicas.full_data_chain)
-    kept = run.super_transitions * (run.budget // shortest // run.thin + 1) * chains if run.thin else 0
+    kept = run.super_transitions * (iterations(run.budget, shortest, bool(cfg.sampler.jitter)) // run.thin + 1) * chains \
+        if run.thin else 0
     need = memory_estimate(spec, len(X), sum(len(a) for a, _ in tests.values()), chains, kept)
     limit = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
     if need > limit:

@@ -458,11 +458,19 @@ class SuperTransitionResult(NamedTuple):
         return int(self.record.num_steps.sum())
 
 
+def iterations(budget: int, num_steps: int, jitter: bool) -> int:
+    """Iterations of a super-transition: ``floor(budget / num_steps)``, so a
+    replica never uses more than ``budget`` leapfrog steps; with jitter (L
+    drawn uniformly from 1..num_steps, mean (num_steps + 1) / 2)
+    ``floor(2 budget / (num_steps + 1))``, so it uses ``budget`` on average."""
+    return int(2 * budget // (num_steps + 1)) if jitter else int(budget) // int(num_steps)
+
+
 def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, budget: int,
                      rng=None) -> SuperTransitionResult:
-    """Run ``floor(budget / num_steps)`` iterations of [Gibbs, HMC at (step_factor,
-    num_steps)] on every replica; a replica never uses more than ``budget``
-    leapfrog steps (with jitter, L <= num_steps). The steps are ``step_factor``
+    """Run :func:`iterations` of [Gibbs, HMC at (step_factor, num_steps)] on
+    every replica: the leapfrog steps of the ``budget``, exactly without
+    jitter, on average with it. The steps are ``step_factor``
     times the heuristic scales, or, when the replicas' settings carry a
     ``step_size`` (absolute base steps), ``step_factor`` times those.
 
@@ -485,7 +493,7 @@ def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, b
                                               for r in replicas.replicas])
     seq = replicas.streams if rng is None else as_seed_sequence(rng)
     streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(replicas.n_replicas)]
-    R, n_iter = replicas.n_replicas, int(budget) // int(num_steps)
+    R, n_iter = replicas.n_replicas, iterations(budget, num_steps, settings.jitter)
     H = len(replicas.hyper_names)
     rec = new_record(R, n_iter, H)
     retain_after = replicas.burn_in_samples if replicas.n_super >= replicas.burn_in_super_transitions \

@@ -41,7 +41,7 @@ import numpy as np
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
-from adaptive_hmc.replicas import DEFAULT_WEIGHT_BY
+from adaptive_hmc.replicas import DEFAULT_WEIGHT_BY, iterations
 from adaptive_hmc.runner import DEFAULT_BANDIT, told_acceptance
 from adaptive_hmc.diagnostics import compute_spaced, draws_ess
 from adaptive_hmc.reports import diagnostics
@@ -56,7 +56,7 @@ LOW = 0.2   # a super-transition whose mean acceptance is below this counts as s
 
 #: Thesis reward model: config overrides (robot arm) and BanditTuner options (Gaussians).
 THESIS = {"tuner.reward": "cv", "tuner.transform": "standardize", "tuner.log_axes": [], "tuner.leave_below": None, "tuner.accept_floor": None,
-          "run.weight_by": "iterations"}
+          "sampler.jitter": False, "run.weight_by": "iterations"}
 ROBOT = {
     "robot_arm": {"config": "robot_arm_bandit.yaml", "grid": ([0.05, 0.1, 0.2, 0.4], [100, 500, 2500])},
     "robot_arm_fixed": {"config": "robot_arm_fixed_hyper_bandit.yaml",
@@ -69,6 +69,11 @@ GAUSS = {
 GAUSS_GRID = ([0.03, 0.1, 0.3, 1.0], [10, 30, 100])
 GAUSS_BOUNDS = {"step_size": (0.01, 1.0), "num_steps": (1, 100)}
 GAUSS_SIZE = {"super_transitions": 200, "budget": 2000, "warmup": 3, "burn_in": 20}
+
+
+#: The kinds of run: hand grid cells, the thesis's hand settings (Gaussians), the bandit with the thesis's
+#: reward model, with the default, and with calibrated step scales (robot arm).
+KINDS = ("hand", "thesis_hand", "thesis", "default", "calibrated")
 
 
 # -- robot arm: runs through the run directories ----------------------------------------------------
@@ -129,8 +134,9 @@ def robot_row(target: str, label: str, kind: str, action, over: dict, seed: int,
 
 
 # -- Gaussians: the same tuner and reward through the Python API -------------------------------------
-def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEIGHT_BY) -> dict:
-    """One chain of plain HMC (absolute step size) on N(0, cov), its actions
+def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEIGHT_BY, jitter: bool = False) -> dict:
+    """One chain of HMC (absolute step size; trajectory lengths drawn from
+    1..L with ``jitter``, as the package's tuned sampler) on N(0, cov), its actions
     from ``tuner`` (ask/tell, ESJD/sqrt(L) rewards), ``size`` as
     :data:`GAUSS_SIZE`. Returns the low-acceptance share after warm-up,
     divergences, and the ESS per 1000 gradients of the chain's average, its
@@ -145,8 +151,8 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
     for i in range(size["super_transitions"]):
         action = tuner.ask()
         eps, L = float(action["step_size"]), int(action["num_steps"])
-        settings = hmc_settings(num_steps=L, step_size=eps)
-        esjd, accepted, diverged, n = 0.0, 0, 0, size["budget"] // L
+        settings = hmc_settings(num_steps=L, step_size=eps, jitter=jitter)
+        esjd, accepted, diverged, n, first = 0.0, 0, 0, iterations(size["budget"], L, jitter), len(draws)
         for _ in range(n):
             state, info = hmc(state, settings, rng)
             esjd += info.accept_prob * info.squared_jump
@@ -155,7 +161,11 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
             grads += info.num_steps
             if i >= size["burn_in"]:
                 draws.append(state.position.copy())
-                weights.append(L if weight_by == "gradients" else 1)
+                weights.append(info.num_steps)
+        if weight_by == "iterations" or len(draws) == first:
+            weights[first:] = [1] * (len(draws) - first)
+        else:                               # each draw weighs its super-transition's mean steps, as a run's samples
+            weights[first:] = [sum(weights[first:]) / (len(draws) - first)] * (len(draws) - first)
         if i >= size["warmup"]:
             tuner.tell(action, esjd / n / math.sqrt(L) if n else 0.0,      # the acceptance as a run tells it
                        acceptance=told_acceptance([accepted / max(n, 1)], diverged / max(n, 1)))
@@ -174,14 +184,17 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
             "ess_replicas": math.nan, "test": [], "wall_s": math.nan}
 
 
-def gaussian_rows(target: str, seeds, grid_seeds, quick: bool) -> list:
+def gaussian_rows(target: str, seeds, grid_seeds, quick: bool, kinds=None) -> list:
     cfg = GAUSS[target]
     size = dict(GAUSS_SIZE, super_transitions=15, burn_in=3, warmup=2) if quick else GAUSS_SIZE
     rows = []
 
-    def add(label, kind, action, tuner, seed):
+    def add(label, kind, action, tuner, seed, jitter=False):
+        if kinds is not None and kind not in kinds:
+            return
         t0 = time.perf_counter()
-        r = gaussian_run(cfg["cov"], tuner, size, seed, "iterations" if kind == "thesis" else DEFAULT_WEIGHT_BY)
+        r = gaussian_run(cfg["cov"], tuner, size, seed, "iterations" if kind == "thesis" else DEFAULT_WEIGHT_BY,
+                         jitter)
         r.update(target=target, label=label, kind=kind, action=action, seed=seed,
                  wall_s=time.perf_counter() - t0, dir="-")
         rows.append(r)
@@ -196,7 +209,7 @@ def gaussian_rows(target: str, seeds, grid_seeds, quick: bool) -> list:
         add("bandit, thesis reward model", "thesis", None,
             BanditTuner(GAUSS_BOUNDS, seed, transform="standardize", first_action="centre"), seed)
         add("bandit, default", "default", None,
-            BanditTuner(GAUSS_BOUNDS, seed, **{**DEFAULT_BANDIT, "log_axes": ["step_size"]}), seed)
+            BanditTuner(GAUSS_BOUNDS, seed, **{**DEFAULT_BANDIT, "log_axes": ["step_size"]}), seed, jitter=True)
     return rows
 
 
@@ -330,18 +343,29 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="shrunk targets, to check the pipeline")
     ap.add_argument("--scheduler", help="address of a Dask scheduler (default: a local cluster)")
     ap.add_argument("--workers", type=int, help="workers of the local cluster (default: the cores)")
+    ap.add_argument("--rerun", nargs="+", choices=KINDS, help="run only these kinds of run and read the others' "
+                    "rows from --reuse (after a change that only they see, e.g. of the default tuner)")
+    ap.add_argument("--reuse", default=str(ROOT / "docs" / "tuning_study.json"),
+                    help="a previous study's rows (its JSON), read with --rerun")
     args = ap.parse_args(argv)
+    fresh = set(args.rerun or KINDS)
     t0 = time.perf_counter()
     rows = []
     calls = {f"{target}/{run[0]}/{run[4]}": (target, *run, Path(args.runs))
              for target in args.targets if target in ROBOT
-             for run in robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds)}
+             for run in robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds)
+             if run[1] in fresh}
+    robot = {}
     if calls:      # each run a Dask task on one thread (results do not depend on threads)
         with dask_session(args.scheduler, args.workers) as client:
             robot = map_tasks(client, robot_row, calls, Path(args.runs) / "rows.json")
+    if args.rerun:
+        rows += [dict(r, action=tuple(r["action"]) if r["action"] else None)
+                 for r in json.loads(Path(args.reuse).read_text()) if r["target"] in args.targets
+                 and r["kind"] not in fresh]
     for target in args.targets:
         if target in GAUSS:
-            rows += gaussian_rows(target, args.seeds, args.gauss_grid_seeds, args.quick)
+            rows += gaussian_rows(target, args.seeds, args.gauss_grid_seeds, args.quick, fresh)
         else:
             rows += [dict(robot[k], action=tuple(robot[k]["action"]) if robot[k]["action"] else None)
                      for k in calls if k.startswith(f"{target}/")]

@@ -996,6 +996,28 @@ def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
     assert BNNRegressor().burn_in_super_transitions is None         # resolved to super_transitions // 3 in fit
 
 
+def test_jitter_is_on_for_the_tuned_hmc_sampler_only(tmp_path):
+    """sampler.jitter left out: on with the bandit (kind hmc, no annealing), off with a fixed
+    setting, with annealing or another transition; a value given is kept; the estimators' default on."""
+    from adaptive_hmc.estimator import BNNRegressor
+    raw = _raw()
+    raw.get("sampler", {}).pop("jitter", None)
+
+    def jitter(name, **over):
+        r = json.loads(json.dumps(raw))
+        for key, v in over.items():
+            section, field = key.split("__")
+            r.setdefault(section, {})[field] = v
+        return read_config(_write(tmp_path, r, name)).sampler.jitter
+
+    assert raw["tuner"]["kind"] == "bandit" and jitter("a.yaml") is True
+    assert jitter("b.yaml", sampler__jitter=False) is False
+    assert jitter("c.yaml", tuner__kind="fixed", tuner__step_factor=0.1, tuner__num_steps=20, tuner__bounds=None) is False
+    assert jitter("d.yaml", sampler__kind="metropolis", sampler__window=1) is False
+    assert jitter("e.yaml", sampler__anneal=[[10, 0.0, 2.0]], sampler__window=1) is False
+    assert BNNRegressor().jitter is True
+
+
 def test_ess_of_draws_that_never_change_is_zero():
     import arviz as az
     from adaptive_hmc.diagnostics import draws_ess
