@@ -25,7 +25,7 @@ CHECKPOINT_FORMAT = 4
 class Checkpoint(NamedTuple):
     """What a run needs, beside its sample store and log, to go on exactly where it stopped."""
 
-    replicas: dict     # ReplicaSet.state(): the chains, counters, step calibration
+    replicas: dict     # replicas.checkpoint_state: the chains, counters, step calibration
     tuner: dict        # the tuner's state_dict()
     n_log: int         # entries of log.jsonl that belong to it
     wall_s: float      # sampling time so far
@@ -43,7 +43,7 @@ def _checksum(arrays: dict) -> str:
 def pack_checkpoint(ck: Checkpoint) -> bytes:
     """The checkpoint as npz bytes: the state's arrays, one JSON record of the
     rest (its scalars, the tuner, the log's length), a checksum. The state's
-    fields are walked, not listed: :meth:`ReplicaSet.state` is their one list."""
+    fields are walked, not listed: :class:`ReplicaState` is their one list."""
     arrays, scalars = {}, {}
     for key, value in ck.replicas.items():
         if key == "chains":

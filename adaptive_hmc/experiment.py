@@ -155,7 +155,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         meta = rd.start(cfg, source, replicas.threads)
         log, wall = [], 0.0
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
-    replicas.pending = []  # super-transitions not yet in the sample store
+    unsaved: list = []     # the steps of the super-transitions not yet in the sample store
     meta["compile_s"] = round(meta.get("compile_s", 0.0) + replicas.compile(), 2)   # kept out of wall_s
     progress = Progress(cfg.run.super_transitions, len(log), quiet)
     done_here = 0
@@ -166,6 +166,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         nonlocal wall, done_here, last
         wall += time.perf_counter() - last        # the step itself, not the previous checkpoint
         rd.append_log(entry)
+        unsaved.append(result.step)
         progress.update(entry)
         if entry["stuck_chains"] and not warned_stuck:         # said at once, not only at the end
             warned_stuck.append(entry["i"])
@@ -174,7 +175,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
                   f"on (the log's stuck_chains lists every such one)", file=sys.stderr, flush=True)
         done_here += 1
         if replicas.n_super % cfg.run.checkpoint_every == 0 or replicas.n_super == cfg.run.super_transitions:
-            rd.save_checkpoint(replicas, tuner, log, wall)
+            rd.save_checkpoint(replicas, tuner, log, wall, unsaved)
         last = time.perf_counter()
         return stop_after is not None and done_here >= stop_after
 

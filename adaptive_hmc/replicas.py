@@ -38,7 +38,7 @@ from .models.predictive import (Prediction, new_accumulator, pool_predictions, r
                                 to_original_units)
 from .models.priors import PriorSpec
 from .samplers.calibration import curvature_scale
-from .samplers.chain import Chain, Observers, Record, new_chain, new_record, run_chain
+from .samplers.chain import Chain, Observers, Record, copy_chain, new_chain, new_record, run_chain
 from .samplers.settings import HMCSettings, check_settings
 
 
@@ -120,18 +120,119 @@ def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec):
 
 
 class Replica:
-    """One chain: a model on its training cases, its state, its held-out fold
-    (empty for the full-data chain) and its test accumulator."""
+    """What one chain runs on: a model on its training cases, its held-out fold
+    (empty for a chain on all the training cases) and the scratch accumulators
+    of a super-transition's held-out and test predictions. Its state lives in
+    :class:`ReplicaState`."""
 
-    def __init__(self, model: BayesianMLP, X_held, Y_held, X_test, Y_test, initial_hyper, q0):
+    def __init__(self, model: BayesianMLP, X_held, Y_held, X_test, Y_test):
         self.model = model
-        self.chain = new_chain(q0, model.initial_hyper(initial_hyper))
         self.held = new_accumulator(model.spec, X_held, Y_held)
         self.test = new_accumulator(model.spec, X_test, Y_test)
 
-    def arrays(self) -> list:
-        """The chain's arrays (position, gradient, momentum, hyperparameters, counters, K_d)."""
-        return [self.chain.q, self.chain.g, self.chain.p, *self.chain.hyper, self.chain.counters, self.chain.kd]
+
+def chain_arrays(chain: Chain) -> list:
+    """A chain's arrays (position, gradient, momentum, hyperparameters, counters, K_d), as a checkpoint holds them."""
+    return [chain.q, chain.g, chain.p, *chain.hyper, chain.counters, chain.kd]
+
+
+def chain_from_arrays(template: Chain, arrays) -> Chain:
+    """A new chain shaped as ``template`` holding ``arrays`` (:func:`chain_arrays`), each checked against it."""
+    own = [a.copy() for a in chain_arrays(template)]
+    for dst, src in zip(own, arrays, strict=True):
+        dst[...] = src
+    H = len(template.hyper)
+    return Chain(own[0], own[1], own[2], type(template.hyper)(*own[3:3 + H]), own[3 + H], own[4 + H])
+
+
+class Totals(NamedTuple):
+    """The running sums of the :class:`Step` fields of the same names over
+    every retained sample of the run, per chain (R chains, out outputs, N test
+    cases; the chains' units): weighted test
+    predictions ``pred`` and squares ``sq`` (R, out, N), noise variances
+    ``var`` (R, out), the log of the weighted sum of p(y | sample) ``lse``
+    (R, N), the sum of the weights ``count`` and the number ``retained`` (R,)."""
+
+    pred: np.ndarray
+    sq: np.ndarray
+    var: np.ndarray
+    lse: np.ndarray
+    count: np.ndarray
+    retained: np.ndarray
+
+
+class Entry(NamedTuple):
+    """What the state keeps of one super-transition: its weighted sums of
+    test predictions ``pred`` (R, out, N) in the targets' original units,
+    their weights ``count`` (R,), the hyperparameters at its end ``hyper``
+    (R, H), each chain's ``kept`` rows (positions then hyperparameter values)
+    and their weight ``kept_weight`` (R,)."""
+
+    pred: np.ndarray
+    count: np.ndarray
+    hyper: np.ndarray
+    kept: tuple
+    kept_weight: np.ndarray
+
+
+class ReplicaState(NamedTuple):
+    """The evolving state of a replica set, one value, never changed in
+    place: :func:`super_transition` returns a new one. ``chains`` (one
+    :class:`~adaptive_hmc.samplers.chain.Chain` each), ``n_super``
+    super-transitions done, ``streams_spawned`` random streams spawned, each
+    chain's ``step_calibration``; the running ``totals`` and the ``history``
+    (one :class:`Entry` per super-transition), which a resume rebuilds by
+    replaying the sample store's steps (:data:`REPLAYED`)."""
+
+    chains: tuple
+    n_super: int
+    streams_spawned: int
+    step_calibration: np.ndarray
+    totals: Totals
+    history: tuple
+
+
+#: The fields of :class:`ReplicaState` that a resume rebuilds from the sample
+#: store (:func:`fold` of each step); a checkpoint holds the others.
+REPLAYED = ("totals", "history")
+
+
+def fold(setup: "ReplicaSet", state: ReplicaState, step: "Step") -> ReplicaState:
+    """The state after one super-transition's :class:`Step`, as a run does
+    after each and as a resume replays them from the sample store (the same
+    operations in the same order, so the totals come back bit for bit)."""
+    totals = Totals(*(np.logaddexp(t, step.lse) if f == "lse" else t + getattr(step, f)     # the Step's sums
+                      for f, t in zip(Totals._fields, state.totals)))
+    entry = Entry(step.pred * setup.target_sd[:, None] + setup.target_mean[:, None] * step.count[:, None, None],
+                  step.count, step.hyper, tuple(step.kept), np.asarray(step.kept_weight, dtype=np.float64))
+    return state._replace(n_super=state.n_super + 1, totals=totals, history=state.history + (entry,))
+
+
+def checkpoint_state(state: ReplicaState) -> dict:
+    """What a checkpoint holds of ``state``: its fields but :data:`REPLAYED`,
+    walked (chains as lists of arrays, :func:`chain_arrays`)."""
+    return {f: [[a.copy() for a in chain_arrays(c)] for c in v] if f == "chains" else
+            (v.copy() if isinstance(v, np.ndarray) else v)
+            for f, v in zip(state._fields, state) if f not in REPLAYED}
+
+
+def restore_state(setup: "ReplicaSet", saved: dict, steps) -> ReplicaState:
+    """The state of :func:`checkpoint_state` ``saved``, its :data:`REPLAYED`
+    fields rebuilt by folding the stored ``steps`` (every super-transition's
+    :class:`Step` up to the checkpoint, in order) into ``setup``'s start."""
+    start = setup.initial
+    if len(saved["chains"]) != len(start.chains):
+        raise ValueError(f"state has {len(saved['chains'])} chains; this set has {len(start.chains)}")
+    fields = {f: tuple(chain_from_arrays(c, a) for c, a in zip(start.chains, saved[f])) if f == "chains" else
+              np.array(saved[f], dtype=np.float64) if isinstance(getattr(start, f), np.ndarray) else saved[f]
+              for f in ReplicaState._fields if f not in REPLAYED and f != "n_super"}
+    state = start._replace(**fields)
+    for step in steps:
+        state = fold(setup, state, step)
+    if state.n_super != saved["n_super"]:
+        raise ValueError(f"the sample store holds {state.n_super} super-transitions; the checkpoint "
+                         f"{saved['n_super']}")
+    return state
 
 
 class ReplicaSet:
@@ -156,7 +257,7 @@ class ReplicaSet:
         iteration; its step and L are replaced by each super-transition's action.
     test_sets : {name: (X, Y)} on which retained samples are evaluated.
     seed : int or ``numpy.random.SeedSequence``; decides the folds, the initial
-        weights and (through :attr:`streams`) every super-transition's random
+        weights and (through :meth:`streams`) every super-transition's random
         numbers.
     initial_hyper : starting value of every free precision (None: prior means).
     init_scale : initial weights N(0, init_scale^2); 0 starts at zero (FBM);
@@ -218,7 +319,7 @@ class ReplicaSet:
             raise ValueError(f"calibrate_after={calibrate_after!r}: None or an integer >= 0")
         self.calibrate_after = None if calibrate_after is None else int(calibrate_after)
         self.threads = int(threads) if threads else len(os.sched_getaffinity(0))
-        fold_seed, init_seed, self.streams = as_seed_sequence(seed).spawn(3)
+        fold_seed, init_seed, self._streams = as_seed_sequence(seed).spawn(3)
         classify = spec.likelihood != "gaussian"
         if data not in DATA:
             raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")
@@ -248,32 +349,20 @@ class ReplicaSet:
         init_rng = np.random.default_rng(init_seed)
         parts = [(np.setdiff1d(np.arange(X.shape[0]), f), f) for f in self.folds]
         parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(full_data_chain))
-        self.replicas = []
+        self.replicas, chains = [], []
         for train, held in parts:
             m = build_model(model, spec, X[train], Y[train], priors)
-            q0 = m.initial_position(init_rng, init_scale)
-            self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test, initial_hyper, q0))
+            chains.append(new_chain(m.initial_position(init_rng, init_scale), m.initial_hyper(initial_hyper)))
+            self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test))
         self.hyper_names = self.replicas[0].model.hyper_names()
         self.dim = self.replicas[0].model.dim          # position coordinates of a chain (weights, or Neal's)
         R, n_out, Nt = len(self.replicas), spec.n_outputs, self.X_test.shape[0]
-        # Retained test predictions over the whole run, per replica.
-        self.test_pred = np.zeros((R, n_out, Nt))
-        self.test_sq = np.zeros((R, n_out, Nt))
-        self.test_var = np.zeros((R, n_out))
-        self.test_lse = np.full((R, Nt), -np.inf)
-        self.test_count = np.zeros(R)                  # sum of the retained samples' weights
-        self.retained = np.zeros(R, dtype=np.int64)    # number of retained samples
-        # Per super-transition: sums of retained test predictions and their counts.
-        self.history_pred: list = []
-        self.history_count: list = []
-        # Per super-transition: hyperparameters of each chain's last sample (R, H).
-        self.history_hyper: list = []
-        self.kept: list = [[] for _ in range(R)]
-        self.kept_super: list = [[] for _ in range(R)]      # the super-transition of each kept row
-        self.kept_weight: list = [[] for _ in range(R)]     # the weight of each kept row (weight_by)
-        self.step_calibration = np.ones(R)                  # multiplies each chain's step factor
-        self.n_super = 0
-        self.pending: list | None = None                    # Steps not yet in the sample store (a run's)
+        totals = Totals(np.zeros((R, n_out, Nt)), np.zeros((R, n_out, Nt)), np.zeros((R, n_out)),
+                        np.full((R, Nt), -np.inf), np.zeros(R), np.zeros(R, dtype=np.int64))
+        #: The state at the start (never changed: every super-transition runs on copies of the chains).
+        self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, ())
+        #: The current state, advanced by :meth:`run`.
+        self.state = self.initial
 
     def _scaled(self, Y):
         """Regression targets in the chains' (standardised) units."""
@@ -282,6 +371,39 @@ class ReplicaSet:
     @property
     def n_replicas(self) -> int:
         return len(self.replicas)
+
+    def streams(self, spawned: int) -> np.random.SeedSequence:
+        """The run's stream of seeds after ``spawned`` children were spawned from it."""
+        s = self._streams
+        return np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key, pool_size=s.pool_size,
+                                      n_children_spawned=spawned)
+
+    def run(self, step_factor: float, num_steps: int, budget: int, rng=None) -> "SuperTransitionResult":
+        """Advance :attr:`state` by one :func:`super_transition`; its result."""
+        self.state, result = super_transition(self, self.state, {"step_factor": step_factor,
+                                                                 "num_steps": num_steps}, budget, rng)
+        return result
+
+    # -- the current state's parts, by name ----------------------------------------
+    n_super = property(lambda self: self.state.n_super)
+    step_calibration = property(lambda self: self.state.step_calibration)
+    chains = property(lambda self: self.state.chains)
+    test_pred = property(lambda self: self.state.totals.pred)
+    test_sq = property(lambda self: self.state.totals.sq)
+    test_var = property(lambda self: self.state.totals.var)
+    test_lse = property(lambda self: self.state.totals.lse)
+    test_count = property(lambda self: self.state.totals.count)            # sum of the retained samples' weights
+    retained = property(lambda self: self.state.totals.retained)           # number of retained samples
+    history_pred = property(lambda self: [e.pred for e in self.state.history])
+    history_count = property(lambda self: [e.count for e in self.state.history])
+    history_hyper = property(lambda self: [e.hyper for e in self.state.history])   # each chain's last sample's
+
+    @property
+    def kept(self) -> list:
+        """Each chain's kept rows (n_j, dim + H), in the order they were kept."""
+        width = self.dim + len(self.hyper_names)
+        return [np.concatenate([np.empty((0, width))] + [e.kept[j] for e in self.state.history if len(e.kept[j])])
+                for j in range(self.n_replicas)]
 
     # -- predictions ------------------------------------------------------------
     def chain_indices(self, chains: str = "all") -> np.ndarray:
@@ -322,19 +444,21 @@ class ReplicaSet:
 
     def kept_rows(self) -> tuple:
         """All kept rows (S, dim + H): positions (the weights, or Neal's
-        coordinates) then hyperparameter values (:attr:`hyper_names`), with the
-        chain (S,) and the super-transition (S,) of each."""
-        width = self.dim + len(self.hyper_names)
-        rows = [q for chain in self.kept for q in chain]
-        A = np.array(rows) if rows else np.empty((0, width))
-        return (A, np.repeat(np.arange(self.n_replicas), [len(k) for k in self.kept]),
-                np.array([s for chain in self.kept_super for s in chain], dtype=np.int64))
+        coordinates) then hyperparameter values (:attr:`hyper_names`), chain
+        by chain, with the chain (S,) and the super-transition (S,) of each."""
+        hist, R = self.state.history, self.n_replicas
+        n = np.array([[len(e.kept[j]) for e in hist] for j in range(R)], dtype=np.int64).reshape(R, len(hist))
+        A = np.concatenate(self.kept)
+        return (A, np.repeat(np.arange(R), n.sum(axis=1)),
+                np.concatenate([np.repeat(np.arange(len(hist)), n[j]) for j in range(R)] + [np.zeros(0, np.int64)]))
 
     def kept_weights(self) -> np.ndarray:
         """The weight (S,) of each kept row of :meth:`kept_rows` in the
         predictions: 1, or with ``weight_by="gradients"`` its iteration's
         leapfrog steps."""
-        return np.array([w for chain in self.kept_weight for w in chain], dtype=np.float64)
+        hist = self.state.history
+        return np.concatenate([np.repeat([e.kept_weight[j] for e in hist], [len(e.kept[j]) for e in hist])
+                               for j in range(self.n_replicas)] + [np.zeros(0)]).astype(np.float64)
 
     def compile(self) -> float:
         """Compile (or load from Numba's cache) the kernels a super-transition
@@ -345,70 +469,24 @@ class ReplicaSet:
         settings = check_settings(self.settings._replace(num_steps=self.settings.window, step_factor=1.0,
                                                          step_size=np.empty(0)))
         H = len(self.hyper_names)
-        chain = Chain(*(a.copy() for a in r.chain[:3]), r.chain.hyper.copy(), r.chain.counters.copy(),
-                      r.chain.kd.copy())
+        chain = copy_chain(self.state.chains[0])
         run_chain(r.model.target, chain, settings, 0, Record(*(a[0] for a in new_record(1, 0, H))),
                   Observers(r.held, r.test, int(np.iinfo(np.int64).max), self.thin,
                             np.empty((0, self.dim + H))), np.random.default_rng(0))
-        hyper_values(r.model.target, r.chain.hyper, np.empty(H))
+        hyper_values(r.model.target, chain.hyper, np.empty(H))
         return time.perf_counter() - t0
 
     # -- checkpoints --------------------------------------------------------------
-    def add_step(self, step: "Step") -> None:
-        """Fold one super-transition's :class:`Step` into the set: the running
-        test totals, the per-super-transition history and the kept rows, as a
-        run does after each super-transition and as a resume replays them
-        from the sample store (the same operations in the same order, so the
-        totals come back bit for bit). With :attr:`pending` a list (a run
-        writing a store), the step is also queued there for the store."""
-        self.test_pred += step.pred
-        self.test_sq += step.sq
-        self.test_var += step.var
-        self.test_lse = np.logaddexp(self.test_lse, step.lse)
-        self.test_count += step.count
-        self.retained += step.retained
-        self.history_pred.append(step.pred * self.target_sd[:, None]
-                                 + self.target_mean[:, None] * step.count[:, None, None])   # original units
-        self.history_count.append(step.count)
-        self.history_hyper.append(step.hyper)
-        for j, rows in enumerate(step.kept):
-            self.kept[j].extend(rows)
-            self.kept_super[j].extend([self.n_super] * len(rows))
-            self.kept_weight[j].extend([float(step.kept_weight[j])] * len(rows))
-        if self.pending is not None:
-            self.pending.append(step)
-        self.n_super += 1
+    def checkpoint(self) -> dict:
+        """What a checkpoint holds of the current state (:func:`checkpoint_state`)."""
+        return checkpoint_state(self.state)
 
-    def state(self) -> dict:
-        """The chains' state (arrays and counters), for checkpoints: what a
-        resume cannot replay from the sample store's :class:`Step` rows.
-        :meth:`restore` puts it back into a set built with the same arguments."""
-        return {"n_super": self.n_super, "streams_spawned": self.streams.n_children_spawned,
-                "chains": [[a.copy() for a in r.arrays()] for r in self.replicas],
-                "step_calibration": self.step_calibration.copy()}
-
-    def restore(self, state: dict, steps) -> None:
-        """Put ``state`` (:meth:`state`) back into this freshly built set and
-        replay the stored ``steps`` (every super-transition's :class:`Step`
-        up to the checkpoint, in order)."""
-        if len(state["chains"]) != self.n_replicas:
-            raise ValueError(f"state has {len(state['chains'])} chains; this set has {self.n_replicas}")
-        if self.n_super:
+    def restore(self, saved: dict, steps) -> None:
+        """Set the state to the checkpointed ``saved`` with the stored ``steps``
+        replayed (:func:`restore_state`); the set must be at its start."""
+        if self.state.n_super:
             raise ValueError("restore needs a freshly built set")
-        for r, arrays in zip(self.replicas, state["chains"]):
-            for dst, src in zip(r.arrays(), arrays, strict=True):
-                dst[...] = src
-        pending, self.pending = self.pending, None
-        for step in steps:
-            self.add_step(step)
-        self.pending = pending
-        if self.n_super != state["n_super"]:
-            raise ValueError(f"the sample store holds {self.n_super} super-transitions; the checkpoint "
-                             f"{state['n_super']}")
-        self.step_calibration = np.array(state["step_calibration"], dtype=np.float64)
-        s = self.streams
-        self.streams = np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key, pool_size=s.pool_size,
-                                              n_children_spawned=state["streams_spawned"])
+        self.state = restore_state(self, saved, steps)
 
 
 class Step(NamedTuple):
@@ -420,7 +498,7 @@ class Step(NamedTuple):
     the number ``retained`` (R,); the hyperparameters at its end ``hyper``
     (R, H); the ``kept`` rows of each chain (positions then hyperparameter
     values) and the weight of each chain's kept rows ``kept_weight`` (R,).
-    The unit of the sample store and of :meth:`ReplicaSet.add_step`."""
+    The unit of the sample store and of :func:`fold`."""
 
     pred: np.ndarray
     sq: np.ndarray
@@ -447,6 +525,7 @@ class SuperTransitionResult(NamedTuple):
     held_out: list
     likelihood: str
     seconds: float
+    step: Step          # what it adds to the state and to the sample store
 
     @property
     def acceptance(self) -> np.ndarray:
@@ -466,77 +545,85 @@ def iterations(budget: int, num_steps: int, jitter: bool) -> int:
     return int(2 * budget // (num_steps + 1)) if jitter else int(budget) // int(num_steps)
 
 
-def super_transition(replicas: ReplicaSet, step_factor: float, num_steps: int, budget: int,
-                     rng=None) -> SuperTransitionResult:
-    """Run :func:`iterations` of [Gibbs, HMC at (step_factor, num_steps)] on
-    every replica: the leapfrog steps of the ``budget``, exactly without
-    jitter, on average with it. The steps are ``step_factor``
-    times the heuristic scales, or, when the replicas' settings carry a
-    ``step_size`` (absolute base steps), ``step_factor`` times those.
+def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budget: int,
+                     rng=None) -> tuple:
+    """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at
+    ``action`` (its ``step_factor`` and ``num_steps`` L)] on every chain of
+    ``setup``, the leapfrog steps of the ``budget`` (exactly without jitter, on
+    average with it); returns (the new :class:`ReplicaState`,
+    :class:`SuperTransitionResult`) and changes neither argument (the chains
+    run on copies; ``setup``'s scratch accumulators are reused, so one setup
+    runs one super-transition at a time). The steps are ``step_factor`` times
+    the heuristic scales, or, when the settings carry a ``step_size``
+    (absolute base steps), ``step_factor`` times those.
 
-    ``rng`` is a ``numpy.random.SeedSequence`` (one child per replica is spawned
-    from it for this call; default :attr:`ReplicaSet.streams`) or a Generator
-    (from which such a SeedSequence is seeded).
+    ``rng`` is a ``numpy.random.SeedSequence`` (one child per chain is spawned
+    from it for this call; default the set's stream after the state's
+    ``streams_spawned``) or a Generator (from which such a SeedSequence is seeded).
     """
+    step_factor, num_steps = action["step_factor"], action["num_steps"]
     if not (isinstance(step_factor, (int, float, np.floating)) and math.isfinite(step_factor) and step_factor > 0):
         raise ValueError(f"step_factor={step_factor!r}: must be a finite number > 0")
     if not (isinstance(budget, (int, np.integer)) and budget >= 1):
         raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per replica)")
     if not (isinstance(num_steps, (int, np.integer)) and 1 <= num_steps <= budget):
         raise ValueError(f"num_steps={num_steps!r}: must be an integer in 1..budget ({budget})")
-    base = replicas.settings.step_size          # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
-    settings = check_settings(replicas.settings._replace(
+    base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
+    settings = check_settings(setup.settings._replace(
         num_steps=int(num_steps), step_factor=0.0 if base.size else float(step_factor),
         step_size=base * float(step_factor) if base.size else np.empty(0)))
-    if replicas.calibrate_after == replicas.n_super:
-        replicas.step_calibration = np.array([curvature_scale(r.model, r.chain.q, r.chain.hyper)
-                                              for r in replicas.replicas])
-    seq = replicas.streams if rng is None else as_seed_sequence(rng)
-    streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(replicas.n_replicas)]
-    R, n_iter = replicas.n_replicas, iterations(budget, num_steps, settings.jitter)
-    H = len(replicas.hyper_names)
+    calibration = state.step_calibration
+    if setup.calibrate_after == state.n_super:
+        calibration = np.array([curvature_scale(r.model, c.q, c.hyper)
+                                for r, c in zip(setup.replicas, state.chains)])
+    R, n_iter = setup.n_replicas, iterations(budget, num_steps, settings.jitter)
+    seq = setup.streams(state.streams_spawned) if rng is None else as_seed_sequence(rng)
+    streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(R)]
+    chains = tuple(copy_chain(c) for c in state.chains)
+    H = len(setup.hyper_names)
     rec = new_record(R, n_iter, H)
-    retain_after = replicas.burn_in_samples if replicas.n_super >= replicas.burn_in_super_transitions \
+    retain_after = setup.burn_in_samples if state.n_super >= setup.burn_in_super_transitions \
         else np.iinfo(np.int64).max
-    thin = replicas.thin
-    kept = [np.empty((n_iter // thin + 1 if thin else 0, replicas.dim + H)) for _ in range(R)]
+    thin = setup.thin
+    kept = [np.empty((n_iter // thin + 1 if thin else 0, setup.dim + H)) for _ in range(R)]
     n_kept = [0] * R
 
     def one(j):
-        r = replicas.replicas[j]
+        r = setup.replicas[j]
         reset(r.held)
         reset(r.test)
-        c = replicas.step_calibration[j]
+        c = calibration[j]
         mine = settings._replace(step_size=settings.step_size * c) if base.size else \
             settings._replace(step_factor=settings.step_factor * c)
-        n_kept[j] = run_chain(r.model.target, r.chain, mine, n_iter, Record(*(a[j] for a in rec)),
+        n_kept[j] = run_chain(r.model.target, chains[j], mine, n_iter, Record(*(a[j] for a in rec)),
                               Observers(r.held, r.test, int(retain_after), thin, kept[j]), streams[j])
 
     def weight(j):
         """Each retained sample's weight in chain j's predictions (:data:`WEIGHT_BY`)."""
-        if replicas.weight_by == "iterations" or n_iter == 0:
+        if setup.weight_by == "iterations" or n_iter == 0:
             return 1.0
         return float(rec.num_steps[j].sum()) / n_iter
 
     t0 = time.perf_counter()
-    if replicas.threads > 1 and R > 1:
-        with ThreadPoolExecutor(min(replicas.threads, R)) as executor:
+    if setup.threads > 1 and R > 1:
+        with ThreadPoolExecutor(min(setup.threads, R)) as executor:
             list(executor.map(one, range(R)))
     else:
         for j in range(R):
             one(j)
     seconds = time.perf_counter() - t0
     w = np.array([weight(j) for j in range(R)])
-    n_retained = np.array([r.test.count[0] for r in replicas.replicas])
-    mine = replicas.replicas
+    n_retained = np.array([r.test.count[0] for r in setup.replicas])
+    mine = setup.replicas
     step = Step(pred=w[:, None, None] * np.stack([r.test.pred for r in mine]),
                 sq=w[:, None, None] * np.stack([r.test.sq for r in mine]),
                 var=w[:, None] * np.stack([r.test.var for r in mine]),
                 lse=np.log(w)[:, None] + np.stack([r.test.lse for r in mine]),
                 count=w * n_retained, retained=n_retained.astype(np.int64),
-                hyper=np.stack([hyper_values(r.model.target, r.chain.hyper, np.empty(H)) for r in mine]),
+                hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
                 kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w)
-    replicas.add_step(step)
-    held = [snapshot(r.held) for r in replicas.replicas[:replicas.n_cv]]
-    return SuperTransitionResult(replicas.n_super - 1, float(step_factor), int(num_steps), n_iter, rec, held,
-                                 replicas.spec.likelihood, seconds)
+    spawned = state.streams_spawned + (R if rng is None else 0)
+    new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration), step)
+    held = [snapshot(r.held) for r in setup.replicas[:setup.n_cv]]
+    return new, SuperTransitionResult(state.n_super, float(step_factor), int(num_steps), n_iter, rec, held,
+                                      setup.spec.likelihood, seconds, step)

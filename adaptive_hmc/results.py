@@ -199,16 +199,16 @@ class RunDir:
         return out
 
     # -- checkpoints ------------------------------------------------------------------------
-    def save_checkpoint(self, replicas: ReplicaSet, tuner, log: list, wall_s: float) -> None:
-        """Append the super-transitions since the last checkpoint to the sample
-        store, keep the last checkpoint as the previous one, then write the
-        new one (state only). Each step is atomic, and a kill between them
-        leaves a checkpoint the store holds every row of."""
-        pending = replicas.pending or []
-        self.store.append(pending, first=replicas.n_super - len(pending))
-        pending.clear()
+    def save_checkpoint(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, unsaved: list) -> None:
+        """Append the ``unsaved`` steps (the super-transitions since the last
+        checkpoint; the list is emptied) to the sample store, keep the last
+        checkpoint as the previous one, then write the new one (state only).
+        Each step is atomic, and a kill between them leaves a checkpoint the
+        store holds every row of."""
+        self.store.append(unsaved, first=replicas.n_super - len(unsaved))
+        unsaved.clear()
         atomic_write(self.file(CHECKPOINT),
-                     pack_checkpoint(Checkpoint(replicas.state(), tuner.state_dict(), len(log), wall_s)),
+                     pack_checkpoint(Checkpoint(replicas.checkpoint(), tuner.state_dict(), len(log), wall_s)),
                      previous=self.file(PREVIOUS))
 
     def load_checkpoint(self) -> tuple:

@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple, TypedDict
 
 import numpy as np
 
-from .replicas import ReplicaSet, default_data, super_transition
+from .replicas import ReplicaSet, default_data
 from .rewards import cv_error, cv_reward, esjd_reward
 from .tuners import BanditTuner, FixedTuner
 
@@ -84,7 +84,7 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric
     With ``tell`` false (warm-up) the reward is logged but not told to the
     tuner; ``told`` are the rewards told before (for :func:`fallback_reward`)."""
     action = tuner.ask()
-    result = super_transition(replicas, float(action["step_factor"]), int(action["num_steps"]), budget)
+    result = replicas.run(float(action["step_factor"]), int(action["num_steps"]), budget)
     raw = float(reward(result))
     rec = result.record
     value, info = None, None

@@ -16,7 +16,7 @@ import numpy as np
 
 from adaptive_hmc.data import load_robot_arm
 from adaptive_hmc.models.mlp import MLPSpec
-from adaptive_hmc.replicas import ReplicaSet, super_transition
+from adaptive_hmc.replicas import ReplicaSet
 from adaptive_hmc.samplers import HMCSettings
 
 
@@ -31,11 +31,11 @@ def make(threads):
 def rate(threads, budget, repeats):
     """Best leapfrog steps/s (total over replicas) over ``repeats`` super-transitions, and the final state."""
     rs = make(threads)
-    super_transition(rs, 0.3, 100, 200)  # compile / load the cache, settle the chains
+    rs.run(0.3, 100, 200)  # compile / load the cache, settle the chains
     best = 0.0
     for _ in range(repeats):
         t = time.perf_counter()
-        res = super_transition(rs, 0.3, 100, budget)
+        res = rs.run(0.3, 100, budget)
         best = max(best, res.leapfrog_steps / (time.perf_counter() - t))
     return best, rs
 
@@ -48,7 +48,7 @@ def main():
     cores = len(os.sched_getaffinity(0))
     serial, a = rate(1, args.budget, args.repeats)
     parallel, b = rate(cores, args.budget, args.repeats)
-    same = all(np.array_equal(x.chain.q, y.chain.q) for x, y in zip(a.replicas, b.replicas)) and \
+    same = all(np.array_equal(x.q, y.q) for x, y in zip(a.chains, b.chains)) and \
         np.array_equal(a.test_pred, b.test_pred)
     print(f"8 replicas x {args.budget} leapfrog steps per super-transition, best of {args.repeats}")
     print(f"serial (1 thread):      {serial:12,.0f} leapfrog steps/s")

@@ -10,7 +10,7 @@ import pytest
 from adaptive_hmc.data import kfold, load_robot_arm
 from adaptive_hmc.estimator import BNNClassifier, BNNRegressor
 from adaptive_hmc.models.mlp import MLPSpec, predict
-from adaptive_hmc.replicas import ReplicaSet, super_transition
+from adaptive_hmc.replicas import ReplicaSet, chain_arrays
 from adaptive_hmc.rewards import cv_error, cv_reward, esjd_reward, held_out_error
 from adaptive_hmc.runner import fallback_reward, run_super_transitions
 from adaptive_hmc.samplers import HMCSettings
@@ -76,24 +76,49 @@ def test_budget_respected_exactly(jitter, window):
     L steps; with it (L drawn from 1..7, mean 4) 2 budget / (L + 1) = 25, whose
     steps average the budget (sd of one super-transition's total: 10)."""
     rs = _replicas(settings=HMCSettings(jitter=jitter, window=window), full_data_chain=True)
-    res = super_transition(rs, 0.3, 7, 100)
+    res = rs.run(0.3, 7, 100)
     assert res.n_iter == (25 if jitter else 100 // 7)
     used = res.record.num_steps.sum(axis=1)
-    assert np.all(rs.replicas[0].chain.counters == [used[0], res.n_iter])
+    assert np.all(rs.chains[0].counters == [used[0], res.n_iter])
     if jitter:
-        more = np.concatenate([super_transition(rs, 0.3, 7, 100).record.num_steps.sum(axis=1) for _ in range(10)])
+        more = np.concatenate([rs.run(0.3, 7, 100).record.num_steps.sum(axis=1) for _ in range(10)])
         assert abs(more.mean() - 100) < 4 * 10 / np.sqrt(more.size)
     else:
         assert np.all(used == 14 * 7)
     with pytest.raises(ValueError, match="num_steps"):
-        super_transition(rs, 0.3, 101, 100)
+        rs.run(0.3, 101, 100)
     with pytest.raises(ValueError, match="step_factor"):
-        super_transition(rs, float("nan"), 10, 100)
+        rs.run(float("nan"), 10, 100)
+
+
+def test_a_super_transition_is_a_pure_function_of_its_state():
+    """super_transition(setup, state, action, budget) -> (state, result): the
+    same state and action give the same bits twice, the state given is left as
+    it was, and the new one is the old with one more super-transition folded in."""
+    from adaptive_hmc.replicas import checkpoint_state, super_transition
+    rs = _replicas(full_data_chain=True, thin=1)
+    rs.run(0.3, 10, 100)
+    before = rs.state
+    saved = checkpoint_state(before)
+    action = {"step_factor": 0.3, "num_steps": 10}
+    (s1, r1), (s2, r2) = (super_transition(rs, before, action, 100) for _ in range(2))
+    for u, v in zip(r1.record, r2.record):
+        assert np.array_equal(u, v)
+    for u, v in zip(s1.totals, s2.totals):
+        assert np.array_equal(u, v)
+    assert all(np.array_equal(u, v) for c, d in zip(s1.chains, s2.chains)
+               for u, v in zip(chain_arrays(c), chain_arrays(d)))
+    assert rs.state is before and s1.n_super == before.n_super + 1 == len(s1.history)
+    assert not np.array_equal(s1.chains[0].q, before.chains[0].q)
+    again = checkpoint_state(before)
+    assert all(np.array_equal(u, v) for c, d in zip(saved["chains"], again["chains"]) for u, v in zip(c, d))
+    assert s1.streams_spawned == before.streams_spawned + rs.n_replicas
+    assert np.array_equal(s1.totals.count, before.totals.count + r1.step.count)
 
 
 def test_initial_phase_keeps_hyperparameters_fixed():
     rs = _replicas(settings=HMCSettings(initial_phase_steps=50), initial_hyper=1.0)
-    res = super_transition(rs, 0.2, 10, 100)
+    res = rs.run(0.2, 10, 100)
     h = res.record.hyper
     # Gibbs starts at the first iteration with >= 50 leapfrog steps done: iteration 5.
     assert np.all(h[:, :5] == h[:, :1])
@@ -110,15 +135,15 @@ def test_serial_and_parallel_runs_are_bitwise_identical():
     def go(threads):
         rs = _replicas(threads=threads, full_data_chain=True,
                        settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
-        out = [super_transition(rs, eps, L, 120) for eps, L in ((0.3, 10), (0.5, 6))]
+        out = [rs.run(eps, L, 120) for eps, L in ((0.3, 10), (0.5, 6))]
         return rs, out
     a, ra = go(1)
     alive = []
     for threads in (3, 3, 1, 3):
         b, rb = go(threads)
         alive.append((b, rb))          # kept, so the next run's arrays lie elsewhere
-        for x, y in zip(a.replicas, b.replicas):
-            for u, v in zip(x.arrays(), y.arrays()):
+        for x, y in zip(a.chains, b.chains):
+            for u, v in zip(chain_arrays(x), chain_arrays(y)):
                 assert np.array_equal(u, v)
         for u, v in zip(ra, rb):
             for p, q in zip(u.record, v.record):
@@ -149,9 +174,9 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
     spec = rs.spec
     D = spec.n_params
     metric = "mse" if likelihood == "gaussian" else "log_loss"
-    super_transition(rs, 0.05, 5, 200)   # a first super-transition at another setting
+    rs.run(0.05, 5, 200)   # a first super-transition at another setting
     before = [len(k) for k in rs.kept]
-    res = super_transition(rs, 0.4, 10, 200)
+    res = rs.run(0.4, 10, 200)
     rows = _split_kept(rs, before)
     errs = []
     for r, fold, kept in zip(rs.replicas, rs.folds, rows):
@@ -176,10 +201,10 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
 def test_test_predictions_match_numpy_from_kept_samples(likelihood):
     rs = _replicas(likelihood, full_data_chain=True, burn_in_super_transitions=1)
     spec = rs.spec
-    super_transition(rs, 0.3, 5, 100)
+    rs.run(0.3, 5, 100)
     assert rs.retained.sum() == rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
     for _ in range(2):
-        super_transition(rs, 0.3, 5, 100)
+        rs.run(0.3, 5, 100)
     Q, noise, _ = rs.samples()
     assert len(Q) == rs.retained.sum() == 2 * 20 * rs.n_replicas      # one L: equal weights, plain averages
     Xt, Yt = rs.X_test, rs.Y_test
@@ -211,7 +236,7 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood):
 
 def test_esjd_reward_from_the_record():
     rs = _replicas()
-    res = super_transition(rs, 0.3, 9, 90)
+    res = rs.run(0.3, 9, 90)
     r = res.record
     manual = np.mean([(r.accept_prob[j] * r.squared_jump[j]).sum() for j in range(rs.n_replicas)]) / 3.0
     assert esjd_reward(res) == pytest.approx(manual, rel=1e-12)
@@ -220,7 +245,7 @@ def test_esjd_reward_from_the_record():
 
 def test_held_out_error_rejects_wrong_metric():
     rs = _replicas("logistic")
-    res = super_transition(rs, 0.3, 5, 20)
+    res = rs.run(0.3, 5, 20)
     with pytest.raises(ValueError, match="regression"):
         held_out_error(res.held_out[0], "logistic", "mse")
     assert math.isfinite(cv_error(res))
@@ -243,7 +268,7 @@ def test_no_cv_replicas_needs_the_full_data_chain():
     with pytest.raises(ValueError, match="full_data_chain"):
         ReplicaSet(spec, X, Y, k=0)
     rs = ReplicaSet(spec, X, Y, k=0, full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
-    res = super_transition(rs, 0.3, 5, 20)
+    res = rs.run(0.3, 5, 20)
     assert res.held_out == [] and rs.retained[0] == 4 and rs.test_count[0] == 4 * 5     # weights: L = 5
 
 
@@ -257,7 +282,7 @@ def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
                     initial_hyper=None, settings=HMCSettings(gibbs=False, jitter=True),
                     test_sets={"x": (x_star, np.zeros((3, 1)))}, burn_in_super_transitions=2, seed=11)
     for _ in range(82):
-        super_transition(rs, 0.4, 20, 5000)
+        rs.run(0.4, 20, 5000)
     batches = np.array([p[0, 0] / c[0] for p, c in zip(rs.history_pred[2:], rs.history_count[2:])])
     mean = rs.prediction("x").mean[:, 0]
     se = np.sqrt(batches.std(axis=0, ddof=1) ** 2 / len(batches) + is_se ** 2)
@@ -278,7 +303,7 @@ def test_robot_arm_short_run_beats_mean_and_widens_outside_training_region():
                     settings=HMCSettings(window=5, initial_phase_steps=1000),
                     burn_in_super_transitions=4)
     for _ in range(12):
-        res = super_transition(rs, 0.3, 50, 1000)
+        res = rs.run(0.3, 50, 1000)
     mse = rs.metrics()["test"]["mse"]
     mean_mse = np.mean(np.sum((Y.mean(0) - Yt) ** 2, 1))
     assert mse < 0.02 * mean_mse, (mse, mean_mse)
@@ -329,7 +354,7 @@ def test_bandit_drives_replicas():
 def test_predictions_from_chosen_chains_match_numpy_from_kept_samples():
     rs = _replicas(full_data_chain=True)
     for _ in range(2):
-        super_transition(rs, 0.3, 5, 100)
+        rs.run(0.3, 5, 100)
     D = rs.spec.n_params
     kept = [np.array(k)[:, :D] for k in rs.kept]
     for chains, rows in (("full", [rs.n_cv]), ("replicas", range(rs.n_cv)), ("all", range(rs.n_replicas))):
@@ -356,8 +381,8 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
     means = {}
     for weight_by in ("gradients", "iterations"):
         rs = _replicas(likelihood, full_data_chain=True, weight_by=weight_by)
-        super_transition(rs, 0.3, 2, 100)
-        super_transition(rs, 0.3, 10, 100)
+        rs.run(0.3, 2, 100)
+        rs.run(0.3, 10, 100)
         A, chain, st = rs.kept_rows()
         w = rs.kept_weights()
         assert np.array_equal(w, np.where(st == 0, 2.0, 10.0) if weight_by == "gradients" else np.ones(len(A)))
@@ -401,8 +426,8 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
         runs = make_run(spec, X, Y, tuner={"kind": "fixed", "step_factor": 0.3, "num_steps": 20}, seed=4, k=4,
                         data="folds", settings=HMCSettings(window=3))
         rs = runs.replicas
-        super_transition(rs, 0.2, 20, 2000)                              # leave the start
-        res = super_transition(rs, eps, 20, 400, rng=np.random.SeedSequence(9))
+        rs.run(0.2, 20, 2000)                              # leave the start
+        res = rs.run(eps, 20, 400, rng=np.random.SeedSequence(9))
         scores[name] = (res.acceptance.mean(), runs.reward(res), cv_reward(res))
     (acc_stuck, esjd_stuck, cv_stuck), (acc_mix, esjd_mix, cv_mix) = scores["stuck"], scores["mixing"]
     assert acc_stuck == 0.0 and acc_mix > 0.5                            # the test has its two cases
@@ -419,14 +444,13 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
 def test_step_calibration_is_made_once_after_warm_up_and_kept_in_the_state():
     from adaptive_hmc.samplers.calibration import curvature_scale
     rs = _replicas(calibrate_after=1)
-    rs.pending = []                                      # record the steps, as a run's sample store does
-    super_transition(rs, 0.2, 10, 200)
+    steps = [rs.run(0.2, 10, 200).step]                  # recorded, as a run's sample store does
     assert np.all(rs.step_calibration == 1.0)
-    expected = [curvature_scale(r.model, r.chain.q, r.chain.hyper) for r in rs.replicas]
-    super_transition(rs, 0.2, 10, 200)
+    expected = [curvature_scale(r.model, c.q, c.hyper) for r, c in zip(rs.replicas, rs.chains)]
+    steps.append(rs.run(0.2, 10, 200).step)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12) and np.all(rs.step_calibration != 1.0)
-    state, steps = rs.state(), list(rs.pending)
-    super_transition(rs, 0.2, 10, 200)
+    state = rs.checkpoint()
+    rs.run(0.2, 10, 200)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12)       # frozen
     fresh = _replicas(calibrate_after=1)
     fresh.restore(state, steps)
@@ -441,7 +465,7 @@ def test_an_absolute_base_step_is_scaled_by_the_step_factor():
     runs bit for bit as base 0.003 at factor 1, and not as base 0.002 at factor 1."""
     def run(base, factor):
         rs = _replicas(settings=HMCSettings(step_size=np.array([base]), window=2))
-        return super_transition(rs, factor, 8, 96).record
+        return rs.run(factor, 8, 96).record
 
     a, b, c = run(0.002, 1.5), run(0.003, 1.0), run(0.002, 1.0)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
@@ -485,15 +509,15 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
                           model=model, thin=1, test_sets={"t": arm.rows(401, 420)}, threads=1)
 
     rs = make()
-    rs.pending = []
-    temps = [super_transition(rs, 1.0, 20, 120).record.temperature.mean() for _ in range(2)]
+    results = [rs.run(1.0, 20, 120) for _ in range(2)]
+    temps = [r.record.temperature.mean() for r in results]
     assert temps[0] > 5.0 > temps[1]                   # 6 hot iterations then cooling
-    state, steps = rs.state(), list(rs.pending)
-    assert all(not np.isclose(r.chain.kd[0], 0.5 * rs.dim) for r in rs.replicas)
-    a = [super_transition(rs, 1.0, 20, 120).record for _ in range(2)]
+    state, steps = rs.checkpoint(), [r.step for r in results]
+    assert all(not np.isclose(c.kd[0], 0.5 * rs.dim) for c in rs.chains)
+    a = [rs.run(1.0, 20, 120).record for _ in range(2)]
     fresh = make()
     fresh.restore(state, steps)
-    b = [super_transition(fresh, 1.0, 20, 120).record for _ in range(2)]
+    b = [fresh.run(1.0, 20, 120).record for _ in range(2)]
     for ra, rb in zip(a, b):
         assert np.array_equal(ra.energy, rb.energy) and np.array_equal(ra.temperature, rb.temperature)
     W, noise, chain = rs.samples()
@@ -514,18 +538,18 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     assert list(rs.chain_indices("full")) == list(rs.chain_indices("all")) == [0, 1, 2]
     for r in rs.replicas:
         assert r.model.n_cases == len(X) and r.held.YT.shape[1] == 0
-    starts = np.array([r.chain.q.copy() for r in rs.replicas])
+    starts = np.array([c.q.copy() for c in rs.chains])
     assert np.all(np.abs(starts) > 0) and len({s.tobytes() for s in starts}) == 3      # N(0, 0.1^2), apart
-    super_transition(rs, 0.3, 10, 200)
-    ends = np.array([r.chain.q for r in rs.replicas])
+    rs.run(0.3, 10, 200)
+    ends = np.array([c.q for c in rs.chains])
     assert len({e.tobytes() for e in ends}) == 3
     with pytest.raises(ValueError, match="replicas"):
         rs.chain_indices("replicas")
     one = ReplicaSet(spec, X, Y, k=1, data="full", seed=4, init_scale=0.0, thin=1)
     old = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, seed=4, thin=1)
     for s in (one, old):
-        super_transition(s, 0.3, 10, 200)
-    assert np.array_equal(one.replicas[0].chain.q, old.replicas[0].chain.q)
+        s.run(0.3, 10, 200)
+    assert np.array_equal(one.chains[0].q, old.chains[0].q)
     assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
     with pytest.raises(ValueError, match="full_data_chain is for data='folds'"):
         ReplicaSet(spec, X, Y, k=2, data="full", full_data_chain=True)

@@ -155,13 +155,13 @@ def _posterior_chains(model, x_star, data, k, seed):
     pooled predictive mean at x_star, its Monte Carlo standard error (ArviZ's
     multi-chain bulk ESS of the kept draws) and the largest R-hat."""
     from adaptive_hmc.diagnostics import chain_statistics
-    from adaptive_hmc.replicas import ReplicaSet, super_transition
+    from adaptive_hmc.replicas import ReplicaSet
     from adaptive_hmc.samplers.settings import HMCSettings
     rs = ReplicaSet(model.spec, model.X, model.Y, k=k, data=data, priors=model.priors, seed=seed, thin=1,
                     settings=HMCSettings(jitter=True), test_sets={"star": (x_star, np.zeros((len(x_star), 1)))},
                     burn_in_super_transitions=2, full_data_chain=False)
     for _ in range(14):
-        super_transition(rs, 0.4, 20, 10_000)
+        rs.run(0.4, 20, 10_000)
     A, chain, _ = rs.kept_rows()
     draws = np.stack([model.predict(A[chain == j, :rs.dim], x_star)[:, :, 0] for j in range(k)])  # (chains, draws, 3)
     st = chain_statistics(draws)

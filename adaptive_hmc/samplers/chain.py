@@ -40,6 +40,11 @@ def new_chain(q, hyper) -> Chain:
     return Chain(q, np.empty_like(q), np.zeros_like(q), hyper, np.zeros(2, np.int64), np.array([0.5 * q.size]))
 
 
+def copy_chain(c: Chain) -> Chain:
+    """A copy of chain ``c`` that shares no array with it."""
+    return Chain(c.q.copy(), c.g.copy(), c.p.copy(), c.hyper.copy(), c.counters.copy(), c.kd.copy())
+
+
 class Record(NamedTuple):
     """Per-iteration diagnostics, (..., n_iter); ``hyper`` rows are the target's
     :func:`~adaptive_hmc.models.base.hyper_values`."""
