@@ -62,14 +62,15 @@ def fallback_reward(told: list) -> float:
     return min(told) - (spread if spread > 0 else abs(min(told)) + 1.0)
 
 
-#: A divergent share d of the trajectories counts as acceptance 1 - DIVERGENCE_WEIGHT d at most.
-DIVERGENCE_WEIGHT = 10.0
+#: A divergent share d of the trajectories counts as acceptance 1 - DIVERGENCE_WEIGHT d at most: with
+#: the default floor of 0.8, an action whose trajectories diverge more than 0.5% of the time fails.
+DIVERGENCE_WEIGHT = 40.0
 
 
 def told_acceptance(acceptance, divergent_share: float = 0.0) -> float:
     """What the tuner's feasibility model learns of a super-transition: the
-    chains' mean acceptance, lowered to 1 - 10 x the share of divergent
-    trajectories when that is less (a 2% divergent share counts as 0.8: the
+    chains' mean acceptance, lowered to 1 - 40 x the share of divergent
+    trajectories when that is less (a 0.5% divergent share counts as 0.8: the
     energy error blew up there, a cliff is near), or 0 when a chain accepted
     nothing (a stuck chain fails the action whatever the others did)."""
     acceptance = np.asarray(acceptance, float)

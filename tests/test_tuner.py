@@ -303,12 +303,13 @@ def _cliff(a, rng):
 
 
 def test_the_feasibility_model_visits_a_failing_region_once():
-    """Told each action's acceptance, the default tuner (accept_floor 0.8)
-    proposes an action whose chains accept under 5% once per run (the first
-    probe of the box's far corner), where the thesis's tuner keeps returning
-    to the cliff; it still ends near the best feasible step factor, and the
-    feasibility model says which side of the cliff is which. The option
-    survives a state round trip."""
+    """Told each action's acceptance, the default tuner (accept_floor 0.8,
+    the unknown feasible with probability one half) never proposes an action
+    whose chains accept under 5%: it grows the feasible region from the first
+    action, where the thesis's tuner keeps returning to the cliff; its best
+    tried action is near the best feasible step factor, and the feasibility
+    model says which side of the cliff is which. The option survives a state
+    round trip."""
     from adaptive_hmc.runner import DEFAULT_BANDIT
     failures = {}
     for floor in (None, DEFAULT_BANDIT["accept_floor"]):
@@ -324,10 +325,10 @@ def test_the_feasibility_model_visits_a_failing_region_once():
                 t.tell(a, r, acceptance=acc)
             failures[floor].append(bad)
             if floor is not None:
-                assert 0.2 < t.ask()["step_factor"] < 0.5
+                assert 0.2 < t.best_action(tried_only=True)["step_factor"] < 0.5
                 p = t.feasibility(np.array([[0.1, 200], [1.0, 200]]))
                 assert p[0] > 0.9 and p[1] < 0.1
-    assert max(failures[0.8]) <= 1 and min(failures[None]) >= 3, failures
+    assert max(failures[0.8]) == 0 and min(failures[None]) >= 3, failures
     restored = BanditTuner.from_state(json.loads(json.dumps(t.state_dict())))
     assert restored.accept_floor == 0.8 and restored.ask() == t.ask()
     assert restored.accept_length_scales == {"num_steps": 1.0}
@@ -339,5 +340,5 @@ def test_told_acceptance_fails_stuck_chains_and_divergences():
     from adaptive_hmc.runner import told_acceptance
     assert told_acceptance([0.9, 0.7]) == pytest.approx(0.8)
     assert told_acceptance([0.9, 0.0]) == 0.0                   # one stuck chain fails the action
-    assert told_acceptance([1.0, 1.0], divergent_share=0.02) == pytest.approx(0.8)
+    assert told_acceptance([1.0, 1.0], divergent_share=0.005) == pytest.approx(0.8)
     assert told_acceptance([1.0, 1.0], divergent_share=0.5) == 0.0

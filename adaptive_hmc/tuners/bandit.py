@@ -78,11 +78,13 @@ class BanditTuner:
         learns where actions fail (constrained Bayesian optimisation, Gelbart,
         Snoek & Adams 2014). Each tell may carry the action's ``acceptance``
         (the runner tells the chains' mean, 0 when a chain accepted nothing); a
-        second GP over the box models it
-        (optimistic where nothing was tried), and actions whose P(acceptance >
-        floor) is below one half are not proposed, so a region where a chain
-        stopped accepting is visited once, not again; an action told with
-        acceptance below the floor is left at once, whatever p_i says.
+        second GP over the box models it, and actions whose P(acceptance >
+        floor) is below :data:`FEASIBLE` are not proposed: where nothing was
+        tried that probability is one half, so the tuner moves near actions
+        whose chains accepted (the feasible region grows from the first
+        action), and a region where a chain stopped accepting is not visited
+        again; an action told with acceptance below the floor is left at once,
+        whatever p_i says.
     accept_length_scales : {name: length scale} of the feasibility GP, as a
         fraction of the box side (default ``alpha`` for every dimension): a
         dimension along which acceptance barely changes (L, for HMC) can say so.
@@ -221,11 +223,15 @@ class BanditTuner:
         self._history.append(dict(h, action=dict(h["action"])))
 
     #: Acceptance units per unit of the feasibility GP's target, the told
-    #: acceptances' noise sd, and the prior's optimism: an untried region is
-    #: expected PRIOR_MARGIN scale units above the floor (feasible with
-    #: probability Phi(2) = 0.98), so exploration is not held back until a
-    #: failure nearby says otherwise.
-    ACCEPT_SCALE, ACCEPT_NOISE, PRIOR_MARGIN = 0.05, 0.03, 2.0
+    #: acceptances' noise sd, the prior's margin over the floor (in those
+    #: units) and the cap on a told margin. With PRIOR_MARGIN 0 an untried
+    #: region is feasible with probability one half, under :data:`FEASIBLE`:
+    #: the tuner proposes actions near ones whose chains accepted (about a
+    #: length scale away), so the feasible region grows from the first action
+    #: instead of the first move probing the box's far corner (safe Bayesian
+    #: optimisation; a PRIOR_MARGIN of 2 would make the unknown feasible with
+    #: probability 0.98, and a move went to the corner in every run measured).
+    ACCEPT_SCALE, ACCEPT_NOISE, PRIOR_MARGIN, SAFE_CAP = 0.05, 0.03, 0.0, 2.0
     #: Actions feasible with a smaller probability are not proposed.
     FEASIBLE = 0.8
 
@@ -248,7 +254,7 @@ class BanditTuner:
             v = list(self._accepts.values())
             y = np.array([a[1] / a[2] for a in v])
             counts = np.array([a[2] for a in v], float)
-            margin = np.minimum((y - self.accept_floor) / self.ACCEPT_SCALE, self.PRIOR_MARGIN)  # safe is safe
+            margin = np.minimum((y - self.accept_floor) / self.ACCEPT_SCALE, self.SAFE_CAP)  # safe is safe
             self._feasibility_model.fit(np.array([a[0] for a in v]), margin - self.PRIOR_MARGIN,
                                         (self.ACCEPT_NOISE / self.ACCEPT_SCALE) ** 2 / counts)
 
