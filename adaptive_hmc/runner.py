@@ -8,6 +8,7 @@ The runner speaks to tuners through ``ask`` and ``tell`` only.
 from __future__ import annotations
 
 import math
+import os
 import sys
 from functools import partial
 from typing import Callable, NamedTuple, TypedDict
@@ -131,13 +132,21 @@ def run_super_transitions(replicas: ReplicaSet, tuner, super_transitions: int, b
     return log
 
 
+def can_draw_bar() -> bool:
+    """Whether stderr is a terminal that reports a width (one of width 0 would draw nothing)."""
+    try:
+        return sys.stderr.isatty() and os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except (OSError, ValueError):
+        return False
+
+
 class Progress:
-    """tqdm bar on a terminal, plain log lines otherwise."""
+    """tqdm bar on a terminal that can draw one, plain log lines otherwise."""
 
     def __init__(self, total: int, initial: int, quiet: bool = False):
         self.quiet = quiet
         self.bar = None
-        if not quiet and sys.stderr.isatty():
+        if not quiet and can_draw_bar():
             from tqdm import tqdm
             self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions")
         self.total = total
