@@ -30,3 +30,19 @@ def test_quick_study_on_a_gaussian_writes_its_table_figure_and_verdicts(tmp_path
                                                          and v["ess"] > v["median_cell"])
     text = out.read_text()
     assert "| gauss2 | bandit, default | 1 |" in text and (tmp_path / "docs" / "img" / "study.png").stat().st_size
+
+
+def test_rerun_runs_one_kind_and_reads_the_others_from_a_previous_study(tmp_path):
+    """--rerun default: only the default bandit runs; the hand cells and the thesis's rows come from --reuse."""
+    study = _study()
+    first = tmp_path / "a" / "study.md"
+    study.main(["--targets", "gauss2", "--quick", "--seeds", "1", "--gauss-grid-seeds", "1", "--out", str(first)])
+    old = json.loads((tmp_path / "a" / "study.json").read_text())
+    second = tmp_path / "b" / "study.md"
+    study.main(["--targets", "gauss2", "--quick", "--seeds", "2", "--rerun", "default",
+                "--reuse", str(tmp_path / "a" / "study.json"), "--out", str(second)])
+    new = json.loads((tmp_path / "b" / "study.json").read_text())
+    assert sorted((r["kind"], r["seed"]) for r in new if r["kind"] != "default") == \
+        sorted((r["kind"], r["seed"]) for r in old if r["kind"] != "default")
+    assert [(r["kind"], r["seed"]) for r in new if r["kind"] == "default"] == [("default", 2)]
+    assert all(r == o for r, o in zip((r for r in new if r["kind"] == "hand"), (o for o in old if o["kind"] == "hand")))
