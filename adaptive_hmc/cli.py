@@ -13,6 +13,8 @@ import signal
 import sys
 from pathlib import Path
 
+from . import COMPILE_TIME
+
 # The package's modules are imported after the arguments are parsed, so that
 # `--help` answers at once (the compiled layers take a second or two to import).
 
@@ -55,10 +57,13 @@ def _reference(args) -> int:
 
 
 def _run(args) -> int:
-    from .config import read_config
-    from .experiment import run_experiment
     if args.dry_run:
         return _validate(args)
+    if not args.quiet:   # said before the second or two of imports (and a first run's compile) begins
+        print(f"adaptive-hmc run {args.config}: starting (a model's first run compiles its sampler first, "
+              f"{COMPILE_TIME})", file=sys.stderr, flush=True)
+    from .config import read_config
+    from .experiment import run_experiment
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
     if args.out:

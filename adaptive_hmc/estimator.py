@@ -21,7 +21,8 @@ from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
 from .replicas import DEFAULT_WEIGHT_BY
-from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, Progress, make_run, run_super_transitions
+from .runner import (DEFAULT_REWARD, DEFAULT_WARMUP, Progress, can_draw_bar, compile_kernels, make_run,
+                     run_super_transitions)
 from .samplers.settings import HMCSettings
 
 
@@ -68,6 +69,7 @@ class _BNN(BaseEstimator):
             settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
                                  jitter=bool(self.jitter)),
             thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads, weight_by=self.weight_by)
+        compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
         progress = Progress(self.super_transitions, 0, quiet=not self.verbose)
         try:
             self.log_ = run_super_transitions(self.replicas_, self.tuner_, self.super_transitions, self.budget,

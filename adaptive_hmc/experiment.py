@@ -17,7 +17,7 @@ from .data import Standardizer, select_features
 from .replicas import iterations, memory_estimate
 from .metrics import diagnostics_line, rhat_warning
 from .results import RunDir, RunError
-from .runner import Progress, make_run, run_super_transitions
+from .runner import Progress, compile_kernels, make_run, run_super_transitions
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
@@ -156,7 +156,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         log, wall = [], 0.0
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
     unsaved: list = []     # the steps of the super-transitions not yet in the sample store
-    meta["compile_s"] = round(meta.get("compile_s", 0.0) + replicas.compile(), 2)   # kept out of wall_s
+    meta["compile_s"] = round(meta.get("compile_s", 0.0) + compile_kernels(replicas, quiet), 2)   # kept out of wall_s
     progress = Progress(cfg.run.super_transitions, len(log), quiet)
     done_here = 0
     warned_stuck: list = []

@@ -24,33 +24,73 @@ FASTMATH = set({"reassoc", "contract", "nsz", "arcp"})
 JIT_OPTIONS = dict(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 
 
-def _private_copies(optimize_final_module):
-    """Numba links a copy of every compiled callee into each caller's module,
-    with "linkonce_odr" linkage, which the object code marks WEAK. A process
-    that compiled a callee on its own (a fresh compile) binds the caller's calls
-    to that separately optimised standalone copy, while a process that loads the
-    caller from the cache runs the caller's own copy; under the fastmath flags
-    the two copies can round differently, so results depended on the state of
-    the compile cache (tests/test_reproducible.py). Before our kernels' modules
-    are optimised, the linked-in copies get internal linkage, so every caller
-    runs its own copy, the very code its cache entry holds, whatever else the
-    process has loaded. The libraries' own functions keep their linkage."""
+def _ours(module) -> bool:
+    """Whether an LLVM module defines one of this package's kernels."""
+    return any("adaptive_hmc" in fn.name for fn in module.functions
+               if not fn.is_declaration and fn.linkage == ll.Linkage.external)
+
+
+def _privatise(module):
+    """Linked-in copies get internal linkage (see :func:`_link_compiled`)."""
+    for fn in module.functions:
+        if not fn.is_declaration and fn.linkage == ll.Linkage.linkonce_odr:
+            fn.linkage = "internal"
+
+
+def _link_compiled(finalize):
+    """How a library of one of our kernels is finalised (numba's
+    ``CPUCodeLibrary.finalize``, changed in two ways).
+
+    Compile time: Numba links into each caller's module a copy of every callee's
+    optimised module and runs the full LLVM pipeline over the whole of it again,
+    so that code deep in the call tree (the network's gradient) was optimised,
+    inlined and re-optimised once per level above it, and the top kernel became
+    one huge function (most of a minute of a cold start). Here the callees from
+    this package are linked in *after* the caller's own code is optimised:
+    their code, optimised in its own library, is taken as it is, and a call
+    from one of our kernels to another stays a call (each is a loop over
+    arrays, so a call costs nothing measurable). Numba's own small libraries
+    (reference counting, random numbers) are linked in first, as before, to be
+    inlined.
+
+    Reproducibility: the linked-in copies have "linkonce_odr" linkage, which
+    object code marks WEAK. A process that compiled a callee on its own (a
+    fresh compile) would bind the caller's calls to that standalone copy, while
+    a process that loads the caller from the cache runs the caller's own copy;
+    under the fastmath flags the two can round differently, so results depended
+    on the state of the compile cache (tests/test_reproducible.py). The copies
+    get internal linkage, so every caller runs its own copy, the very code its
+    cache entry holds, whatever else the process has loaded. Libraries that are
+    not ours are finalised as numba does."""
 
     def patched(self):
-        mod = self._final_module
-        if any("adaptive_hmc" in fn.name for fn in mod.functions
-               if not fn.is_declaration and fn.linkage == ll.Linkage.external):
-            for fn in mod.functions:
-                if not fn.is_declaration and fn.linkage == ll.Linkage.linkonce_odr:
-                    fn.linkage = "internal"
-        return optimize_final_module(self)
+        if not _ours(self._final_module):
+            return finalize(self)
+        codegen.require_global_compiler_lock()
+        self._codegen._check_llvm_bugs()
+        self._raise_if_finalized()
+        ours = []
+        for library in dict.fromkeys(self._linking_libraries):
+            self._reload_init.update(library._reload_init)
+            module = library._get_module_for_linking()
+            if any("adaptive_hmc" in fn.name for fn in module.functions if not fn.is_declaration):
+                ours.append(module)
+            else:
+                self._final_module.link_in(module, preserve=True)
+        _privatise(self._final_module)
+        self._optimize_final_module()
+        for module in ours:
+            self._final_module.link_in(module, preserve=True)
+        _privatise(self._final_module)
+        self._final_module.verify()
+        self._finalize_final_module()
 
-    patched.__wrapped__ = optimize_final_module
+    patched.__wrapped__ = finalize
     return patched
 
 
-if not hasattr(codegen.CPUCodeLibrary._optimize_final_module, "__wrapped__"):
-    codegen.CPUCodeLibrary._optimize_final_module = _private_copies(codegen.CPUCodeLibrary._optimize_final_module)
+if not hasattr(codegen.CPUCodeLibrary.finalize, "__wrapped__"):
+    codegen.CPUCodeLibrary.finalize = _link_compiled(codegen.CPUCodeLibrary.finalize)
 
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -90,6 +130,20 @@ def _whole_package_stamp(get_source_stamp):
 _Mixin = caching._SourceFileBackedLocatorMixin
 if not hasattr(_Mixin.get_source_stamp, "__wrapped__"):
     _Mixin.get_source_stamp = _whole_package_stamp(_Mixin.get_source_stamp)
+
+
+def is_ready(dispatcher, *args) -> bool | None:
+    """Whether calling ``dispatcher`` with ``args`` runs at once: compiled in
+    this process, or held by the compile cache for these argument types
+    (None: the cache could not tell)."""
+    try:
+        sig = tuple(numba.typeof(a) for a in args)
+        if any(tuple(s) == sig for s in dispatcher.overloads):
+            return True
+        cache = dispatcher._cache
+        return cache._index_key(sig, dispatcher.targetctx.codegen()) in cache._cache_file._load_index()
+    except Exception:   # a private numba interface: any change there makes the answer unknown, not an error
+        return None
 
 
 def njit(*args, **kwargs):

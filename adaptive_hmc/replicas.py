@@ -38,7 +38,8 @@ from .models.predictive import (Prediction, new_accumulator, pool_predictions, r
                                 to_original_units)
 from .models.priors import PriorSpec
 from .samplers.calibration import curvature_scale
-from .samplers.chain import Chain, Observers, Record, copy_chain, new_chain, new_record, run_chain
+from .samplers.chain import (Chain, Observers, Record, copy_chain, new_chain, new_record, run_chain,
+                             run_chain_ready)
 from .samplers.settings import HMCSettings, check_settings
 
 
@@ -460,20 +461,31 @@ class ReplicaSet:
         return np.concatenate([np.repeat([e.kept_weight[j] for e in hist], [len(e.kept[j]) for e in hist])
                                for j in range(self.n_replicas)] + [np.zeros(0)]).astype(np.float64)
 
+    def _compile_call(self) -> tuple:
+        """Arguments of a call of :func:`run_chain` that runs no iteration and
+        changes nothing, with the types of the run's calls."""
+        r = self.replicas[0]
+        settings = check_settings(self.settings._replace(num_steps=self.settings.window, step_factor=1.0,
+                                                         step_size=np.empty(0)))
+        H = len(self.hyper_names)
+        return (r.model.target, copy_chain(self.state.chains[0]), settings,
+                Record(*(a[0] for a in new_record(1, 0, H))),
+                Observers(r.held, r.test, int(np.iinfo(np.int64).max), self.thin, np.empty((0, self.dim + H))),
+                np.random.default_rng(0))
+
+    def kernels_ready(self) -> bool | None:
+        """Whether the kernels a super-transition runs are compiled or in the
+        compile cache (None: unknown), so that :meth:`compile` will be quick."""
+        return run_chain_ready(*self._compile_call())
+
     def compile(self) -> float:
         """Compile (or load from Numba's cache) the kernels a super-transition
         runs, by a call of no iterations that changes nothing; returns the
         seconds it took, so that run times can leave compilation out."""
         t0 = time.perf_counter()
-        r = self.replicas[0]
-        settings = check_settings(self.settings._replace(num_steps=self.settings.window, step_factor=1.0,
-                                                         step_size=np.empty(0)))
-        H = len(self.hyper_names)
-        chain = copy_chain(self.state.chains[0])
-        run_chain(r.model.target, chain, settings, 0, Record(*(a[0] for a in new_record(1, 0, H))),
-                  Observers(r.held, r.test, int(np.iinfo(np.int64).max), self.thin,
-                            np.empty((0, self.dim + H))), np.random.default_rng(0))
-        hyper_values(r.model.target, chain.hyper, np.empty(H))
+        target, chain, settings, rec, obs, rng = self._compile_call()
+        run_chain(target, chain, settings, 0, rec, obs, rng)
+        hyper_values(target, chain.hyper, np.empty(len(self.hyper_names)))
         return time.perf_counter() - t0
 
     # -- checkpoints --------------------------------------------------------------

@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 import os
 import sys
+import threading
+import time
 from functools import partial
 from typing import Callable, NamedTuple, TypedDict
 
 import numpy as np
 
+from . import COMPILE_TIME
 from .replicas import ReplicaSet, default_data
 from .rewards import cv_error, cv_reward, esjd_reward
 from .tuners import BanditTuner, FixedTuner
@@ -138,6 +141,37 @@ def can_draw_bar() -> bool:
         return sys.stderr.isatty() and os.get_terminal_size(sys.stderr.fileno()).columns > 0
     except (OSError, ValueError):
         return False
+
+
+def compile_kernels(replicas: ReplicaSet, quiet: bool = False) -> float:
+    """``replicas.compile()``, saying while it runs, when the kernels are not in
+    the compile cache yet, that the sampler is being compiled for this model,
+    how long that usually takes and the seconds so far (a line that counts on
+    a terminal, a line before and one after elsewhere). Returns its seconds."""
+    if quiet or replicas.kernels_ready():
+        return replicas.compile()
+    what = f"compiling the sampler for this model (first run only; {COMPILE_TIME}, later runs load it from the cache)"
+    done = threading.Event()
+    t0 = time.perf_counter()
+    if can_draw_bar():
+        def tick():
+            while not done.wait(1.0):
+                print(f"\r{what}: {time.perf_counter() - t0:.0f} s", end="", file=sys.stderr, flush=True)
+        print(f"{what}: 0 s", end="", file=sys.stderr, flush=True)
+        ticker = threading.Thread(target=tick, daemon=True)
+        ticker.start()
+    else:
+        print(f"{what} ...", file=sys.stderr, flush=True)
+        ticker = None
+    try:
+        seconds = replicas.compile()
+    finally:
+        done.set()
+        if ticker is not None:
+            ticker.join()
+            print(file=sys.stderr, flush=True)
+    print(f"compiled in {seconds:.1f} s", file=sys.stderr, flush=True)
+    return seconds
 
 
 class Progress:

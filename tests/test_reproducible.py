@@ -134,7 +134,7 @@ def test_cached_kernels_are_stamped_with_every_kernel_source(tmp_path):
 
     from adaptive_hmc import jit
     from adaptive_hmc.samplers import chain
-    locator = InTreeCacheLocator.from_function(chain.run_chain.py_func, chain.__file__)
+    locator = InTreeCacheLocator.from_function(chain._run_chain.py_func, chain.__file__)
     stamp = locator.get_source_stamp()
     assert isinstance(stamp, tuple) and stamp[1] == jit.kernel_sources_hash()
     files = sorted(p for pattern in jit.KERNEL_SOURCES for p in Path(jit.__file__).parent.glob(pattern))

@@ -55,17 +55,17 @@ class MLPTarget(NamedTuple):
     sparse: SparseInputs  # the nonzero training inputs (empty: the first layer reads XT)
 
 
-@njit
+@njit(inline="always")
 def _energy_grad(q, grad, t, hyper):
     return mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
 
 
-@njit
+@njit(inline="always")
 def _step_scales(t, hyper, out):
     return mlp_step_scales(t.arch, hyper.prec, hyper.noise, t.sumsq, float(t.YT.shape[1]), out)
 
 
-@njit
+@njit(inline="always")
 def _gibbs(q, t, hyper, rng):
     gibbs_hyper(q, hyper, t.prior, t.arch, t.XT, t.YT, t.work, rng)
 
@@ -73,12 +73,15 @@ def _gibbs(q, t, hyper, rng):
 @njit
 def _hyper_values(hyper, out):
     S, T = hyper.tau.size, hyper.top.size
-    out[:S] = hyper.tau
-    out[S:S + T] = hyper.top
-    out[S + T:] = hyper.noise
+    for k in range(S):
+        out[k] = hyper.tau[k]
+    for k in range(T):
+        out[S + k] = hyper.top[k]
+    for k in range(hyper.noise.size):
+        out[S + T + k] = hyper.noise[k]
 
 
-@njit
+@njit(inline="always")
 def _accumulate(q, t, hyper, acc):
     accumulate(acc, forward(q, t.arch, acc.XT, acc.work), hyper.noise, t.arch[LIKELIHOOD])
 

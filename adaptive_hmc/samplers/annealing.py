@@ -31,7 +31,7 @@ import numpy as np
 from ..jit import njit
 from ..models.base import energy_grad
 from .hmc import draw_step_sizes, squared_distance
-from .leapfrog import kinetic, leapfrog
+from .leapfrog import kinetic, leapfrog, set_state
 
 
 @njit
@@ -109,9 +109,7 @@ def _annealed_move(q, u, g, p, kd, step_sizes, settings, alpha, t0, metropolis, 
     prob = dummy_accept_prob(dh, kd, q.size)
     if not divergent and rng.random() < prob:
         return True, prob, dh, False, used, u1, kd - dh, jump
-    q[:] = q0
-    g[:] = g0
-    p[:] = p0
+    set_state(q, g, p, q0, g0, p0, 1.0)
     return False, prob, dh, divergent, used, u, kd, jump
 
 

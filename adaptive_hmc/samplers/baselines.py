@@ -17,7 +17,7 @@ import numpy as np
 from ..jit import njit
 from ..models.base import energy_grad
 from .hmc import draw_step_sizes, refresh_momentum, squared_distance
-from .leapfrog import kinetic, leapfrog
+from .leapfrog import copy_into, kinetic, leapfrog, set_state
 
 
 @njit
@@ -39,8 +39,8 @@ def metropolis_kernel(q, u, g, step_sizes, settings, target, hyper, rng):
     du = 0.0
     for j in range(L):
         step = draw_step_sizes(step_sizes, settings.step_nu, rng)
-        q0[:] = q
-        g0[:] = g
+        copy_into(q0, q)
+        copy_into(g0, g)
         for k in range(q.size):
             q[k] += step[k] * rng.standard_normal()
         u1 = energy_grad(q, g, target, hyper)
@@ -57,8 +57,8 @@ def metropolis_kernel(q, u, g, step_sizes, settings, target, hyper, rng):
             u = u1
             n_accepted += 1
         else:
-            q[:] = q0
-            g[:] = g0
+            copy_into(q, q0)
+            copy_into(g, g0)
     mean_p = p_sum / L
     return n_accepted / L, mean_p, du, divergent, L, u, jump_sum / mean_p if mean_p > 0.0 else 0.0
 
@@ -79,7 +79,5 @@ def stochastic_dynamics_kernel(q, u, g, p, step_sizes, settings, target, hyper, 
     u1, used, ok = leapfrog(q, p, g, step, settings.num_steps, target, hyper)
     if ok:
         return True, 1.0, u1 + kinetic(p) - h0, False, used, u1, squared_distance(q, q0)
-    q[:] = q0
-    g[:] = g0
-    p[:] = -p0
+    set_state(q, g, p, q0, g0, p0, -1.0)
     return False, 0.0, math.inf, True, used, u, 0.0

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numba.extending import overload
 
-from ..jit import njit
+from ..jit import is_ready, njit
 from ..models.base import accumulate, energy_grad, gibbs, hyper_values, step_scales
 from .annealing import annealed_kernel
 from .baselines import metropolis_kernel, stochastic_dynamics_kernel
@@ -97,15 +98,63 @@ def fill_step_sizes(target, hyper, settings, out):
     return out
 
 
+class HMCMove(NamedTuple):
+    """The iteration's transition, as a type: :func:`run_chain` passes one of
+    these markers to the compiled loop, which is compiled for each marker type
+    it meets with only that transition's kernel in it (a run compiles the
+    kernels it uses, not every branch). ``kind`` is the index into
+    :data:`~adaptive_hmc.samplers.settings.KINDS` (annealing: the schedule's)."""
+
+    kind: int = 0
+
+
+class MetropolisMove(NamedTuple):
+    kind: int = 1
+
+
+class StochasticDynamicsMove(NamedTuple):
+    kind: int = 2
+
+
+class AnnealedMove(NamedTuple):
+    kind: int = 0
+
+
+#: The marker of each entry of KINDS.
+MOVES = (HMCMove(), MetropolisMove(), StochasticDynamicsMove())
+
+
+def move_of(settings: HMCSettings) -> NamedTuple:
+    """The move marker of checked ``settings``: annealed when it holds a schedule."""
+    return AnnealedMove(settings.kind) if settings.anneal.shape[0] > 0 else MOVES[settings.kind]
+
+
+def transition(move, chain, u, step_sizes, settings, target, rng):
+    """One transition of the kind ``move`` marks from ``chain`` (in place) at
+    energy ``u``: (share of moves accepted, acceptance probability, energy
+    error, divergent, energy evaluations, new energy, squared jump)."""
+
+
+@overload(transition)
+def _transition(move, chain, u, step_sizes, settings, target, rng):
+    cls = move.instance_class
+    if cls is AnnealedMove:
+        return lambda move, chain, u, step_sizes, settings, target, rng: annealed_kernel(
+            chain.q, u, chain.g, chain.p, chain.kd, step_sizes, settings, chain.counters[1], target, chain.hyper, rng)
+    if cls is MetropolisMove:
+        return lambda move, chain, u, step_sizes, settings, target, rng: metropolis_kernel(
+            chain.q, u, chain.g, step_sizes, settings, target, chain.hyper, rng)
+    kernel = hmc_kernel if cls is HMCMove else stochastic_dynamics_kernel
+
+    def impl(move, chain, u, step_sizes, settings, target, rng):
+        moved, prob, dh, div, used, u1, jump = kernel(chain.q, u, chain.g, chain.p, step_sizes, settings, target,
+                                                      chain.hyper, rng)
+        return 1.0 if moved else 0.0, prob, dh, div, used, u1, jump
+    return impl
+
+
 @njit
-def run_chain(target, chain, settings, n_iter, rec, obs, rng):
-    """``n_iter`` iterations of [Gibbs update of the hyperparameters (when
-    ``settings.gibbs``, once ``settings.initial_phase_steps`` leapfrog steps are
-    done), transition of ``settings.kind`` (HMC, random-walk Metropolis or
-    stochastic dynamics; with a ``settings.anneal`` schedule, annealed HMC or
-    annealed Metropolis of eq 27)] on ``chain``, in place. Iteration i is written to
-    ``rec[..., i]``; ``obs`` is an :class:`Observers` or None. Returns the
-    number of rows of ``obs.kept`` written."""
+def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
     D = chain.q.size
     step_sizes = fill_step_sizes(target, chain.hyper, settings, np.empty(D))
     u = energy_grad(chain.q, chain.g, target, chain.hyper)
@@ -115,22 +164,7 @@ def run_chain(target, chain, settings, n_iter, rec, obs, rng):
             gibbs(chain.q, target, chain.hyper, rng)
             fill_step_sizes(target, chain.hyper, settings, step_sizes)
             u = energy_grad(chain.q, chain.g, target, chain.hyper)
-        if settings.anneal.shape[0] > 0:
-            acc, prob, dh, div, used, u, jump = annealed_kernel(chain.q, u, chain.g, chain.p, chain.kd, step_sizes,
-                                                                settings, chain.counters[1], target, chain.hyper,
-                                                                rng)
-        elif settings.kind == 0:
-            moved, prob, dh, div, used, u, jump = hmc_kernel(chain.q, u, chain.g, chain.p, step_sizes, settings,
-                                                             target, chain.hyper, rng)
-            acc = 1.0 if moved else 0.0
-        elif settings.kind == 1:
-            acc, prob, dh, div, used, u, jump = metropolis_kernel(chain.q, u, chain.g, step_sizes, settings,
-                                                                  target, chain.hyper, rng)
-        else:
-            moved, prob, dh, div, used, u, jump = stochastic_dynamics_kernel(chain.q, u, chain.g, chain.p,
-                                                                             step_sizes, settings, target,
-                                                                             chain.hyper, rng)
-            acc = 1.0 if moved else 0.0
+        acc, prob, dh, div, used, u, jump = transition(move, chain, u, step_sizes, settings, target, rng)
         chain.counters[0] += used
         chain.counters[1] += 1
         rec.accepted[i] = acc
@@ -152,10 +186,30 @@ def run_chain(target, chain, settings, n_iter, rec, obs, rng):
                 if obs.test.YT.shape[1] > 0:
                     accumulate(chain.q, target, chain.hyper, obs.test)
                 if obs.thin > 0 and chain.counters[1] % obs.thin == 0:
-                    obs.kept[n_kept, :D] = chain.q
+                    for k in range(D):
+                        obs.kept[n_kept, k] = chain.q[k]
                     hyper_values(target, chain.hyper, obs.kept[n_kept, D:])
                     n_kept += 1
     return n_kept
+
+
+def run_chain(target, chain, settings, n_iter, rec, obs, rng):
+    """``n_iter`` iterations of [Gibbs update of the hyperparameters (when
+    ``settings.gibbs``, once ``settings.initial_phase_steps`` leapfrog steps are
+    done), transition of ``settings.kind`` (HMC, random-walk Metropolis or
+    stochastic dynamics; with a ``settings.anneal`` schedule, annealed HMC or
+    annealed Metropolis of eq 27)] on ``chain``, in place, in compiled code
+    that holds only that transition (:func:`move_of`; releases the GIL).
+    Iteration i is written to ``rec[..., i]``; ``obs`` is an
+    :class:`Observers` or None. Returns the number of rows of ``obs.kept``
+    written."""
+    return _run_chain(target, chain, settings, n_iter, rec, obs, rng, move_of(settings))
+
+
+def run_chain_ready(target, chain, settings, rec, obs, rng) -> bool | None:
+    """Whether :func:`run_chain` with these arguments' types runs without
+    compiling (:func:`~adaptive_hmc.jit.is_ready`)."""
+    return is_ready(_run_chain, target, chain, settings, 0, rec, obs, rng, move_of(settings))
 
 
 # -- Python-level transitions ----------------------------------------------------------

@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 
 from ..jit import njit
-from .leapfrog import kinetic, leapfrog
+from .leapfrog import kinetic, leapfrog, set_state
 
 
-@njit
+@njit(inline="always")
 def refresh_momentum(p, persistence, rng):
     """p <- alpha p + sqrt(1 - alpha^2) n (Neal 1993 eq 16); alpha = 0 draws afresh."""
     c = math.sqrt(1.0 - persistence * persistence)
@@ -21,7 +21,7 @@ def refresh_momentum(p, persistence, rng):
         p[k] = persistence * p[k] + c * rng.standard_normal()
 
 
-@njit
+@njit(inline="always")
 def draw_step_sizes(step_sizes, step_nu, rng):
     """The transition's step sizes: ``step_sizes``, times exp(nu C) with C
     standard Cauchy when nu > 0 (Neal 1992 eq 23)."""
@@ -30,7 +30,7 @@ def draw_step_sizes(step_sizes, step_nu, rng):
     return step_sizes.copy()
 
 
-@njit
+@njit(inline="always")
 def _offer(idx, lo, hi, q, g, p, u, h, logsum, cq, cg, cp, cu, rng):
     """Streaming choice of one state of window [lo, hi] with probability
     proportional to exp(-H): the state at ``idx`` replaces the candidate with
@@ -40,9 +40,7 @@ def _offer(idx, lo, hi, q, g, p, u, h, logsum, cq, cg, cp, cu, rng):
     m = max(logsum, -h)
     new = m + math.log(math.exp(logsum - m) + math.exp(-h - m))
     if rng.random() < math.exp(-h - new):
-        cq[:] = q
-        cg[:] = g
-        cp[:] = p
+        set_state(cq, cg, cp, q, g, p, 1.0)
         cu = u
     return new, cu
 
@@ -58,7 +56,7 @@ def _offer_both(idx, W, L, q, g, p, u, h, sel, rng):
     return (log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au)
 
 
-@njit
+@njit(inline="always")
 def squared_distance(a, b):
     s = 0.0
     for k in range(a.size):
@@ -98,9 +96,7 @@ def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
         jump = 0.0 if divergent else squared_distance(q, q0)
         if not divergent and rng.random() < prob:
             return True, prob, dh, False, used, u1, jump
-        q[:] = q0
-        g[:] = g0
-        p[:] = -p0
+        set_state(q, g, p, q0, g0, p0, -1.0)
         return False, prob, dh, divergent, used, u, jump
     # Windowed HMC: states 0..L, reject window [0, W-1], accept window [L-W+1, L];
     # the current state sits at a uniformly chosen s in [0, W-1].
@@ -127,9 +123,7 @@ def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
         else:
             sel = _offer_both(i + 1, W, L, qx, gx, px, ux, h, sel, rng)
     if not ok:
-        q[:] = q0
-        g[:] = g0
-        p[:] = -p0
+        set_state(q, g, p, q0, g0, p0, -1.0)
         return False, 0.0, math.inf, True, used, u, 0.0
     log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au = sel
     dh = log_r - log_a
@@ -137,11 +131,7 @@ def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     divergent = not worst <= max_energy_error
     jump = squared_distance(aq, q0)
     if rng.random() < prob:
-        q[:] = aq
-        g[:] = ag
-        p[:] = ap
+        set_state(q, g, p, aq, ag, ap, 1.0)
         return True, prob, dh, divergent, used, au, jump
-    q[:] = rq
-    g[:] = rg
-    p[:] = -rp
+    set_state(q, g, p, rq, rg, rp, -1.0)
     return False, prob, dh, divergent, used, ru, jump

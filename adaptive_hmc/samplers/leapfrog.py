@@ -10,7 +10,7 @@ from ..jit import njit
 from ..models.base import energy_grad
 
 
-@njit
+@njit(inline="always")
 def leapfrog(q, p, g, step_sizes, num_steps, target, hyper):
     """Advance (q, p) by ``num_steps`` leapfrog steps in place; ``g`` holds
     dU/dq at q on entry and on exit. Returns (U, steps_done, finite): the
@@ -31,7 +31,24 @@ def leapfrog(q, p, g, step_sizes, num_steps, target, hyper):
     return u, num_steps, True
 
 
-@njit
+@njit(inline="always")
+def set_state(q, g, p, q1, g1, p1, sign):
+    """(q, g, p) <- (q1, g1, sign * p1) in place (a loop: no array temporaries,
+    no shape checks to compile)."""
+    for k in range(q.size):
+        q[k] = q1[k]
+        g[k] = g1[k]
+        p[k] = sign * p1[k]
+
+
+@njit(inline="always")
+def copy_into(a, b):
+    """a <- b in place, element by element."""
+    for k in range(a.size):
+        a[k] = b[k]
+
+
+@njit(inline="always")
 def kinetic(p):
     k = 0.0
     for i in range(p.size):
