@@ -56,12 +56,17 @@ def _reference(args) -> int:
     return 0
 
 
+def _starting(args) -> None:
+    """The first line of a run, said before the second or two of imports (and a
+    first run's compile) begins."""
+    if not (args.quiet or args.dry_run):
+        print(f"adaptive-hmc run {args.config}: starting (a model's first run compiles its sampler first, "
+              f"{COMPILE_TIME})", file=sys.stderr, flush=True)
+
+
 def _run(args) -> int:
     if args.dry_run:
         return _validate(args)
-    if not args.quiet:   # said before the second or two of imports (and a first run's compile) begins
-        print(f"adaptive-hmc run {args.config}: starting (a model's first run compiles its sampler first, "
-              f"{COMPILE_TIME})", file=sys.stderr, flush=True)
     from .config import read_config
     from .experiment import run_experiment
     overrides = {} if args.seed is None else {"run.seed": args.seed}
@@ -167,7 +172,7 @@ def main(argv=None) -> int:
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--dry-run", action="store_true", help="check the config and its data, print the resolved "
                                                           "config, run nothing (as validate)")
-    r.set_defaults(fn=_run)
+    r.set_defaults(fn=_run, starting=_starting)
     v = sub.add_parser("validate", help="check a config and its data without running; print the resolved config")
     v.add_argument("config")
     v.add_argument("--seed", type=int, help="override run.seed")
@@ -205,6 +210,8 @@ def main(argv=None) -> int:
     f = sub.add_parser("reference", help="print the config reference (every key, type, default; docs/CONFIG.md)")
     f.set_defaults(fn=_reference)
     args = ap.parse_args(argv)
+    if getattr(args, "starting", None):
+        args.starting(args)
     from .config import ConfigError
     from .experiment import Interrupted
     from .results import RunError

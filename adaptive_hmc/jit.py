@@ -141,6 +141,8 @@ def is_ready(dispatcher, *args) -> bool | None:
         if any(tuple(s) == sig for s in dispatcher.overloads):
             return True
         cache = dispatcher._cache
+        if isinstance(cache, caching.NullCache):
+            return False
         return cache._index_key(sig, dispatcher.targetctx.codegen()) in cache._cache_file._load_index()
     except Exception:   # a private numba interface: any change there makes the answer unknown, not an error
         return None

@@ -28,3 +28,57 @@ def test_progress_falls_back_to_lines_where_no_bar_can_be_drawn(monkeypatch, cap
     assert "super-transition 1/2" in capsys.readouterr().out
     monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((80, 24)))
     assert runner.can_draw_bar()
+
+
+def test_a_run_speaks_before_its_imports_and_while_its_sampler_compiles(monkeypatch, capsys):
+    """The first line comes before the package's heavy imports (the CLI's own
+    import is light); a compile that the cache cannot spare is announced with
+    how long it usually takes, and a cached one says nothing."""
+    import subprocess
+    import sys
+    import time
+    from adaptive_hmc import COMPILE_TIME, runner
+    from adaptive_hmc.cli import main
+    code = ("import sys; from adaptive_hmc.cli import main\n"
+            "sys.argv = ['adaptive-hmc', 'run', 'missing.yaml']\nsys.exit(main())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("adaptive-hmc run missing.yaml: starting") and COMPILE_TIME in first
+    assert "error" in done.stderr and done.returncode == 2
+
+    class Fake:
+        def __init__(self, ready):
+            self.ready = ready
+
+        def kernels_ready(self):
+            return self.ready
+
+        def compile(self):
+            time.sleep(0.05)
+            return 0.05
+
+    monkeypatch.setattr(runner, "can_draw_bar", lambda: False)
+    assert runner.compile_kernels(Fake(True)) == 0.05
+    assert capsys.readouterr().err == ""
+    runner.compile_kernels(Fake(False))
+    err = capsys.readouterr().err
+    assert "compiling the sampler for this model (first run only" in err and "compiled in 0.1 s" in err
+    runner.compile_kernels(Fake(False), quiet=True)
+    assert capsys.readouterr().err == ""
+    assert main(["run", "missing.yaml", "--quiet"]) == 2
+    assert "starting" not in capsys.readouterr().err
+
+
+def test_is_ready_tells_a_compiled_kernel_from_one_still_to_compile():
+    """run_chain_ready answers from the dispatcher's compiled signatures and the
+    cache index: a transition never compiled in this process or cached is not
+    ready until it is."""
+    from adaptive_hmc.jit import is_ready, njit
+
+    @njit(cache=False)
+    def twice(x):
+        return 2 * x
+
+    assert is_ready(twice, 1.0) is False
+    twice(1.0)
+    assert is_ready(twice, 1.0) is True and is_ready(twice, np.ones(2)) is False

@@ -52,7 +52,7 @@ class MLPTarget(NamedTuple):
     work: np.ndarray    # scratch of the kernels
     prior: Prior
     sumsq: np.ndarray   # (n_in,) sum over training cases of each squared input
-    sparse: SparseInputs  # the nonzero training inputs (empty: the first layer reads XT)
+    sparse: SparseInputs | None  # the nonzero training inputs (None: the first layer reads XT)
 
 
 @njit(inline="always")
@@ -104,8 +104,7 @@ class BayesianMLP(Model):
         self.prior, self.slot_names = build_prior(spec, priors)
         XT = pad_cases(X.T)
         self.sparse = use_sparse(X) if sparse is None else bool(sparse)
-        nonzero = sparse_inputs(X) if self.sparse else SparseInputs(np.empty(0, np.int64), np.empty(0, np.int64),
-                                                                     np.empty(0))
+        nonzero = sparse_inputs(X) if self.sparse else None   # None: the sparse code is not even compiled
         self.target = MLPTarget(spec.arch, XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]),
                                 self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero)
         self.n_cases = X.shape[0]
