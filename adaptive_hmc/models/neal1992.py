@@ -98,7 +98,7 @@ def _step_scales(t, hyper, out):
     return out
 
 
-@njit
+@njit(inline="always")
 def log_predictive(s_train, s_new, m, n_out, m0, s0):
     """log of eq 35: the density of a new output vector at squared error
     ``s_new`` given the weights, whose squared error on the m training outputs

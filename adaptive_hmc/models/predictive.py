@@ -66,7 +66,7 @@ def add_output(acc, out, o, n):
     return acc.YT[o, n] - f
 
 
-@njit
+@njit(inline="always")
 def logaddexp(a, b):
     m = max(a, b)
     if m == -math.inf:
@@ -74,7 +74,7 @@ def logaddexp(a, b):
     return m + math.log(math.exp(a - m) + math.exp(b - m))
 
 
-@njit
+@njit(inline="always")
 def _log_sigmoid(f):
     return -math.log1p(math.exp(-f)) if f >= 0 else f - math.log1p(math.exp(f))
 
@@ -86,12 +86,15 @@ def accumulate(acc, out, noise, lik):
     and log p(y | sample) of each target case."""
     n_out, N = acc.pred.shape
     acc.count[0] += 1.0
+    log_norm = np.empty(n_out)       # per output, not per case: a log per case cost more than the rest
+    for o in range(n_out):
+        log_norm[o] = 0.5 * math.log(noise[o] / (2.0 * math.pi)) if lik == GAUSSIAN else 0.0
     for n in range(N):
         if lik == GAUSSIAN:
             lp = 0.0
             for o in range(n_out):
                 r = add_output(acc, out, o, n)
-                lp += 0.5 * math.log(noise[o] / (2.0 * math.pi)) - 0.5 * noise[o] * r * r
+                lp += log_norm[o] - 0.5 * noise[o] * r * r
         elif lik == LOGISTIC:
             f = out[0, n]
             pr = 1.0 / (1.0 + math.exp(-f))

@@ -155,7 +155,7 @@ def precisions(prior, tau, out):
     return out
 
 
-@njit
+@njit(inline="always")
 def _log_density_log_mu(u, c_lin, c_neg, c_pos):
     return c_lin * u - c_neg * math.exp(-u) - c_pos * math.exp(u)
 
