@@ -251,10 +251,12 @@ def _layer_offset(arch, layer):
 
 
 @njit
-def forward(q, arch, XT, work, sparse=None):
+def forward(q, arch, XT, work, sparse):
     """Network outputs for the cases in ``XT`` (n_in, N), N possibly padded
     (:func:`pad_cases`); with ``sparse`` (the :class:`SparseInputs` of the
-    same cases, non-empty) the first layer reads its nonzeros instead.
+    same cases, non-empty) the first layer reads its nonzeros instead, with
+    None the dense inputs (every caller passes it, so that all dense calls
+    share one compiled version).
 
     Fills ``work[:sum(H)]`` with hidden activations (row per unit, column per
     case) and returns the view ``work[2*sum(H) : 2*sum(H)+n_out]`` holding the
@@ -524,7 +526,7 @@ def mlp_predict(Q, arch, XT, work):
     S = Q.shape[0]
     res = np.empty((S, arch[N_OUT], XT.shape[1]))
     for s in range(S):
-        res[s] = forward(Q[s], arch, XT, work)
+        res[s] = forward(Q[s], arch, XT, work, None)
     return res
 
 

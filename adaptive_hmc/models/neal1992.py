@@ -110,7 +110,7 @@ def log_predictive(s_train, s_new, m, n_out, m0, s0):
 @njit
 def _training_sse(t):
     """Total squared error on the training cases of the weights in ``t.w`` (a forward pass)."""
-    out = forward(t.w, t.arch, t.XT, t.work)
+    out = forward(t.w, t.arch, t.XT, t.work, None)
     sse = 0.0
     for o in range(t.YT.shape[0]):
         for n in range(t.YT.shape[1]):
@@ -127,7 +127,7 @@ def accumulate_eq35(t, acc):
     fields arch, XT, YT, work, w, m0, s0.)"""
     m = t.YT.shape[0] * t.YT.shape[1]
     sse = _training_sse(t)
-    out = forward(t.w, t.arch, acc.XT, acc.work)
+    out = forward(t.w, t.arch, acc.XT, acc.work, None)
     n_out, N = acc.pred.shape
     acc.count[0] += 1.0
     for n in range(N):

@@ -232,7 +232,7 @@ def gibbs_hyper(q, hyper, prior, arch, XT, YT, work, rng):
         mu = top[prior.slot_top[s]] if prior.slot_top[s] >= 0 else prior.slot_mean[s]
         tau[s] = rng.gamma(0.5 * a + 0.5 * cnt[s], 1.0 / (0.5 * a / mu + 0.5 * ss[s]))
     if arch[LIKELIHOOD] == GAUSSIAN:
-        out = forward(q, arch, XT, work)
+        out = forward(q, arch, XT, work, None)
         N = YT.shape[1]  # XT may carry zero padding columns
         for o in range(noise.size):
             a = prior.noise_shape[o]

@@ -17,7 +17,7 @@ from ..jit import is_ready, njit
 from ..models.base import accumulate, energy_grad, gibbs, hyper_values, step_scales
 from .annealing import annealed_kernel
 from .baselines import metropolis_kernel, stochastic_dynamics_kernel
-from .hmc import hmc_kernel
+from .hmc import plain_hmc_kernel, windowed_hmc_kernel
 from .settings import KINDS, HMCSettings, check_settings
 
 
@@ -108,6 +108,10 @@ class HMCMove(NamedTuple):
     kind: int = 0
 
 
+class WindowedHMCMove(NamedTuple):
+    kind: int = 0
+
+
 class MetropolisMove(NamedTuple):
     kind: int = 1
 
@@ -125,8 +129,11 @@ MOVES = (HMCMove(), MetropolisMove(), StochasticDynamicsMove())
 
 
 def move_of(settings: HMCSettings) -> NamedTuple:
-    """The move marker of checked ``settings``: annealed when it holds a schedule."""
-    return AnnealedMove(settings.kind) if settings.anneal.shape[0] > 0 else MOVES[settings.kind]
+    """The move marker of checked ``settings``: annealed when it holds a
+    schedule, windowed HMC when its window is above 1."""
+    if settings.anneal.shape[0] > 0:
+        return AnnealedMove(settings.kind)
+    return WindowedHMCMove() if settings.kind == 0 and settings.window > 1 else MOVES[settings.kind]
 
 
 def transition(move, chain, u, step_sizes, settings, target, rng):
@@ -144,7 +151,7 @@ def _transition(move, chain, u, step_sizes, settings, target, rng):
     if cls is MetropolisMove:
         return lambda move, chain, u, step_sizes, settings, target, rng: metropolis_kernel(
             chain.q, u, chain.g, step_sizes, settings, target, chain.hyper, rng)
-    kernel = hmc_kernel if cls is HMCMove else stochastic_dynamics_kernel
+    kernel = {HMCMove: plain_hmc_kernel, WindowedHMCMove: windowed_hmc_kernel}.get(cls, stochastic_dynamics_kernel)
 
     def impl(move, chain, u, step_sizes, settings, target, rng):
         moved, prob, dh, div, used, u1, jump = kernel(chain.q, u, chain.g, chain.p, step_sizes, settings, target,

@@ -64,40 +64,49 @@ def squared_distance(a, b):
     return s
 
 
-@njit
-def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
-    """One HMC transition of ``target`` at ``hyper`` (held fixed) in place on
-    (q, g, p), with the absolute ``step_sizes`` and the trajectory settings
-    (num_steps, window, persistence, jitter, step_nu, max_energy_error) of
-    ``settings``, an :class:`~adaptive_hmc.samplers.settings.HMCSettings`; returns
-    (accepted, accept_prob, energy_error, divergent, steps_used, new_energy,
-    squared_jump), where squared_jump is ||q_proposal - q_current||^2 (the
-    proposal being the state chosen from the accept window), 0 for a divergence.
-
-    Rejection (and divergence) restores q and g and negates the momentum, as
-    persistence requires (Neal 1993); with persistence 0 the sign is irrelevant.
-    """
-    max_energy_error = settings.max_energy_error
+@njit(inline="always")
+def _trajectory_start(p, step_sizes, settings, rng):
+    """What every HMC transition starts with: the momentum refresh, the
+    transition's step sizes and its trajectory length L (drawn from 1..L with
+    jitter)."""
     refresh_momentum(p, settings.persistence, rng)
     step = draw_step_sizes(step_sizes, settings.step_nu, rng)
     L = settings.num_steps
     if settings.jitter:
         L = 1 + int(rng.random() * L)
-    W = min(settings.window, L + 1)
+    return step, L
+
+
+@njit
+def plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
+    """:func:`hmc_kernel` with window 1: the last state of the trajectory is the proposal."""
+    step, L = _trajectory_start(p, step_sizes, settings, rng)
+    max_energy_error = settings.max_energy_error
     h0 = u + kinetic(p)
     q0 = q.copy()
     g0 = g.copy()
     p0 = p.copy()
-    if W == 1:
-        u1, used, ok = leapfrog(q, p, g, step, L, target, hyper)
-        dh = u1 + kinetic(p) - h0 if ok else math.inf
-        divergent = (not ok) or (not dh <= max_energy_error)
-        prob = 0.0 if divergent else min(1.0, math.exp(-dh))
-        jump = 0.0 if divergent else squared_distance(q, q0)
-        if not divergent and rng.random() < prob:
-            return True, prob, dh, False, used, u1, jump
-        set_state(q, g, p, q0, g0, p0, -1.0)
-        return False, prob, dh, divergent, used, u, jump
+    u1, used, ok = leapfrog(q, p, g, step, L, target, hyper)
+    dh = u1 + kinetic(p) - h0 if ok else math.inf
+    divergent = (not ok) or (not dh <= max_energy_error)
+    prob = 0.0 if divergent else min(1.0, math.exp(-dh))
+    jump = 0.0 if divergent else squared_distance(q, q0)
+    if not divergent and rng.random() < prob:
+        return True, prob, dh, False, used, u1, jump
+    set_state(q, g, p, q0, g0, p0, -1.0)
+    return False, prob, dh, divergent, used, u, jump
+
+
+@njit
+def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
+    """:func:`hmc_kernel` with a window W > 1 (Neal 1994)."""
+    step, L = _trajectory_start(p, step_sizes, settings, rng)
+    max_energy_error = settings.max_energy_error
+    h0 = u + kinetic(p)
+    q0 = q.copy()
+    g0 = g.copy()
+    p0 = p.copy()
+    W = min(settings.window, L + 1)
     # Windowed HMC: states 0..L, reject window [0, W-1], accept window [L-W+1, L];
     # the current state sits at a uniformly chosen s in [0, W-1].
     s = int(rng.random() * W)
@@ -135,3 +144,21 @@ def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
         return True, prob, dh, divergent, used, au, jump
     set_state(q, g, p, rq, rg, rp, -1.0)
     return False, prob, dh, divergent, used, ru, jump
+
+
+@njit
+def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
+    """One HMC transition of ``target`` at ``hyper`` (held fixed) in place on
+    (q, g, p), with the absolute ``step_sizes`` and the trajectory settings
+    (num_steps, window, persistence, jitter, step_nu, max_energy_error) of
+    ``settings``, an :class:`~adaptive_hmc.samplers.settings.HMCSettings`; returns
+    (accepted, accept_prob, energy_error, divergent, steps_used, new_energy,
+    squared_jump), where squared_jump is ||q_proposal - q_current||^2 (the
+    proposal being the state chosen from the accept window), 0 for a divergence.
+
+    Rejection (and divergence) restores q and g and negates the momentum, as
+    persistence requires (Neal 1993); with persistence 0 the sign is irrelevant.
+    """
+    if settings.window == 1:
+        return plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng)
+    return windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng)
