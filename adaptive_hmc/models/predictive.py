@@ -68,10 +68,12 @@ def add_output(acc, out, o, n):
 
 @njit(inline="always")
 def logaddexp(a, b):
+    """log(exp(a) + exp(b)), with one exp and one log1p (it runs once per case
+    of every sample's predictions)."""
     m = max(a, b)
     if m == -math.inf:
         return m
-    return m + math.log(math.exp(a - m) + math.exp(b - m))
+    return m + math.log1p(math.exp(min(a, b) - m))
 
 
 @njit(inline="always")
