@@ -65,30 +65,25 @@ def squared_distance(a, b):
 
 
 @njit(inline="always")
-def _trajectory_start(p, step_sizes, settings, rng):
+def _trajectory_start(q, u, g, p, step_sizes, settings, rng):
     """What every HMC transition starts with: the momentum refresh, the
-    transition's step sizes and its trajectory length L (drawn from 1..L with
-    jitter)."""
+    transition's step sizes, its trajectory length L (drawn from 1..L with
+    jitter), the starting total energy and copies of the starting state."""
     refresh_momentum(p, settings.persistence, rng)
     step = draw_step_sizes(step_sizes, settings.step_nu, rng)
     L = settings.num_steps
     if settings.jitter:
         L = 1 + int(rng.random() * L)
-    return step, L
+    return step, L, u + kinetic(p), q.copy(), g.copy(), p.copy()
 
 
 @njit
 def plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     """:func:`hmc_kernel` with window 1: the last state of the trajectory is the proposal."""
-    step, L = _trajectory_start(p, step_sizes, settings, rng)
-    max_energy_error = settings.max_energy_error
-    h0 = u + kinetic(p)
-    q0 = q.copy()
-    g0 = g.copy()
-    p0 = p.copy()
+    step, L, h0, q0, g0, p0 = _trajectory_start(q, u, g, p, step_sizes, settings, rng)
     u1, used, ok = leapfrog(q, p, g, step, L, target, hyper)
     dh = u1 + kinetic(p) - h0 if ok else math.inf
-    divergent = (not ok) or (not dh <= max_energy_error)
+    divergent = (not ok) or (not dh <= settings.max_energy_error)
     prob = 0.0 if divergent else min(1.0, math.exp(-dh))
     jump = 0.0 if divergent else squared_distance(q, q0)
     if not divergent and rng.random() < prob:
@@ -100,12 +95,7 @@ def plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
 @njit
 def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     """:func:`hmc_kernel` with a window W > 1 (Neal 1994)."""
-    step, L = _trajectory_start(p, step_sizes, settings, rng)
-    max_energy_error = settings.max_energy_error
-    h0 = u + kinetic(p)
-    q0 = q.copy()
-    g0 = g.copy()
-    p0 = p.copy()
+    step, L, h0, q0, g0, p0 = _trajectory_start(q, u, g, p, step_sizes, settings, rng)
     W = min(settings.window, L + 1)
     # Windowed HMC: states 0..L, reject window [0, W-1], accept window [L-W+1, L];
     # the current state sits at a uniformly chosen s in [0, W-1].
@@ -137,7 +127,7 @@ def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au = sel
     dh = log_r - log_a
     prob = min(1.0, math.exp(-dh))
-    divergent = not worst <= max_energy_error
+    divergent = not worst <= settings.max_energy_error
     jump = squared_distance(aq, q0)
     if rng.random() < prob:
         set_state(q, g, p, aq, ag, ap, 1.0)
