@@ -22,7 +22,7 @@ from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
 from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
-from .replicas import DEFAULT_WEIGHT_BY, MODELS, default_data
+from .replicas import DEFAULT_PREDICT_STEPS, DEFAULT_WEIGHT_BY, MODELS, default_data
 from .tasks import LOADERS
 from .samplers.settings import KINDS, HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
@@ -340,6 +340,9 @@ class RunConfig(_Strict):
     checkpoint_every: int = Field(1, ge=1, description="super-transitions between checkpoints")
     thin: int = Field(0, ge=0, description="keep every thin-th retained weight vector (for plots and predict); "
                       "0 keeps none")
+    predict_steps: int = Field(DEFAULT_PREDICT_STEPS, ge=0, description="leapfrog steps between the retained samples "
+                               "whose test predictions are accumulated, at least: every ceil(predict_steps / L)-th "
+                               "iteration predicts, weighing the iterations it stands for; 0: every retained iteration")
     weight_by: Literal["gradients", "iterations"] = Field(
         DEFAULT_WEIGHT_BY, description="how retained samples weigh in the predictions: gradients (each by its "
         "iteration's leapfrog steps, so every super-transition weighs its compute whatever its L; the default, "

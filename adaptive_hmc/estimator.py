@@ -16,7 +16,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .data import Standardizer
-from .metrics import kept_samples, rhat_warning, run_diagnostics
+from .metrics import kept_samples, log_gradients, rhat_warning, run_diagnostics
 from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
@@ -93,7 +93,7 @@ class _BNN(BaseEstimator):
         self.diagnostics_ = run_diagnostics(
             spec, kept, rows, "full", {"X_test": X, "history_pred": [], "history_count": []},
             {"training": slice(0, len(X))}, self.replicas_.history_hyper,
-            sum(e["leapfrog_steps"] for e in self.log_), sum(e["seconds"] for e in self.log_))
+            int(log_gradients(self.log_).sum()), sum(e["seconds"] for e in self.log_))
         warning = rhat_warning(self.diagnostics_)
         if warning:
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)

@@ -50,7 +50,7 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
                         initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
                         init_scale=None if s.init_scale is None else float(s.init_scale), burn_in_samples=r.burn_in.samples,
                         burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin,
-                        weight_by=r.weight_by,
+                        predict_steps=r.predict_steps, weight_by=r.weight_by,
                         threads=r.threads,
                         calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None,
                         standardize_targets=cfg.data.standardize_targets and cfg.model.likelihood == "gaussian",

@@ -124,7 +124,8 @@ def diagnostics_line(summary: dict) -> str:
     set's predictions, per 1000 gradients and per second of sampling."""
     d = summary.get("diagnostics") or {}
     if not d.get("test"):
-        return f"{summary['leapfrog_steps']:,} gradients, {summary['wall_s']:.1f} s sampling (no test-set ESS)"
+        return (f"{summary.get('gradients', summary['leapfrog_steps']):,} gradients, {summary['wall_s']:.1f} s "
+                f"sampling (no test-set ESS)")
     name, t = next(iter(d["test"].items()))
     r = d["rhat_max"]
     per_g, per_s = t["ess_per_1000_gradients"], t["ess_per_second"]
@@ -160,18 +161,26 @@ def rhat_warning(diagnostics: dict) -> str | None:
             f"stuck chains)")
 
 
+def log_gradients(log: list) -> np.ndarray:
+    """Every energy and gradient evaluation of each super-transition of a
+    run's ``log``, all chains (leapfrog steps, the Gibbs updates' and the step
+    calibration's); a log written before these were counted apart holds its
+    leapfrog steps alone."""
+    return np.array([e.get("gradients", e["leapfrog_steps"]) for e in log], dtype=np.int64)
+
+
 def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compile_s: float = 0.0,
               kept: dict | None = None) -> dict:
     """summary.json: test errors per test set, CV error, acceptance, divergences,
     stuck chains and the share of post-warm-up super-transitions with mean
-    acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps (every gradient of
-    every chain), wall time (sampling only) and compile time, final action, and
+    acceptance below :data:`LOW_ACCEPTANCE`, leapfrog steps and gradients
+    (:func:`log_gradients`, every chain), wall time (sampling only) and compile time, final action, and
     the multi-chain diagnostics of the predicting chains
     (:func:`run_diagnostics`; ``kept``: :func:`kept_samples`, when the caller has them)."""
     chains = cfg.replicas.predict_from
     rows = replicas.chain_indices(chains)
     metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
-    gradients = int(sum(e["leapfrog_steps"] for e in log))
+    gradients = int(log_gradients(log).sum())
     diagnostics = run_diagnostics(replicas.spec, kept or kept_samples(replicas), rows, chains,
                                   {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
                                    "history_count": replicas.history_count}, replicas.test_slices,
@@ -195,7 +204,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         if log else [],
         "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions if cfg.tuner.kind == "bandit"
                                                else 0:]),
-        "leapfrog_steps": gradients,
+        "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)), "gradients": gradients,
         "super_transitions": len(log), "samples_retained": int(replicas.retained.sum()),
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
         "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),

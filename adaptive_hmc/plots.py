@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .data import robot_arm_truth  # noqa: E402
+from .metrics import log_gradients  # noqa: E402
 from .models.mlp import predict  # noqa: E402
 from .models.predictive import predicted_labels, squared_errors  # noqa: E402
 from .results import PLOTS, Run, read_run  # noqa: E402
@@ -111,7 +112,7 @@ def running_errors(run: Run) -> tuple:
             out[name] = np.mean(squared_errors(np.transpose(mean, (0, 2, 1)), y), axis=1)
         else:
             out[name] = np.mean(predicted_labels(mean) != y[:, 0].astype(int), axis=1)
-    return np.cumsum([e["leapfrog_steps"] for e in run.log])[:len(cum_c)][ok], out
+    return np.cumsum(log_gradients(run.log))[:len(cum_c)][ok], out
 
 
 def running_error(run: Run, path):

@@ -37,7 +37,7 @@ from .models.neal1993 import Neal93MLP
 from .models.predictive import (Prediction, new_accumulator, pool_predictions, reset, snapshot, test_metrics,
                                 to_original_units)
 from .models.priors import PriorSpec
-from .samplers.calibration import curvature_scale
+from .samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
 from .samplers.chain import (Chain, Observers, Record, copy_chain, new_chain, new_record, run_chain,
                              run_chain_ready)
 from .samplers.settings import HMCSettings, check_settings
@@ -107,6 +107,8 @@ MODELS = ("bnn", "neal1992", "neal1993")
 #: whatever its L).
 WEIGHT_BY = ("iterations", "gradients")
 DEFAULT_WEIGHT_BY = "gradients"
+#: Leapfrog steps between predicting samples, at least (``predict_steps``).
+DEFAULT_PREDICT_STEPS = 100
 
 
 def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec):
@@ -267,6 +269,14 @@ class ReplicaSet:
     burn_in_samples : samples of each chain discarded from predictions.
     burn_in_super_transitions : super-transitions discarded from predictions.
     thin : keep every thin-th retained weight vector (0 keeps none).
+    predict_steps : leapfrog steps between the retained samples whose test
+        predictions are accumulated, at least: a super-transition at L
+        predicts from every ceil(predict_steps / L)-th of its iterations (L's
+        mean with jitter; at most its number of iterations), each such sample
+        weighing the iterations it stands for,
+        so that predicting costs a small share of the gradients whatever L
+        (a prediction on N_test cases costs about N_test / N_train of a
+        gradient); 0 predicts from every retained iteration.
     weight_by : how retained samples weigh in the predictions, one of
         :data:`WEIGHT_BY`. With "gradients" every sample of a
         super-transition weighs its chain's leapfrog steps per iteration there
@@ -296,7 +306,8 @@ class ReplicaSet:
                  test_sets: dict | None = None, seed=0, initial_hyper: float | None = 1.0,
                  init_scale: float | None = None, burn_in_samples: int = 0, burn_in_super_transitions: int = 0,
                  thin: int = 0, threads: int | None = None, calibrate_after: int | None = None,
-                 standardize_targets: bool = False, model: str = "bnn", weight_by: str = DEFAULT_WEIGHT_BY):
+                 standardize_targets: bool = False, model: str = "bnn", weight_by: str = DEFAULT_WEIGHT_BY,
+                 predict_steps: int = DEFAULT_PREDICT_STEPS):
         X, Y = check_data(spec, X, Y, "training data")
         self.X_train, self.Y_train = X, Y              # the network's inputs; targets in their original units
         self.target_mean, self.target_sd = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
@@ -307,12 +318,12 @@ class ReplicaSet:
             self.target_mean, self.target_sd = Y.mean(axis=0), np.where(sd > 0, sd, 1.0)
         Y = self._scaled(Y)
         for name, v in (("burn_in_samples", burn_in_samples), ("thin", thin),
-                        ("burn_in_super_transitions", burn_in_super_transitions)):
+                        ("burn_in_super_transitions", burn_in_super_transitions), ("predict_steps", predict_steps)):
             if int(v) != v or v < 0:
                 raise ValueError(f"{name}={v!r}: must be an integer >= 0")
         self.spec, self.settings = spec, check_settings(settings, need_step=False)
         self.burn_in_samples, self.burn_in_super_transitions = int(burn_in_samples), int(burn_in_super_transitions)
-        self.thin = int(thin)
+        self.thin, self.predict_steps = int(thin), int(predict_steps)
         if weight_by not in WEIGHT_BY:
             raise ValueError(f"weight_by={weight_by!r}: allowed are {', '.join(WEIGHT_BY)}")
         self.weight_by = weight_by
@@ -538,6 +549,7 @@ class SuperTransitionResult(NamedTuple):
     likelihood: str
     seconds: float
     step: Step          # what it adds to the state and to the sample store
+    calibration_gradients: int = 0      # evaluations of the step calibration before it (all chains)
 
     @property
     def acceptance(self) -> np.ndarray:
@@ -548,6 +560,12 @@ class SuperTransitionResult(NamedTuple):
     def leapfrog_steps(self) -> int:
         return int(self.record.num_steps.sum())
 
+    @property
+    def gradients(self) -> int:
+        """Every energy and gradient evaluation of the chains: the leapfrog
+        steps, the one after each Gibbs update, the step calibration's."""
+        return int(self.record.gradients.sum()) + self.calibration_gradients
+
 
 def iterations(budget: int, num_steps: int, jitter: bool) -> int:
     """Iterations of a super-transition: ``floor(budget / num_steps)``, so a
@@ -555,6 +573,15 @@ def iterations(budget: int, num_steps: int, jitter: bool) -> int:
     drawn uniformly from 1..num_steps, mean (num_steps + 1) / 2)
     ``floor(2 budget / (num_steps + 1))``, so it uses ``budget`` on average."""
     return int(2 * budget // (num_steps + 1)) if jitter else int(budget) // int(num_steps)
+
+
+def predict_every(predict_steps: int, num_steps: int, jitter: bool, n_iter: int) -> int:
+    """A super-transition of ``n_iter`` iterations predicts from every this
+    many: ceil(``predict_steps`` / L), L being ``num_steps`` or, with jitter,
+    its mean (num_steps + 1) / 2, at most ``n_iter`` (so that each predicts);
+    1 when ``predict_steps`` is 0."""
+    mean = (num_steps + 1) / 2 if jitter else num_steps
+    return max(1, min(math.ceil(predict_steps / mean), n_iter)) if predict_steps else 1
 
 
 def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budget: int,
@@ -584,10 +611,11 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budge
     settings = check_settings(setup.settings._replace(
         num_steps=int(num_steps), step_factor=0.0 if base.size else float(step_factor),
         step_size=base * float(step_factor) if base.size else np.empty(0)))
-    calibration = state.step_calibration
+    calibration, calibration_gradients = state.step_calibration, 0
     if setup.calibrate_after == state.n_super:
         calibration = np.array([curvature_scale(r.model, c.q, c.hyper)
                                 for r, c in zip(setup.replicas, state.chains)])
+        calibration_gradients = setup.n_replicas * CURVATURE_EVALUATIONS
     R, n_iter = setup.n_replicas, iterations(budget, num_steps, settings.jitter)
     seq = setup.streams(state.streams_spawned) if rng is None else as_seed_sequence(rng)
     streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(R)]
@@ -597,6 +625,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budge
     retain_after = setup.burn_in_samples if state.n_super >= setup.burn_in_super_transitions \
         else np.iinfo(np.int64).max
     thin = setup.thin
+    every = predict_every(setup.predict_steps, num_steps, settings.jitter, n_iter)
     kept = [np.empty((n_iter // thin + 1 if thin else 0, setup.dim + H)) for _ in range(R)]
     n_kept = [0] * R
 
@@ -608,10 +637,10 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budge
         mine = settings._replace(step_size=settings.step_size * c) if base.size else \
             settings._replace(step_factor=settings.step_factor * c)
         n_kept[j] = run_chain(r.model.target, chains[j], mine, n_iter, Record(*(a[j] for a in rec)),
-                              Observers(r.held, r.test, int(retain_after), thin, kept[j]), streams[j])
+                              Observers(r.held, r.test, int(retain_after), thin, kept[j], every), streams[j])
 
     def weight(j):
-        """Each retained sample's weight in chain j's predictions (:data:`WEIGHT_BY`)."""
+        """The weight of each retained iteration of chain j (:data:`WEIGHT_BY`)."""
         if setup.weight_by == "iterations" or n_iter == 0:
             return 1.0
         return float(rec.num_steps[j].sum()) / n_iter
@@ -625,17 +654,18 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budge
             one(j)
     seconds = time.perf_counter() - t0
     w = np.array([weight(j) for j in range(R)])
+    wp = every * w                              # a predicting sample stands for `every` iterations
     n_retained = np.array([r.test.count[0] for r in setup.replicas])
     mine = setup.replicas
-    step = Step(pred=w[:, None, None] * np.stack([r.test.pred for r in mine]),
-                sq=w[:, None, None] * np.stack([r.test.sq for r in mine]),
-                var=w[:, None] * np.stack([r.test.var for r in mine]),
-                lse=np.log(w)[:, None] + np.stack([r.test.lse for r in mine]),
-                count=w * n_retained, retained=n_retained.astype(np.int64),
+    step = Step(pred=wp[:, None, None] * np.stack([r.test.pred for r in mine]),
+                sq=wp[:, None, None] * np.stack([r.test.sq for r in mine]),
+                var=wp[:, None] * np.stack([r.test.var for r in mine]),
+                lse=np.log(wp)[:, None] + np.stack([r.test.lse for r in mine]),
+                count=wp * n_retained, retained=n_retained.astype(np.int64),
                 hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
                 kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w)
     spawned = state.streams_spawned + (R if rng is None else 0)
     new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration), step)
     held = [snapshot(r.held) for r in setup.replicas[:setup.n_cv]]
     return new, SuperTransitionResult(state.n_super, float(step_factor), int(num_steps), n_iter, rec, held,
-                                      setup.spec.likelihood, seconds, step)
+                                      setup.spec.likelihood, seconds, step, calibration_gradients)

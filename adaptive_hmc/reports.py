@@ -30,7 +30,7 @@ def diagnostics(run: Run) -> dict:
     chains = run.config.replicas.predict_from
     return run_diagnostics(run.spec, run.samples, run.chain_indices(chains), chains, run.predictions,
                            dict(run.test_sets()), run.predictions["history_hyper"],
-                           run.summary["leapfrog_steps"], run.summary["wall_s"])
+                           run.summary.get("gradients", run.summary["leapfrog_steps"]), run.summary["wall_s"])
 
 
 def case_errors(run: Run, chains: str | None = None) -> dict:

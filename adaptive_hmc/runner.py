@@ -48,8 +48,9 @@ class LogEntry(TypedDict):
     stuck_chains: list      # chains that accepted no trajectory in this super-transition
     divergences: int
     iterations: int         # [Gibbs, HMC] iterations per chain
-    leapfrog_steps: int     # gradient evaluations, all chains
-    chain_steps: list       # gradient evaluations of each chain
+    leapfrog_steps: int     # leapfrog steps, all chains (what the budget counts)
+    gradients: int          # every energy and gradient evaluation, all chains: leapfrog steps, Gibbs updates, calibration
+    chain_steps: list       # leapfrog steps of each chain
     chain_divergences: list # divergent trajectories of each chain
     chain_energy: list      # mean potential energy of each chain's samples
     seconds: float
@@ -104,7 +105,7 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric
                      acceptance=[round(float(a), 6) for a in result.acceptance],
                      stuck_chains=[int(j) for j in np.flatnonzero(result.acceptance == 0)],
                      divergences=int(rec.divergent.sum()), iterations=result.n_iter,
-                     leapfrog_steps=result.leapfrog_steps, chain_steps=[int(v) for v in rec.num_steps.sum(axis=1)],
+                     leapfrog_steps=result.leapfrog_steps, gradients=result.gradients, chain_steps=[int(v) for v in rec.num_steps.sum(axis=1)],
                      chain_divergences=[int(v) for v in rec.divergent.sum(axis=1)],
                      chain_energy=[float(v) for v in rec.energy.mean(axis=1)],
                      seconds=round(result.seconds, 4))

@@ -95,7 +95,7 @@ def ours(target: str, seed: int, runs: Path, quick: bool) -> dict:
     m_se, s_se = _mcse(F, noise_var, mean, sd)
     diag = s["diagnostics"]["test"][TEST]
     return {"sampler": "adaptive_hmc (default)", "seed": seed, "chains": diag["chains"],
-            "gradients": s["leapfrog_steps"], "sampling_s": s["wall_s"], "compile_s": s["compile_s"],
+            "gradients": s["gradients"], "sampling_s": s["wall_s"], "compile_s": s["compile_s"],
             "ess_bulk": diag["ess_bulk"], "ess_tail": diag["ess_tail"], "rhat_max": s["diagnostics"]["rhat_max"],
             "per_1000": diag["ess_per_1000_gradients"], "per_s": diag["ess_per_second"],
             "divergences": s["divergences"], "acceptance": s["acceptance"],

@@ -58,7 +58,7 @@ def test_kernel_matches_numpy_reference(spec):
     noise = rng.uniform(1, 3, size=spec.n_outputs)
     g = np.empty_like(q)
     e = mlp_energy_grad(q, g, spec.arch, np.ascontiguousarray(X.T), np.ascontiguousarray(Y.T),
-                        prec, noise, spec.workspace(len(X)))
+                        prec, noise, spec.workspace(len(X)), None)
     e_ref, g_ref = reference.energy_grad(spec, q, X, Y, prec, noise)
     assert abs(e - e_ref) < 1e-10 * max(1.0, abs(e_ref))
     np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10)
@@ -389,3 +389,27 @@ def test_sparse_first_layer_gradient_matches_finite_differences():
     q = rng.normal(size=spec.n_params)
     _, g = model.energy_grad(q, hyper)
     np.testing.assert_allclose(g, _finite_differences(model, q, hyper), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("spec,sparse", [(SPECS[0], False), (SPECS[1], False), (SPARSE_SPECS[1], True)])
+def test_gibbs_with_the_energy_is_the_gibbs_update_then_the_energy(spec, sparse):
+    """The fused kernel (one forward pass read by the noise's update and the
+    gradient) draws the same hyperparameters and returns the same energy and
+    gradient, bit for bit, as the Gibbs update followed by a fresh evaluation,
+    with the same random stream; and the chain loop counts it as one evaluation."""
+    from adaptive_hmc.models.base import energy_grad, gibbs, gibbs_energy_grad
+    rng = np.random.default_rng(5)
+    X, Y = (_sparse_data if sparse else _data)(spec, 29, rng)
+    model = BayesianMLP(spec, X, Y, PriorSpec(ard=True))
+    assert bool(model.sparse) == sparse
+    q = 0.5 * rng.normal(size=model.dim)
+    h1, h2 = model.initial_hyper(), model.initial_hyper()
+    g1, g2 = np.empty(model.dim), np.empty(model.dim)
+    u1 = gibbs_energy_grad(q, g1, model.target, h1, np.random.default_rng(9))
+    gibbs(q, model.target, h2, np.random.default_rng(9))
+    u2 = energy_grad(q, g2, model.target, h2)
+    assert u1 == u2 and np.array_equal(g1, g2)
+    assert all(np.array_equal(a, b) for a, b in zip(h1, h2)) and not np.array_equal(h1.tau, model.initial_hyper().tau)
+    e_ref, g_ref = reference.energy_grad(spec, q, X, model.Y, h1.prec, h1.noise)
+    assert abs(u1 - e_ref) < 1e-10 * max(1.0, abs(e_ref))
+    np.testing.assert_allclose(g1, g_ref, rtol=1e-10, atol=1e-10)

@@ -197,16 +197,20 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
         assert not np.isclose(np.mean(np.sum((F0.mean(0) - rs.replicas[0].held.YT.T) ** 2, 1)), errs[0])
 
 
-@pytest.mark.parametrize("likelihood", ["gaussian", "logistic", "softmax"])
-def test_test_predictions_match_numpy_from_kept_samples(likelihood):
-    rs = _replicas(likelihood, full_data_chain=True, burn_in_super_transitions=1)
+@pytest.mark.parametrize("likelihood,predict_steps", [("gaussian", 0), ("gaussian", 25), ("logistic", 25),
+                                                       ("softmax", 0)])
+def test_test_predictions_match_numpy_from_kept_samples(likelihood, predict_steps):
+    # predict_steps 25 at L 5: every 5th iteration predicts, and every 5th is kept (thin), the same ones
+    every = 5 if predict_steps else 1
+    rs = _replicas(likelihood, full_data_chain=True, burn_in_super_transitions=1, predict_steps=predict_steps,
+                   thin=every)
     spec = rs.spec
     rs.run(0.3, 5, 100)
     assert rs.retained.sum() == rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
     for _ in range(2):
         rs.run(0.3, 5, 100)
     Q, noise, _ = rs.samples()
-    assert len(Q) == rs.retained.sum() == 2 * 20 * rs.n_replicas      # one L: equal weights, plain averages
+    assert len(Q) == rs.retained.sum() == 2 * 20 // every * rs.n_replicas      # one L: equal weights, plain averages
     Xt, Yt = rs.X_test, rs.Y_test
     F = predict(spec, Q, Xt)
     pr = rs.prediction("test")
@@ -269,7 +273,8 @@ def test_no_cv_replicas_needs_the_full_data_chain():
         ReplicaSet(spec, X, Y, k=0)
     rs = ReplicaSet(spec, X, Y, k=0, full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
     res = rs.run(0.3, 5, 20)
-    assert res.held_out == [] and rs.retained[0] == 4 and rs.test_count[0] == 4 * 5     # weights: L = 5
+    # 4 iterations of L = 5, one predicting (predict_steps 100), weighing the 4 x 5 steps it stands for
+    assert res.held_out == [] and rs.retained[0] == 1 and rs.test_count[0] == 4 * 5
 
 
 # -- statistical ---------------------------------------------------------------------------
@@ -352,7 +357,7 @@ def test_bandit_drives_replicas():
 
 
 def test_predictions_from_chosen_chains_match_numpy_from_kept_samples():
-    rs = _replicas(full_data_chain=True)
+    rs = _replicas(full_data_chain=True, predict_steps=0)              # every iteration predicts and is kept
     for _ in range(2):
         rs.run(0.3, 5, 100)
     D = rs.spec.n_params
@@ -374,13 +379,13 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
     super-transitions weigh the same in the model average although the first
     has 5 times the samples; the mean, the predictive variance and the log
     predictive density equal a NumPy weighted average over the kept samples
-    (thin 1), and kept weights, summary counts and the estimator agree.
+    (thin 1, every iteration predicting), and kept weights, summary counts and the estimator agree.
     Under "iterations" the same samples give a different (unweighted) mean."""
     from adaptive_hmc.models.predictive import class_probabilities, predictive_moments
     from adaptive_hmc.diagnostics import compute_spaced
     means = {}
     for weight_by in ("gradients", "iterations"):
-        rs = _replicas(likelihood, full_data_chain=True, weight_by=weight_by)
+        rs = _replicas(likelihood, full_data_chain=True, weight_by=weight_by, predict_steps=0)
         rs.run(0.3, 2, 100)
         rs.run(0.3, 10, 100)
         A, chain, st = rs.kept_rows()
@@ -553,3 +558,21 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
     with pytest.raises(ValueError, match="full_data_chain is for data='folds'"):
         ReplicaSet(spec, X, Y, k=2, data="full", full_data_chain=True)
+
+
+def test_every_gradient_evaluation_is_counted():
+    """A super-transition counts its leapfrog steps and, per iteration, the
+    energy and gradient evaluation after the Gibbs update (or, while the
+    hyperparameters are held, one at the start of each chain's super-transition),
+    and the step calibration's; the run's log and summary carry the total."""
+    from adaptive_hmc.samplers.calibration import CURVATURE_EVALUATIONS
+    held = _replicas(settings=HMCSettings(initial_phase_steps=10 ** 6))
+    res = held.run(0.3, 5, 100)
+    assert res.gradients == res.leapfrog_steps + held.n_replicas                 # one at each chain's start
+    gibbs = _replicas(settings=HMCSettings(initial_phase_steps=0), calibrate_after=1)
+    res = gibbs.run(0.3, 5, 100)
+    assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * res.n_iter   # one after each Gibbs update
+    res = gibbs.run(0.3, 5, 100)
+    assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (res.n_iter + CURVATURE_EVALUATIONS)
+    log = run_super_transitions(_replicas(), FixedTuner(step_factor=0.3, num_steps=5), 2, 100)
+    assert all(e["gradients"] > e["leapfrog_steps"] for e in log)

@@ -86,8 +86,9 @@ def test_gibbs_precision_conditionals_have_gamma_moments():
     n = 20_000
     tau = np.empty((n, h.tau.size))
     noise = np.empty((n, 2))
+    out = np.ascontiguousarray(model.predict(q, X).T)          # the network's outputs at q (n_out, N)
     for i in range(n):
-        gibbs_hyper(q, h, model.prior, t.arch, t.XT, t.YT, t.work, rng)
+        gibbs_hyper(q, h, model.prior, t.arch, out, t.YT, rng)
         tau[i], noise[i] = h.tau, h.noise
     g = {grp.name: grp for grp in spec.groups}
     for slot, name in enumerate(model.slot_names):

@@ -37,6 +37,10 @@ class TargetKernels(NamedTuple):
     accumulate(q, target, hyper, acc) : add the predictions of the sample (q, hyper)
         on the cases of ``acc`` (an :class:`~adaptive_hmc.models.predictive.Accumulator`);
         ``None`` for targets that predict nothing.
+    gibbs_energy_grad(q, grad, target, hyper, rng) -> U : ``gibbs`` then
+        ``energy_grad`` at the new hyperparameters, the same numbers, in one
+        evaluation where the update reads what the energy computes (the
+        network's outputs for the noise); ``None``: the two in turn.
     """
 
     energy_grad: Callable
@@ -44,6 +48,7 @@ class TargetKernels(NamedTuple):
     gibbs: Callable
     hyper_values: Callable
     accumulate: Callable | None = None
+    gibbs_energy_grad: Callable | None = None
 
 
 class NoHyper(NamedTuple):
@@ -134,6 +139,16 @@ def gibbs(q, target, hyper, rng):
     _kernels(type(target)).gibbs(q, target, hyper, rng)
 
 
+def gibbs_energy_grad(q, grad, target, hyper, rng):
+    """Gibbs update of ``hyper`` given ``q`` (in place), then U(q) at the new
+    hyperparameters, with dU/dq written into ``grad``: one energy and gradient evaluation."""
+    k = _kernels(type(target))
+    if k.gibbs_energy_grad is not None:
+        return k.gibbs_energy_grad(q, grad, target, hyper, rng)
+    k.gibbs(q, target, hyper, rng)
+    return k.energy_grad(q, grad, target, hyper)
+
+
 def hyper_values(target, hyper, out):
     """The hyperparameters as one flat row, into ``out`` (returned)."""
     _kernels(type(target)).hyper_values(hyper, out)
@@ -161,6 +176,20 @@ def _step_scales(target, hyper, out):
 def _gibbs(q, target, hyper, rng):
     fn = _kernels(target.instance_class).gibbs
     return lambda q, target, hyper, rng: fn(q, target, hyper, rng)
+
+
+@overload(gibbs_energy_grad)
+def _gibbs_energy_grad(q, grad, target, hyper, rng):
+    k = _kernels(target.instance_class)
+    if k.gibbs_energy_grad is not None:
+        fused = k.gibbs_energy_grad
+        return lambda q, grad, target, hyper, rng: fused(q, grad, target, hyper, rng)
+    update, energy = k.gibbs, k.energy_grad
+
+    def impl(q, grad, target, hyper, rng):
+        update(q, target, hyper, rng)
+        return energy(q, grad, target, hyper)
+    return impl
 
 
 @overload(hyper_values)

@@ -13,8 +13,8 @@ import numpy as np
 from ..data import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
-from .mlp import (LIKELIHOOD, MLPSpec, SparseInputs, forward, mlp_energy_grad, mlp_step_scales, pad_cases, predict,
-                  sparse_inputs, use_sparse)
+from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, forward, mlp_energy_grad, mlp_energy_grad_from,
+                  mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
 from .predictive import accumulate
 from .priors import Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper
 
@@ -67,7 +67,15 @@ def _step_scales(t, hyper, out):
 
 @njit(inline="always")
 def _gibbs(q, t, hyper, rng):
-    gibbs_hyper(q, hyper, t.prior, t.arch, t.XT, t.YT, t.work, rng)
+    out = forward(q, t.arch, t.XT, t.work, t.sparse) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work[:0]
+    gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
+
+
+@njit(inline="always")
+def _gibbs_energy_grad(q, grad, t, hyper, rng):
+    out = forward(q, t.arch, t.XT, t.work, t.sparse)       # read by the noise's update and by the gradient
+    gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
+    return mlp_energy_grad_from(out, q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
 
 
 @njit
@@ -86,7 +94,7 @@ def _accumulate(q, t, hyper, acc):
     accumulate(acc, forward(q, t.arch, acc.XT, acc.work, None), hyper.noise, t.arch[LIKELIHOOD])
 
 
-MLPTarget.kernels = TargetKernels(_energy_grad, _step_scales, _gibbs, _hyper_values, _accumulate)
+MLPTarget.kernels = TargetKernels(_energy_grad, _step_scales, _gibbs, _hyper_values, _accumulate, _gibbs_energy_grad)
 
 
 class BayesianMLP(Model):

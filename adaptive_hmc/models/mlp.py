@@ -381,10 +381,21 @@ def _likelihood_and_deriv(out, YT, noise, lik, dout):
     return e
 
 
-@njit
-def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse=None):
+@njit(inline="always")
+def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
     """Potential energy U(q) = -log p(q | hyperparameters, data) + const and its
-    gradient (written into ``grad``), by one forward and one backward pass.
+    gradient (written into ``grad``), by one forward and one backward pass
+    (:func:`mlp_energy_grad_from`); ``sparse`` as for :func:`forward`."""
+    return mlp_energy_grad_from(forward(q, arch, XT, work, sparse), q, grad, arch, XT, YT, prec, noise, work, sparse)
+
+
+@njit
+def mlp_energy_grad_from(out, q, grad, arch, XT, YT, prec, noise, work, sparse):
+    """Potential energy U(q) = -log p(q | hyperparameters, data) + const and its
+    gradient (written into ``grad``) from the network's outputs ``out`` at q
+    (:func:`forward`, which also left the hidden activations in ``work``), by
+    one backward pass: a caller that needed the outputs first (the Gibbs
+    update of the noise) runs the forward pass once.
 
     U(q) = sum_k prec_k q_k^2 / 2 + minus log likelihood, with ``prec`` (D,) the
     prior precision of each weight and ``noise`` (n_out,) the noise precisions
@@ -395,7 +406,6 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse=None):
     """
     n_in, n_out, lik, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[LIKELIHOOD], arch[HAS_IO], arch[N_LAYERS]
     N = XT.shape[1]
-    out = forward(q, arch, XT, work, sparse)
     sum_h = 0
     for l in range(n_layers):
         sum_h += arch[HIDDEN + l]

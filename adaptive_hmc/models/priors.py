@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from .mlp import GAUSSIAN, LIKELIHOOD, MLPSpec, forward
+from .mlp import GAUSSIAN, LIKELIHOOD, MLPSpec
 
 
 @dataclass(frozen=True)
@@ -187,9 +187,11 @@ def slice_log_mu(u0, c_lin, c_neg, c_pos, rng):
 
 
 @njit
-def gibbs_hyper(q, hyper, prior, arch, XT, YT, work, rng):
+def gibbs_hyper(q, hyper, prior, arch, out, YT, rng):
     """Gibbs updates of all free hyperparameters given the weights ``q``, in
-    place on ``hyper`` (whose ``prec`` is refreshed at the end).
+    place on ``hyper`` (whose ``prec`` is refreshed at the end); ``out`` holds
+    the network's outputs at q on the training cases (n_out, N or more; read
+    for the noise precisions of a Gaussian likelihood only).
 
     Slot precision (n weights, sum of scaled squares SS) - conjugate:
         tau | q ~ Gamma(shape alpha/2 + n/2, rate alpha/(2 mu) + SS/2).
@@ -232,8 +234,7 @@ def gibbs_hyper(q, hyper, prior, arch, XT, YT, work, rng):
         mu = top[prior.slot_top[s]] if prior.slot_top[s] >= 0 else prior.slot_mean[s]
         tau[s] = rng.gamma(0.5 * a + 0.5 * cnt[s], 1.0 / (0.5 * a / mu + 0.5 * ss[s]))
     if arch[LIKELIHOOD] == GAUSSIAN:
-        out = forward(q, arch, XT, work, None)
-        N = YT.shape[1]  # XT may carry zero padding columns
+        N = YT.shape[1]  # the outputs may run over zero padding cases
         for o in range(noise.size):
             a = prior.noise_shape[o]
             if not math.isfinite(a):

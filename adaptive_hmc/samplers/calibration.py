@@ -19,6 +19,10 @@ import math
 import numpy as np
 
 
+#: Gradient evaluations of :func:`curvature_scale` with its default iterations (at most).
+CURVATURE_EVALUATIONS = 61
+
+
 def curvature_scale(model, q, hyper, iterations: int = 30, h: float = 1e-4) -> float:
     """1 / sqrt(lambda_max) of the scaled Hessian S H S of ``model``'s
     potential energy at (``q``, ``hyper``), by power iteration on central

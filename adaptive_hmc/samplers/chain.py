@@ -14,7 +14,7 @@ import numpy as np
 from numba.extending import overload
 
 from ..jit import is_ready, njit
-from ..models.base import accumulate, energy_grad, gibbs, hyper_values, step_scales
+from ..models.base import accumulate, energy_grad, gibbs_energy_grad, hyper_values, step_scales
 from .annealing import annealed_kernel
 from .baselines import metropolis_kernel, stochastic_dynamics_kernel
 from .hmc import plain_hmc_kernel, windowed_hmc_kernel
@@ -59,6 +59,7 @@ class Record(NamedTuple):
     squared_jump: np.ndarray
     temperature: np.ndarray     # measured from the momenta after the iteration: (K_s + K_d) / D annealed, else 2 K_s / D
     hyper: np.ndarray
+    gradients: np.ndarray       # energy and gradient evaluations: num_steps, plus one after a Gibbs update (or at the start)
 
 
 def new_record(n_chains: int, n_iter: int, n_hyper: int) -> Record:
@@ -66,21 +67,23 @@ def new_record(n_chains: int, n_iter: int, n_hyper: int) -> Record:
     R, n = n_chains, n_iter
     return Record(np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n), np.bool_),
                   np.zeros((R, n), np.int64), np.zeros((R, n)), np.zeros((R, n)), np.zeros((R, n)),
-                  np.zeros((R, n, n_hyper)))
+                  np.zeros((R, n, n_hyper)), np.zeros((R, n), np.int64))
 
 
 class Observers(NamedTuple):
     """What is done with each sample besides recording it: its predictions on
-    ``held`` (every sample) and ``test`` (samples of iterations numbered above
-    ``retain_after``), both :class:`~adaptive_hmc.models.predictive.Accumulator`
-    (empty ones are skipped), and every ``thin``-th retained sample's
-    [q, hyper values] as a row of ``kept`` (``thin`` 0 keeps none)."""
+    ``held`` (every sample) and ``test`` (of the iterations numbered above
+    ``retain_after``, every ``predict_every``-th of this call), both
+    :class:`~adaptive_hmc.models.predictive.Accumulator` (empty ones are
+    skipped), and every ``thin``-th retained sample's [q, hyper values] as a
+    row of ``kept`` (``thin`` 0 keeps none)."""
 
     held: NamedTuple
     test: NamedTuple
     retain_after: int
     thin: int
     kept: np.ndarray
+    predict_every: int = 1
 
 
 @njit
@@ -164,16 +167,23 @@ def _transition(move, chain, u, step_sizes, settings, target, rng):
 def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
     D = chain.q.size
     step_sizes = fill_step_sizes(target, chain.hyper, settings, np.empty(D))
-    u = energy_grad(chain.q, chain.g, target, chain.hyper)
+    u = 0.0
+    current = False         # whether u and chain.g are the energy and gradient at the chain's state
     n_kept = 0
     for i in range(n_iter):
+        evaluations = 0
         if settings.gibbs and chain.counters[0] >= settings.initial_phase_steps:
-            gibbs(chain.q, target, chain.hyper, rng)
+            u = gibbs_energy_grad(chain.q, chain.g, target, chain.hyper, rng)
             fill_step_sizes(target, chain.hyper, settings, step_sizes)
+            evaluations = 1
+        elif not current:
             u = energy_grad(chain.q, chain.g, target, chain.hyper)
+            evaluations = 1
+        current = True
         acc, prob, dh, div, used, u, jump = transition(move, chain, u, step_sizes, settings, target, rng)
         chain.counters[0] += used
         chain.counters[1] += 1
+        rec.gradients[i] = used + evaluations
         rec.accepted[i] = acc
         rec.accept_prob[i] = prob
         rec.energy_error[i] = dh
@@ -190,7 +200,7 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
             if obs.held.YT.shape[1] > 0:
                 accumulate(chain.q, target, chain.hyper, obs.held)
             if chain.counters[1] > obs.retain_after:
-                if obs.test.YT.shape[1] > 0:
+                if obs.test.YT.shape[1] > 0 and (i + 1) % obs.predict_every == 0:
                     accumulate(chain.q, target, chain.hyper, obs.test)
                 if obs.thin > 0 and chain.counters[1] % obs.thin == 0:
                     for k in range(D):
