@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy.special import ndtr
 from scipy.stats import norm, qmc, rankdata
 
 from .acquisition import maximize, ucb, ucb_beta
@@ -241,7 +242,7 @@ class BanditTuner:
         if not self._accepts:
             return np.ones(len(np.atleast_2d(X)))
         m, s = self._feasibility_model.predict(np.atleast_2d(X), return_std=True)
-        return norm.cdf((m + self.PRIOR_MARGIN) / np.maximum(s, 1e-9))
+        return ndtr((m + self.PRIOR_MARGIN) / np.maximum(s, 1e-9))       # the normal cdf, without scipy.stats' checks
 
     def _penalty(self, X) -> np.ndarray:
         """What the acquisition loses at unit points X for likely failure:
