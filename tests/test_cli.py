@@ -605,9 +605,9 @@ def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
     assert "has no full-data chain" in capsys.readouterr().err
 
 
-def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run", y_scale=1.0, **data):
+def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run", y_scale=1.0, predict_steps=None, **data):
     """A finished run on a 3-input table with standardised inputs (the inputs' scales differ 100-fold);
-    regression targets times ``y_scale``; ``data`` updates the data section."""
+    regression targets times ``y_scale``; ``data`` updates the data section; ``predict_steps`` the run's."""
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(60, 3)) * [1, 10, 100]
     f = np.sin(X[:, 0]) + X[:, 1] / 10
@@ -621,6 +621,8 @@ def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run", y_scale=1.0,
     raw["model"]["priors"].pop("noise") if likelihood != "gaussian" else None
     raw["replicas"].update(k=3)
     raw["run"]["thin"] = thin
+    if predict_steps is not None:
+        raw["run"]["predict_steps"] = predict_steps           # 0: every iteration predicts, as every one is kept
     if likelihood != "gaussian":
         raw["tuner"]["cv_metric"] = "log_loss"
     path = _write(tmp_path, raw, f"{name}.yaml")
@@ -837,8 +839,9 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
         run = read_run(tmp_path / d)
         diag = run.summary["diagnostics"]
         assert diag == row["diagnostics"] and diag["chains"] == chains
-        grads = sum(e["leapfrog_steps"] for e in run.log)
-        assert diag["gradients"] == grads == np.sum([e["chain_steps"] for e in run.log])
+        grads = sum(e["gradients"] for e in run.log)          # the leapfrog steps and one per Gibbs update
+        assert diag["gradients"] == grads == run.summary["gradients"]
+        assert grads > run.summary["leapfrog_steps"] == np.sum([e["chain_steps"] for e in run.log])
         t = diag["test"]["test_201_400"]
         assert t["chains"] == n_chains and t["variables"] == 400
         assert t["ess_per_1000_gradients"]["min"] == pytest.approx(1000 * t["ess_bulk"]["min"] / grads)
@@ -933,7 +936,8 @@ def test_standardized_targets_are_sampled_in_units_of_their_sd_and_reported_in_t
     import arviz as az
     from adaptive_hmc.models.predictive import squared_errors
     from adaptive_hmc.results import read_run
-    out, X, y = _table_run(tmp_path, thin=1, name="scaled", y_scale=1000.0, standardize_targets=True)
+    out, X, y = _table_run(tmp_path, thin=1, name="scaled", y_scale=1000.0, standardize_targets=True,
+                           predict_steps=0)
     run = read_run(out)
     assert run.samples["target_sd"][0] == pytest.approx(y[:45].std()) and run.samples["target_sd"][0] > 300
     with np.load(out / "predictions.npz") as z:

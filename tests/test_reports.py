@@ -132,7 +132,7 @@ def test_the_running_error_plot_follows_the_prediction_setting(tmp_path):
     grads, errors = running_errors(run)
     assert errors["rest"][-1] == pytest.approx(run.summary["test_mse"]["rest"], rel=1e-9)
     assert abs(model_average_errors(run, "all")[0]["rest"] - errors["rest"][-1]) > 1e-6     # pooling would differ
-    assert grads[-1] == sum(e["leapfrog_steps"] for e in run.log) and np.all(np.diff(grads) > 0)
+    assert grads[-1] == sum(e["gradients"] for e in run.log) and np.all(np.diff(grads) > 0)
     assert main(["plot", str(run.dir)]) == 0 and (run.dir / "plots" / "running_error.png").is_file()
 
 
