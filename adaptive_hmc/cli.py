@@ -153,7 +153,8 @@ def _export(args) -> int:
     return 0
 
 
-def main(argv=None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser: every command, its arguments and the function that runs it."""
     ap = argparse.ArgumentParser(prog="adaptive-hmc", description="Bayesian neural networks by adaptive HMC")
     sub = ap.add_subparsers(dest="command", required=True)
     i = sub.add_parser("init", help="write a config template for your own table (prefilled from a CSV's header)")
@@ -178,7 +179,7 @@ def main(argv=None) -> int:
     v.add_argument("--seed", type=int, help="override run.seed")
     v.set_defaults(fn=_validate)
     w = sub.add_parser("sweep", help="run every combination of a sweep file on a Dask cluster")
-    w.add_argument("sweep", help="a sweep file: base config(s), a grid of overrides, cases (see the README)")
+    w.add_argument("sweep", help="a sweep file: base config(s), a grid of overrides, cases (see docs/USAGE.md)")
     w.add_argument("--out", help="sweep directory (default: sweeps/NAME)")
     w.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. tcp://host:8786 (default: a "
                                        "local cluster); its workers must see the sweep directory")
@@ -209,7 +210,11 @@ def main(argv=None) -> int:
     e.set_defaults(fn=_export)
     f = sub.add_parser("reference", help="print the config reference (every key, type, default; docs/CONFIG.md)")
     f.set_defaults(fn=_reference)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = parser().parse_args(argv)
     if getattr(args, "starting", None):
         args.starting(args)
     from .config import ConfigError

@@ -279,8 +279,8 @@ class TunerConfig(_Strict):
                                      "move probability p_i (section below)")
     first_action: Union[Literal["centre"], int] = Field("centre", description="bandit: 'centre' of the box, or "
                                                         "n space-filling points first")
-    reward: Literal["cv", "esjd"] = Field(DEFAULT_REWARD, description="esjd: ESJD/sqrt(L) (the default: see the README's "
-                                          "tuning study); cv: minus the held-out error of this "
+    reward: Literal["cv", "esjd"] = Field(DEFAULT_REWARD, description="esjd: ESJD/sqrt(L) (the default: see "
+                                          "docs/RESULTS.md, tuning study); cv: minus the held-out error of this "
                                           "super-transition's samples (the thesis)")
     cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = Field(
         None, description="held-out error of the cv reward (default mse for regression, error_rate for "
@@ -346,7 +346,7 @@ class RunConfig(_Strict):
     weight_by: Literal["gradients", "iterations"] = Field(
         DEFAULT_WEIGHT_BY, description="how retained samples weigh in the predictions: gradients (each by its "
         "iteration's leapfrog steps, so every super-transition weighs its compute whatever its L; the default, "
-        "README: tuning study) or iterations (each retained iteration once, the thesis)")
+        "docs/RESULTS.md: tuning study) or iterations (each retained iteration once, the thesis)")
     threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
                                    "depend on it")
 

@@ -146,9 +146,9 @@ def test_a_killed_sweep_resumes_where_it_stopped(tmp_path):
     assert [row["status"] for row in _rows(out)] == ["finished"] * 6
 
 
-def test_the_readme_sweep_example_expands_and_validates(tmp_path):
+def test_the_docs_sweep_example_expands_and_validates(tmp_path):
     import re
-    readme = (CONFIGS.parent / "README.md").read_text()
+    readme = (CONFIGS.parent / "docs" / "USAGE.md").read_text()
     block = re.search(r"```yaml\n# sweep.yaml\n(.*?)```", readme, flags=re.S).group(1)
     spec = yaml.safe_load(block)
     spec["base"] = [str(CONFIGS / b) for b in spec["base"]]
