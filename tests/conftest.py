@@ -9,6 +9,20 @@ from adaptive_hmc.models.priors import GammaPrior, PriorSpec
 from adaptive_hmc.models.gaussian import GaussianTarget
 
 
+#: Test modules by marker (the default run is the whole suite; ``-m "not slow and not statistical"`` the fast tier).
+MARKED = {"statistical": ("test_statistical",),
+          "slow": ("test_study", "test_neal1992", "test_neal1993", "test_versus_nuts", "test_sweep", "test_kill",
+                   "test_reproducible")}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        for marker, modules in MARKED.items():
+            if module in modules:
+                item.add_marker(getattr(pytest.mark, marker))
+
+
 @pytest.fixture
 def bivariate():
     """The thesis's strongly correlated target (Wang, eq 2.3)."""

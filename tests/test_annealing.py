@@ -15,6 +15,7 @@ Z = 4.0
 
 
 @pytest.mark.parametrize("alpha, t0", [(0.0, 1.0), (0.9, 1.0), (0.95, 15.0)])
+@pytest.mark.statistical
 def test_the_stochastic_move_leaves_the_momentum_distribution_at_t0_invariant(alpha, t0):
     """Significant and dummy momenta drawn at temperature t0 keep their
     distribution under eq 24: |p_s|^2 / t0 and 2 K_d / t0 stay chi-squared with
@@ -74,6 +75,7 @@ def _acceptance(target, settings, n, alpha, rng_seed, annealed):
     return out
 
 
+@pytest.mark.statistical
 def test_with_alpha_zero_the_acceptance_rate_is_plain_hmcs(wide10):
     settings = hmc_settings(10, step_factor=1.4, gibbs=False)
     a = _acceptance(wide10, settings, 6000, 0.0, 3, annealed=True)
@@ -84,6 +86,7 @@ def test_with_alpha_zero_the_acceptance_rate_is_plain_hmcs(wide10):
 
 
 @pytest.mark.parametrize("metropolis", [False, True])
+@pytest.mark.statistical
 def test_annealed_chains_at_t1_sample_the_target(bivariate, metropolis):
     """After Neal's schedule (hot start at T0 = 15, cooling with alpha 0.95 (HMC)
     or 0.99995-like slow cooling (Metropolis), then T0 = 1 with alpha 0), the
@@ -106,6 +109,7 @@ def test_annealed_chains_at_t1_sample_the_target(bivariate, metropolis):
         assert np.all(np.abs(est - truth) < Z * mcse), (est, truth, mcse)
 
 
+@pytest.mark.statistical
 def test_the_schedule_cools_the_system_to_t0(bivariate):
     """Temperature measured from the momenta: near 15 in the hot phase, near 1
     at the end (the dummy components carry half of it)."""

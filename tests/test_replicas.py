@@ -279,6 +279,7 @@ def test_no_cv_replicas_needs_the_full_data_chain():
 
 # -- statistical ---------------------------------------------------------------------------
 
+@pytest.mark.statistical
 def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
     """The compiled replica loop (HMC, accumulation of test predictions) against
     an independent importance-sampling estimate; batch means over super-transitions."""

@@ -1,4 +1,4 @@
-"""Smoke tier: the shipped robot-arm data (the configs run end to end in test_cli.py)."""
+"""Smoke tier: the shipped robot-arm data (the configs run end to end in test_cli_run.py)."""
 import numpy as np
 
 from adaptive_hmc.data import load_robot_arm, robot_arm_truth

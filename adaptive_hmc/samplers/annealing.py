@@ -32,6 +32,7 @@ from ..jit import njit
 from ..models.base import energy_grad
 from .hmc import draw_step_sizes, squared_distance
 from .leapfrog import kinetic, leapfrog, set_state
+from .settings import METROPOLIS, KernelInfo
 
 
 @njit
@@ -118,13 +119,13 @@ def annealed_kernel(q, u, g, p, kd, step_sizes, settings, iteration, target, hyp
     """Iteration ``iteration`` of a chain annealed by ``settings.anneal``: with
     kind hmc one annealed trajectory, with kind metropolis ``settings.num_steps``
     annealed moves of eq 27. ``kd`` is the chain's dummy kinetic energy, a
-    1-element array updated in place. Returns (share of moves accepted, mean
-    acceptance probability, last dH, any divergent, energy evaluations, new
-    energy, squared jump), the squared jump such that probability x jump is
+    1-element array updated in place. Returns a
+    :class:`~adaptive_hmc.samplers.settings.KernelInfo` (the share of moves
+    accepted, the mean acceptance probability, the last dH), the squared jump such that probability x jump is
     the iteration's expected squared jump (as
     :func:`~adaptive_hmc.samplers.baselines.metropolis_kernel`)."""
     alpha, t0 = phase_of(settings.anneal, iteration)
-    metropolis = settings.kind == 1
+    metropolis = settings.kind == METROPOLIS
     moves = settings.num_steps if metropolis else 1
     n_acc = 0
     p_sum = 0.0
@@ -142,4 +143,4 @@ def annealed_kernel(q, u, g, p, kd, step_sizes, settings, iteration, target, hyp
         used += n
         divergent = divergent or div
     mean_p = p_sum / moves
-    return n_acc / moves, mean_p, dh, divergent, used, u, jump_sum / mean_p if mean_p > 0.0 else 0.0
+    return KernelInfo(n_acc / moves, mean_p, dh, divergent, used, u, jump_sum / mean_p if mean_p > 0.0 else 0.0)

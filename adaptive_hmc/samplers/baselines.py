@@ -18,15 +18,18 @@ from ..jit import njit
 from ..models.base import energy_grad
 from .hmc import draw_step_sizes, refresh_momentum, squared_distance
 from .leapfrog import copy_into, kinetic, leapfrog, set_state
+from .settings import KernelInfo
 
 
 @njit
 def metropolis_kernel(q, u, g, step_sizes, settings, target, hyper, rng):
     """``settings.num_steps`` random-walk Metropolis proposals q* = q + eps * n,
     n ~ N(0, I), each accepted with probability min(1, exp(U(q) - U(q*))) and
-    costing one energy evaluation. Returns (share of the proposals accepted, mean acceptance
-    probability, last energy error, any divergent (non-finite energy), energy
-    evaluations, new energy, squared_jump), where squared_jump is set so that
+    costing one energy evaluation. Returns a
+    :class:`~adaptive_hmc.samplers.settings.KernelInfo`: the share of the
+    proposals accepted, the mean acceptance probability, the last energy error,
+    any divergent (non-finite energy), the energy evaluations, the new energy,
+    and squared_jump, set so that
     mean probability x squared_jump is the iteration's expected squared jump,
     sum over proposals of probability x ||q* - q||^2 (what the ESJD reward reads)."""
     L = settings.num_steps
@@ -60,7 +63,7 @@ def metropolis_kernel(q, u, g, step_sizes, settings, target, hyper, rng):
             copy_into(q, q0)
             copy_into(g, g0)
     mean_p = p_sum / L
-    return n_accepted / L, mean_p, du, divergent, L, u, jump_sum / mean_p if mean_p > 0.0 else 0.0
+    return KernelInfo(n_accepted / L, mean_p, du, divergent, L, u, jump_sum / mean_p if mean_p > 0.0 else 0.0)
 
 
 @njit
@@ -68,8 +71,8 @@ def stochastic_dynamics_kernel(q, u, g, p, step_sizes, settings, target, hyper, 
     """Partial momentum refresh then ``settings.num_steps`` leapfrog steps with
     NO acceptance test (Neal 1993 section 2.3): biased for any non-zero step.
     A non-finite energy restores the state and negates the momentum (probability
-    0, divergent). Returns (moved, probability, energy error, divergent, leapfrog
-    steps, new energy, squared jump), as :func:`~adaptive_hmc.samplers.hmc.hmc_kernel`."""
+    0, divergent). Returns a :class:`~adaptive_hmc.samplers.settings.KernelInfo`,
+    as :func:`~adaptive_hmc.samplers.hmc.hmc_kernel`."""
     refresh_momentum(p, settings.persistence, rng)
     step = draw_step_sizes(step_sizes, settings.step_nu, rng)
     h0 = u + kinetic(p)
@@ -78,6 +81,6 @@ def stochastic_dynamics_kernel(q, u, g, p, step_sizes, settings, target, hyper, 
     p0 = p.copy()
     u1, used, ok = leapfrog(q, p, g, step, settings.num_steps, target, hyper)
     if ok:
-        return True, 1.0, u1 + kinetic(p) - h0, False, used, u1, squared_distance(q, q0)
+        return KernelInfo(1.0, 1.0, u1 + kinetic(p) - h0, False, used, u1, squared_distance(q, q0))
     set_state(q, g, p, q0, g0, p0, -1.0)
-    return False, 0.0, math.inf, True, used, u, 0.0
+    return KernelInfo(0.0, 0.0, math.inf, True, used, u, 0.0)

@@ -18,7 +18,7 @@ from ..models.base import accumulate, energy_grad, gibbs_energy_grad, hyper_valu
 from .annealing import annealed_kernel
 from .baselines import metropolis_kernel, stochastic_dynamics_kernel
 from .hmc import plain_hmc_kernel, windowed_hmc_kernel
-from .settings import KINDS, HMCSettings, check_settings
+from .settings import HMC, KINDS, METROPOLIS, STOCHASTIC_DYNAMICS, HMCSettings, check_settings
 
 
 class Chain(NamedTuple):
@@ -108,23 +108,23 @@ class HMCMove(NamedTuple):
     kernels it uses, not every branch). ``kind`` is the index into
     :data:`~adaptive_hmc.samplers.settings.KINDS` (annealing: the schedule's)."""
 
-    kind: int = 0
+    kind: int = HMC
 
 
 class WindowedHMCMove(NamedTuple):
-    kind: int = 0
+    kind: int = HMC
 
 
 class MetropolisMove(NamedTuple):
-    kind: int = 1
+    kind: int = METROPOLIS
 
 
 class StochasticDynamicsMove(NamedTuple):
-    kind: int = 2
+    kind: int = STOCHASTIC_DYNAMICS
 
 
 class AnnealedMove(NamedTuple):
-    kind: int = 0
+    kind: int = HMC
 
 
 #: The marker of each entry of KINDS.
@@ -136,13 +136,12 @@ def move_of(settings: HMCSettings) -> NamedTuple:
     schedule, windowed HMC when its window is above 1."""
     if settings.anneal.shape[0] > 0:
         return AnnealedMove(settings.kind)
-    return WindowedHMCMove() if settings.kind == 0 and settings.window > 1 else MOVES[settings.kind]
+    return WindowedHMCMove() if settings.kind == HMC and settings.window > 1 else MOVES[settings.kind]
 
 
 def transition(move, chain, u, step_sizes, settings, target, rng):
     """One transition of the kind ``move`` marks from ``chain`` (in place) at
-    energy ``u``: (share of moves accepted, acceptance probability, energy
-    error, divergent, energy evaluations, new energy, squared jump)."""
+    energy ``u``: its :class:`~adaptive_hmc.samplers.settings.KernelInfo`."""
 
 
 @overload(transition)
@@ -155,12 +154,8 @@ def _transition(move, chain, u, step_sizes, settings, target, rng):
         return lambda move, chain, u, step_sizes, settings, target, rng: metropolis_kernel(
             chain.q, u, chain.g, step_sizes, settings, target, chain.hyper, rng)
     kernel = {HMCMove: plain_hmc_kernel, WindowedHMCMove: windowed_hmc_kernel}.get(cls, stochastic_dynamics_kernel)
-
-    def impl(move, chain, u, step_sizes, settings, target, rng):
-        moved, prob, dh, div, used, u1, jump = kernel(chain.q, u, chain.g, chain.p, step_sizes, settings, target,
-                                                      chain.hyper, rng)
-        return 1.0 if moved else 0.0, prob, dh, div, used, u1, jump
-    return impl
+    return lambda move, chain, u, step_sizes, settings, target, rng: kernel(
+        chain.q, u, chain.g, chain.p, step_sizes, settings, target, chain.hyper, rng)
 
 
 @njit
@@ -180,17 +175,18 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
             u = energy_grad(chain.q, chain.g, target, chain.hyper)
             evaluations = 1
         current = True
-        acc, prob, dh, div, used, u, jump = transition(move, chain, u, step_sizes, settings, target, rng)
-        chain.counters[0] += used
+        info = transition(move, chain, u, step_sizes, settings, target, rng)
+        u = info.energy
+        chain.counters[0] += info.num_steps
         chain.counters[1] += 1
-        rec.gradients[i] = used + evaluations
-        rec.accepted[i] = acc
-        rec.accept_prob[i] = prob
-        rec.energy_error[i] = dh
-        rec.divergent[i] = div
-        rec.num_steps[i] = used
+        rec.gradients[i] = info.num_steps + evaluations
+        rec.accepted[i] = info.accepted
+        rec.accept_prob[i] = info.accept_prob
+        rec.energy_error[i] = info.energy_error
+        rec.divergent[i] = info.divergent
+        rec.num_steps[i] = info.num_steps
         rec.energy[i] = u
-        rec.squared_jump[i] = jump
+        rec.squared_jump[i] = info.squared_jump
         ks = 0.0
         for k in range(D):
             ks += 0.5 * chain.p[k] * chain.p[k]
@@ -366,7 +362,7 @@ def anneal(model, state: ChainState, phases, settings: HMCSettings, rng, metropo
     final K_d, trace, positions) as :func:`sample` (Neal's Fig. 3 plots the
     trace's energy against its temperature)."""
     phases = [tuple(Phase(*ph)) for ph in phases]
-    s = settings._replace(kind=1 if metropolis else 0, anneal=np.array(phases, dtype=float).reshape(-1, 3))
+    s = settings._replace(kind=METROPOLIS if metropolis else HMC, anneal=np.array(phases, dtype=float).reshape(-1, 3))
     start = state._replace(counters=np.zeros(2, np.int64), kd=state.kd if kd is None else kd)
     final, trace, positions = sample(model, start, s, int(sum(ph[0] for ph in phases)), rng, every)
     final = final._replace(counters=state.counters + final.counters)

@@ -8,9 +8,11 @@ arrays, with the hyperparameters held fixed and the step sizes given.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from ..jit import njit
 from .leapfrog import kinetic, leapfrog, set_state
+from .settings import KernelInfo
 
 
 @njit(inline="always")
@@ -45,15 +47,33 @@ def _offer(idx, lo, hi, q, g, p, u, h, logsum, cq, cg, cp, cu, rng):
     return new, cu
 
 
+class WindowChoice(NamedTuple):
+    """The two windows of a windowed trajectory, reject [0, W-1] and accept
+    [L-W+1, L]: per window the log of the sum of exp(-H) over the states
+    offered to it so far and the state chosen among them (q, g, p, energy)."""
+
+    reject_logsum: float
+    reject_q: object
+    reject_g: object
+    reject_p: object
+    reject_u: float
+    accept_logsum: float
+    accept_q: object
+    accept_g: object
+    accept_p: object
+    accept_u: float
+
+
 @njit
 def _offer_both(idx, W, L, q, g, p, u, h, sel, rng):
-    """Offer the state at trajectory index ``idx`` to the reject window [0, W-1]
-    and the accept window [L-W+1, L]. ``sel`` holds, per window, the running
-    log sum of exp(-H) and the chosen state: (log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au)."""
-    log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au = sel
-    log_r, ru = _offer(idx, 0, W - 1, q, g, p, u, h, log_r, rq, rg, rp, ru, rng)
-    log_a, au = _offer(idx, L - W + 1, L, q, g, p, u, h, log_a, aq, ag, ap, au, rng)
-    return (log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au)
+    """Offer the state at trajectory index ``idx`` to both windows of ``sel``
+    (a :class:`WindowChoice`); returns the new one."""
+    log_r, ru = _offer(idx, 0, W - 1, q, g, p, u, h, sel.reject_logsum, sel.reject_q, sel.reject_g, sel.reject_p,
+                       sel.reject_u, rng)
+    log_a, au = _offer(idx, L - W + 1, L, q, g, p, u, h, sel.accept_logsum, sel.accept_q, sel.accept_g,
+                       sel.accept_p, sel.accept_u, rng)
+    return WindowChoice(log_r, sel.reject_q, sel.reject_g, sel.reject_p, ru, log_a, sel.accept_q, sel.accept_g,
+                        sel.accept_p, au)
 
 
 @njit(inline="always")
@@ -87,9 +107,9 @@ def plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     prob = 0.0 if divergent else min(1.0, math.exp(-dh))
     jump = 0.0 if divergent else squared_distance(q, q0)
     if not divergent and rng.random() < prob:
-        return True, prob, dh, False, used, u1, jump
+        return KernelInfo(1.0, prob, dh, False, used, u1, jump)
     set_state(q, g, p, q0, g0, p0, -1.0)
-    return False, prob, dh, divergent, used, u, jump
+    return KernelInfo(0.0, prob, dh, divergent, used, u, jump)
 
 
 @njit
@@ -100,7 +120,7 @@ def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     # Windowed HMC: states 0..L, reject window [0, W-1], accept window [L-W+1, L];
     # the current state sits at a uniformly chosen s in [0, W-1].
     s = int(rng.random() * W)
-    sel = (-math.inf, q0.copy(), g0.copy(), p0.copy(), u, -math.inf, q0.copy(), g0.copy(), p0.copy(), u)
+    sel = WindowChoice(-math.inf, q0.copy(), g0.copy(), p0.copy(), u, -math.inf, q0.copy(), g0.copy(), p0.copy(), u)
     sel = _offer_both(s, W, L, q0, g0, p0, u, h0, sel, rng)
     used = 0
     ok = True
@@ -123,17 +143,16 @@ def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
             sel = _offer_both(i + 1, W, L, qx, gx, px, ux, h, sel, rng)
     if not ok:
         set_state(q, g, p, q0, g0, p0, -1.0)
-        return False, 0.0, math.inf, True, used, u, 0.0
-    log_r, rq, rg, rp, ru, log_a, aq, ag, ap, au = sel
-    dh = log_r - log_a
+        return KernelInfo(0.0, 0.0, math.inf, True, used, u, 0.0)
+    dh = sel.reject_logsum - sel.accept_logsum
     prob = min(1.0, math.exp(-dh))
     divergent = not worst <= settings.max_energy_error
-    jump = squared_distance(aq, q0)
+    jump = squared_distance(sel.accept_q, q0)
     if rng.random() < prob:
-        set_state(q, g, p, aq, ag, ap, 1.0)
-        return True, prob, dh, divergent, used, au, jump
-    set_state(q, g, p, rq, rg, rp, -1.0)
-    return False, prob, dh, divergent, used, ru, jump
+        set_state(q, g, p, sel.accept_q, sel.accept_g, sel.accept_p, 1.0)
+        return KernelInfo(1.0, prob, dh, divergent, used, sel.accept_u, jump)
+    set_state(q, g, p, sel.reject_q, sel.reject_g, sel.reject_p, -1.0)
+    return KernelInfo(0.0, prob, dh, divergent, used, sel.reject_u, jump)
 
 
 @njit
@@ -142,9 +161,9 @@ def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     (q, g, p), with the absolute ``step_sizes`` and the trajectory settings
     (num_steps, window, persistence, jitter, step_nu, max_energy_error) of
     ``settings``, an :class:`~adaptive_hmc.samplers.settings.HMCSettings`; returns
-    (accepted, accept_prob, energy_error, divergent, steps_used, new_energy,
-    squared_jump), where squared_jump is ||q_proposal - q_current||^2 (the
-    proposal being the state chosen from the accept window), 0 for a divergence.
+    a :class:`~adaptive_hmc.samplers.settings.KernelInfo` (accepted 1 or 0), whose
+    squared_jump is ||q_proposal - q_current||^2 (the proposal being the state
+    chosen from the accept window), 0 for a divergence.
 
     Rejection (and divergence) restores q and g and negates the momentum, as
     persistence requires (Neal 1993); with persistence 0 the sign is irrelevant.

@@ -18,6 +18,21 @@ _NO_PHASES = np.empty((0, 3))
 #: energy evaluation), uncorrected stochastic dynamics (``num_steps`` leapfrog
 #: steps, no acceptance test).
 KINDS = ("hmc", "metropolis", "stochastic_dynamics")
+#: ``HMCSettings.kind`` of each entry of :data:`KINDS`.
+HMC, METROPOLIS, STOCHASTIC_DYNAMICS = range(len(KINDS))
+
+
+class KernelInfo(NamedTuple):
+    """What every compiled transition kernel returns (as BlackJAX's kernels
+    return a named info beside the state, which here is changed in place)."""
+
+    accepted: float         # share of the transition's moves accepted: 0 or 1 (HMC), k/L (Metropolis)
+    accept_prob: float      # min(1, exp(-energy_error)), or the mean over the moves; 0 for a divergence
+    energy_error: float     # H(proposal) - H(current); for windows log(sum_reject e^-H / sum_accept e^-H)
+    divergent: bool         # a non-finite energy or gradient, or an energy error above the limit
+    num_steps: int          # energy and gradient evaluations (leapfrog steps, or Metropolis proposals)
+    energy: float           # the potential energy of the state after the transition
+    squared_jump: float     # ||proposal - current||^2 (Metropolis: see metropolis_kernel); 0 for a divergence
 
 
 class SettingsError(ValueError):
@@ -109,7 +124,7 @@ def check_settings(s: HMCSettings, need_step: bool = True) -> HMCSettings:
     kind = KINDS.index(s.kind) if s.kind in KINDS else s.kind
     if isinstance(kind, bool) or not isinstance(kind, (int, np.integer)) or not 0 <= kind < len(KINDS):
         raise SettingsError("kind", s.kind, f"one of {', '.join(KINDS)} (or its index)")
-    if kind != 0 and (window != 1 or s.jitter):
+    if kind != HMC and (window != 1 or s.jitter):
         raise SettingsError("window" if window != 1 else "jitter", window if window != 1 else s.jitter,
                             f"windows and jitter are for kind hmc, not {KINDS[kind]}")
     return HMCSettings(num_steps, step_factor, step_size, window, float(s.persistence), bool(s.jitter),

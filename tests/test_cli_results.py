@@ -1,0 +1,292 @@
+"""Finished runs through the command line (smoke tier): compare, predict, export, the predicting chains'
+diagnostics, standardised targets, the own-CSV walkthrough."""
+import json
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import yaml
+
+from adaptive_hmc.cli import main
+from adaptive_hmc.config import read_config
+from adaptive_hmc.experiment import run_experiment
+from adaptive_hmc.results import read_run
+from cli_helpers import _raw, _write, _small, _checkpointed, _table_run
+
+
+def test_compare_with_damaged_or_missing_files(tmp_path, capsys):
+    path, out = _checkpointed(tmp_path, n=3, stop_after=None)
+    assert main(["compare", str(out), "--markdown", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    s.pop("compile_s")                                        # as an older version wrote it
+    (out / "summary.json").write_text(json.dumps(s))
+    assert main(["compare", str(out)]) == 2
+    assert "written by an older version" in capsys.readouterr().err
+    (out / "summary.json").write_text("{garbage")
+    assert main(["compare", str(out)]) == 2
+    assert "missing or damaged" in capsys.readouterr().err
+    (out / "summary.json").write_text("{}")
+    (out / "predictions.npz").unlink()
+    assert main(["compare", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "missing or damaged" in err and "Traceback" not in err
+
+
+def test_compare_tables_the_finished_runs_and_names_the_others(tmp_path, capsys):
+    path, done = _checkpointed(tmp_path, n=3, stop_after=None)
+    part = tmp_path / "part"
+    assert run_experiment(read_config(path), part, source=str(path), quiet=True, stop_after=1) == {}
+    capsys.readouterr()
+    assert main(["compare", str(done), str(part), str(tmp_path / "nothing")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"A: {done}") and "B vs A" not in out
+    assert f"not in the table:\n  {part}: not finished (its checkpoint holds 1 of 3 super-transitions); resume " \
+           f"it with adaptive-hmc run CONFIG --out {part} --resume" in out
+    assert f"{tmp_path / 'nothing'}: no run there" in out
+    assert main(["compare", str(part)]) == 2
+    assert "no finished run to compare" in capsys.readouterr().err
+
+
+def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
+    """replicas.predict_from picks the chains of the summary's test errors, and
+    compare --chains recomputes them from any run's per-chain sums."""
+    raw = _small(_raw(), n=4)
+    raw["replicas"].update(data="folds", full_data_chain=True)
+    runs = {}
+    for chains in ("all", "full"):
+        raw["replicas"]["predict_from"] = chains
+        path = _write(tmp_path, raw, f"{chains}.yaml")
+        runs[chains] = tmp_path / chains
+        assert main(["run", str(path), "--out", str(runs[chains]), "--quiet"]) == 0
+    s = {c: json.loads((d / "summary.json").read_text()) for c, d in runs.items()}
+    assert s["all"]["predict_from"] == "all" and s["full"]["predict_from"] == "full"
+    assert s["full"]["test_mse"] != s["all"]["test_mse"]          # the same samples, other chains pooled
+    from adaptive_hmc.reports import compare
+    for chains in ("all", "full"):
+        row = compare([runs["all"]], chains)[0]
+        assert row["chains"] == chains
+        for name, v in s[chains]["test_mse"].items():
+            assert row["test"][name] == pytest.approx(v, rel=1e-12)
+            assert row["test_se"][name] == pytest.approx(s[chains]["test_mse_se"][name], rel=1e-9)
+    capsys.readouterr()
+    raw["replicas"].update(full_data_chain=False, predict_from="all")
+    path = _write(tmp_path, raw, "nofull.yaml")
+    assert main(["run", str(path), "--out", str(tmp_path / "nofull"), "--quiet"]) == 0
+    assert main(["compare", str(tmp_path / "nofull"), "--chains", "full"]) == 2
+    assert "has no full-data chain" in capsys.readouterr().err
+
+
+def test_predict_from_a_finished_run(tmp_path, capsys):
+    from adaptive_hmc.models.mlp import predict as mlp_predict
+    from adaptive_hmc.results import read_run
+    out, X, y = _table_run(tmp_path)
+    np.savetxt(tmp_path / "new.csv", X[45:], delimiter=",")
+    capsys.readouterr()
+    assert main(["predict", str(out), str(tmp_path / "new.csv"), "--out", str(tmp_path / "p.csv")]) == 0
+    header = (tmp_path / "p.csv").read_text().splitlines()[0].split(",")
+    assert header == ["mean_0", "sd_0", "lower_0", "upper_0"]
+    P = np.loadtxt(tmp_path / "p.csv", delimiter=",", skiprows=1)
+    with np.load(out / "samples.npz") as z:       # the same from the stored samples and transform, by hand
+        keep = z["chain"] >= 0
+        w = z["weight"][keep]                     # each kept sample weighs its leapfrog steps (run.weight_by)
+        assert len(np.unique(w)) > 1              # the bandit tried several L: the weights matter here
+        F = mlp_predict(read_run(out).spec, z["weights"][keep], (X[45:] - z["input_mean"]) / z["input_sd"])
+        mean = np.average(F, axis=0, weights=w)
+        sd = np.sqrt(np.average((F - mean) ** 2, axis=0, weights=w)
+                     + np.average(1 / z["noise_precision"][keep], axis=0, weights=w))
+    np.testing.assert_allclose(P[:, 0], mean[:, 0], rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(P[:, 1], sd[:, 0], rtol=1e-8)
+    np.testing.assert_allclose(P[:, 3] - P[:, 0], 1.959963984540054 * sd[:, 0], rtol=1e-8)
+    assert np.mean((P[:, 0] - y[45:]) ** 2) < 0.5 * np.var(y[45:])      # it learned, in original units
+    mean, s = read_run(out).predict(X[45:], return_std=True, chains="full")
+    assert mean.shape == s.shape == (15, 1) and np.allclose(mean[:, 0], P[:, 0])    # every chain: the posterior
+    np.savetxt(tmp_path / "bad.csv", X[45:, :2], delimiter=",")
+    assert main(["predict", str(out), str(tmp_path / "bad.csv")]) == 2
+    assert "2 columns; the network takes 3 inputs" in capsys.readouterr().err
+    assert main(["predict", str(out), str(tmp_path / "new.csv"), "--level", "1.5"]) == 2
+
+
+def test_predict_needs_kept_samples_and_gives_class_probabilities(tmp_path, capsys):
+    from adaptive_hmc.results import read_run
+    out, X, y = _table_run(tmp_path, thin=0, name="nothin")
+    np.savetxt(tmp_path / "new.csv", X[:5], delimiter=",")
+    capsys.readouterr()
+    assert main(["predict", str(out), str(tmp_path / "new.csv")]) == 2
+    assert "no kept samples" in capsys.readouterr().err
+    out, X, y = _table_run(tmp_path, likelihood="logistic", name="cls")
+    capsys.readouterr()
+    assert main(["predict", str(out), str(tmp_path / "new.csv")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "p_0,p_1,label" and len(lines) == 6
+    P = read_run(out).predict_proba(X[:5])
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert np.array_equal(read_run(out).predict(X[:5]), P.argmax(axis=1))
+    import arviz as az
+    assert main(["export", str(tmp_path / "nothin")]) == 2
+    assert "no kept samples to export" in capsys.readouterr().err
+    assert main(["export", str(out)]) == 0
+    idata = az.from_netcdf(str(out / "inference_data.nc"))
+    probs = idata.predictions["y_hat"].values
+    np.testing.assert_allclose(probs.sum(axis=-1), 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert np.isfinite(az.loo(idata).elpd_loo)
+
+
+def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch):
+    """The README's walkthrough with the shipped template (shrunk): a CSV with a
+    header, validate, run, predict new inputs with uncertainty."""
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-2, 2, size=(80, 2))
+    price = np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.05 * rng.normal(size=80)
+    rows = ["size,age,price"] + [f"{a:.5f},{b:.5f},{p:.5f}" for (a, b), p in zip(X, price)]
+    (tmp_path / "my_data.csv").write_text("\n".join(rows) + "\n")
+    # the template comes from the installed package: run where the repository is not on the path
+    done = subprocess.run([sys.executable, "-m", "adaptive_hmc.cli", "init", "regression", "--csv", "my_data.csv",
+                           "--out", "my.yaml"], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    raw = yaml.safe_load((tmp_path / "my.yaml").read_text())
+    assert raw["data"]["path"] == "my_data.csv" and raw["data"]["target_columns"] == ["price"]
+    raw["run"].update(super_transitions=6, budget=600, burn_in={"super_transitions": 2}, thin=5)
+    raw["tuner"].update(bounds={"step_factor": [0.01, 1.01], "num_steps": [10, 100]}, warmup_super_transitions=1,
+                        maxfun=200)
+    raw["sampler"]["initial_phase_steps"] = 200
+    path = _write(tmp_path, raw, "my.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", str(path)]) == 0
+    assert main(["run", str(path), "--out", "runs/my", "--quiet"]) == 0
+    (tmp_path / "new.csv").write_text("size,age\n0.5,1.0\n-1.0,0.0\n")
+    assert main(["predict", "runs/my", "new.csv", "--out", "pred.csv"]) == 0
+    assert (tmp_path / "pred.csv").read_text().splitlines()[0] == "price_mean,price_sd,price_lower,price_upper"
+    P = np.loadtxt(tmp_path / "pred.csv", delimiter=",", skiprows=1)
+    # columns are matched by header name: the same inputs in another order give the same predictions
+    (tmp_path / "swapped.csv").write_text("age,size\n1.0,0.5\n0.0,-1.0\n")
+    assert main(["predict", "runs/my", "swapped.csv", "--out", "pred2.csv"]) == 0
+    assert (tmp_path / "pred2.csv").read_text() == (tmp_path / "pred.csv").read_text()
+    (tmp_path / "bad.csv").write_text("size,weight\n0.5,1.0\n")
+    capsys.readouterr()
+    assert main(["predict", "runs/my", "bad.csv"]) == 2
+    err = capsys.readouterr().err
+    assert "do not match the run's inputs ['size', 'age']; missing: ['age']; not inputs of the run: ['weight']" in err
+    (tmp_path / "plain.csv").write_text("0.5,1.0\n-1.0,0.0\n")                # no header: by position
+    assert main(["predict", "runs/my", "plain.csv", "--out", "pred3.csv"]) == 0
+    assert (tmp_path / "pred3.csv").read_text() == (tmp_path / "pred.csv").read_text()
+    assert P.shape == (2, 4) and np.all(P[:, 1] > 0) and np.all(P[:, 2] < P[:, 0]) and np.all(P[:, 0] < P[:, 3])
+    s = json.loads((tmp_path / "runs" / "my" / "summary.json").read_text())
+    assert s["predict_from"] == "full" and set(s["test_mse"]) == {"test"}
+
+
+def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_path, capsys):
+    """summary.json's diagnostics: R-hat and ESS of the predicting chains' test
+    predictions, per 1000 of every gradient the run computed (all chains,
+    warm-up and burn-in) and per second of sampling; per-sample draws are the
+    kept samples' outputs spaced by their weights; compare shows the smallest
+    and the median."""
+    from adaptive_hmc.diagnostics import chain_statistics, compute_spaced
+    from adaptive_hmc.models.mlp import predict
+    from adaptive_hmc.reports import compare, table
+    from adaptive_hmc.metrics import MIN_KEPT, prediction_draws, thin_limited
+    raw = _small(_raw(), n=8)
+    raw["replicas"].update(data="folds", full_data_chain=False)      # the thesis's: the replicas predict
+    path = _write(tmp_path, raw)
+    raw = _small(_raw(), n=8)
+    raw["run"]["thin"] = 1
+    path_full = _write(tmp_path, raw, "full.yaml")
+    assert main(["run", str(path), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    assert main(["run", str(path_full), "--out", str(tmp_path / "b"), "--quiet"]) == 0
+    out, *_ = _table_run(tmp_path, likelihood="logistic", name="cls")
+    rows = compare([tmp_path / "a", tmp_path / "b", out])
+    for d, row, chains, n_chains in (("a", rows[0], "replicas", 8), ("b", rows[1], "full", 8)):
+        run = read_run(tmp_path / d)
+        diag = run.summary["diagnostics"]
+        assert diag == row["diagnostics"] and diag["chains"] == chains
+        grads = sum(e["gradients"] for e in run.log)          # the leapfrog steps and one per Gibbs update
+        assert diag["gradients"] == grads == run.summary["gradients"]
+        assert grads > run.summary["leapfrog_steps"] == np.sum([e["chain_steps"] for e in run.log])
+        t = diag["test"]["test_201_400"]
+        assert t["chains"] == n_chains and t["variables"] == 400
+        assert t["ess_per_1000_gradients"]["min"] == pytest.approx(1000 * t["ess_bulk"]["min"] / grads)
+        assert t["ess_per_second"]["median"] == pytest.approx(t["ess_bulk"]["median"] / diag["sampling_s"],
+                                                              rel=0.05)
+        assert 0 < t["ess_bulk"]["min"] <= t["ess_bulk"]["median"]
+    run = read_run(tmp_path / "b")
+    S = run.samples
+    y, kind = prediction_draws(run.spec, S, run.chain_indices("full"), run.predictions["X_test"],
+                               run.predictions["history_pred"], run.predictions["history_count"])
+    assert kind == "samples" and np.bincount(S["chain"]).min() >= MIN_KEPT
+    diag = run.summary["diagnostics"]
+    assert diag["distinct_draws"] == len(S["chain"])               # the ESS is measured on these kept samples
+    assert thin_limited(diag) == (diag["test"]["test_201_400"]["ess_bulk"]["median"] > 0.5 * len(S["chain"]))
+    assert thin_limited({"distinct_draws": 100, "test": {"t": {"ess_bulk": {"median": 80.0}}}})
+    F = predict(run.spec, S["weights"][S["chain"] == 3], run.predictions["X_test"])
+    w = S["weight"][S["chain"] == 3]
+    assert len(np.unique(w)) > 1                # the bandit tried several L
+    # per-sample draws: the kept samples' network outputs, each repeated as its weight says (one draw per
+    # shortest-L worth of gradients), so that the ESS is that of the run's weighted average
+    spaced = F[compute_spaced(w, max_draws=2 * len(F))].reshape(-1, 800)                 # (draws, cases x outputs)
+    assert np.array_equal(y[3], spaced[:y.shape[1]]) and y.shape[1] > len(F)
+    assert np.sum(compute_spaced(w) == 0) == int(w[0] / w.min())
+    st = chain_statistics(y[:, :, :400])                           # test_201_400: the first 200 cases
+    assert run.summary["diagnostics"]["test"]["test_201_400"]["rhat_max"] == pytest.approx(st["rhat"].max())
+    assert read_run(tmp_path / "a").summary["diagnostics"]["draws"] == "super-transition means"  # thin 5: few kept
+    text = table(rows)
+    regression, classification, notes = text.split("\n\n")
+    assert "test MSE (original units) robot_arm/test_201_400" in regression and "error rate" not in regression
+    assert "test error rate d/rest" in classification
+    assert "the runs differ in data" in notes and "the runs differ in chains" in notes   # robot arm and a table
+    assert "R-hat max robot_arm/test_201_400" in regression
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "b"), "--chains", "replicas"]) == 2     # one posterior: no replicas
+    assert "has no cross-validation replicas (its chains are all on the full training data" in capsys.readouterr().err
+
+
+def test_standardized_targets_are_sampled_in_units_of_their_sd_and_reported_in_their_own(tmp_path):
+    """Targets in the thousands: with data.standardize_targets the chains see
+    them scaled to sd 1 (under priors set for that scale) and every prediction
+    comes back in the original units: the model average in predictions.npz,
+    the summary's test MSE, Run.predict from the kept samples (thin 1: the same
+    samples, so equal to rounding), and the exported posterior predictive."""
+    import arviz as az
+    from adaptive_hmc.models.predictive import squared_errors
+    from adaptive_hmc.results import read_run
+    out, X, y = _table_run(tmp_path, thin=1, name="scaled", y_scale=1000.0, standardize_targets=True,
+                           predict_steps=0)
+    run = read_run(out)
+    assert run.samples["target_sd"][0] == pytest.approx(y[:45].std()) and run.samples["target_sd"][0] > 300
+    with np.load(out / "predictions.npz") as z:
+        mean, var = z["rest/mean"], z["rest/var"]
+    m, sd = run.predict(X[45:], return_std=True, chains="all")
+    np.testing.assert_allclose(m, mean, rtol=1e-8)
+    np.testing.assert_allclose(sd ** 2, var, rtol=1e-6)
+    mse = run.summary["test_mse"]["rest"]
+    assert mse == pytest.approx(float(squared_errors(mean, y[45:, None]).mean()), rel=1e-10)
+    assert mse < 0.5 * y[45:].var()                                  # it learned, in the original units
+    assert main(["export", str(out)]) == 0
+    idata = az.from_netcdf(str(out / "inference_data.nc"))
+    y_hat = idata.predictions["y_hat"].values.reshape(-1, 15)
+    assert np.mean((y_hat.mean(0) - y[45:]) ** 2) < 0.5 * y[45:].var()
+    assert np.isfinite(idata.log_likelihood["y"].values).all()
+    raw = yaml.safe_load((tmp_path / "scaled.yaml").read_text())
+    raw["model"]["likelihood"] = "logistic"
+    assert read_config(_write(tmp_path, raw, "cls.yaml")).data.standardize_targets   # ignored for labels
+
+
+def test_ess_of_draws_that_never_change_is_zero():
+    import arviz as az
+    from adaptive_hmc.diagnostics import draws_ess
+    rng = np.random.default_rng(0)
+    y = np.stack([np.full(200, 0.3), rng.normal(size=200)], axis=1)[None]
+    raw = np.nan_to_num(az.ess(az.convert_to_dataset(y))["x"].values)
+    ess = draws_ess(y)
+    assert ess[0] == 0.0 and ess[1] == pytest.approx(raw[1]) and ess[1] > 100
+
+
+def test_the_end_of_run_warning_names_chains_that_have_not_met():
+    from adaptive_hmc.metrics import rhat_warning
+    assert rhat_warning({"chains": "full", "rhat_max": 1.004}) is None
+    assert "is 1.050, above 1.01" in rhat_warning({"chains": "full", "rhat_max": 1.05})
+    assert "not finite (a chain never moved)" in rhat_warning({"chains": "full", "rhat_max": None})
+    assert rhat_warning({}) is None
