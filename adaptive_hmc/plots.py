@@ -70,7 +70,7 @@ def reward_slice(run: Run, path):
     acquisition below it (thesis Figs 4.2, 4.6)."""
     t = run.tuner()
     best = t.best_action(tried_only=True)
-    eps = (np.geomspace if "step_factor" in t.log_axes else np.linspace)(*t.bounds["step_factor"], 300)
+    eps = t.space.dimension("step_factor").axis(300)
     A = np.column_stack([eps, np.full_like(eps, best["num_steps"])])
     m, s = t.predict(A)
     u = t.acquisition(A)

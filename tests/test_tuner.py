@@ -196,13 +196,13 @@ def test_rank_transform_is_not_squeezed_by_one_extreme_reward():
     for transform in ("standardize", "rank"):
         t = BanditTuner(BOUNDS, seed=0, transform=transform)
         for a, r in zip(actions, rewards):
-            t._sums.setdefault(tuple(a.values()), [t._unit(a), 0.0, 0])
+            t._sums.setdefault(tuple(a.values()), [t.space.unit(a), 0.0, 0])
             t._sums[tuple(a.values())][1:] = [r, 1]
             t._history.append({"action": a, "reward": float(r), "p": 1.0, "moved": True})
         means = np.array([v[1] / v[2] for v in t._sums.values()])
         before = t._targets(means)
         outlier = {"step_factor": 0.5, "num_steps": 2520}
-        t._sums[tuple(outlier.values())] = [t._unit(outlier), -4.0, 1]       # a chain still leaving its start
+        t._sums[tuple(outlier.values())] = [t.space.unit(outlier), -4.0, 1]       # a chain still leaving its start
         t._history.append({"action": outlier, "reward": -4.0, "p": 1.0, "moved": True})
         after = t._targets(np.array([v[1] / v[2] for v in t._sums.values()]))[:-1]
         assert np.array_equal(np.argsort(after), np.argsort(before))           # the order of the others is kept
@@ -228,9 +228,9 @@ def test_rank_transform_tuner_finds_the_optimum_and_maps_back_to_reward_units():
 def test_log_axes_map_the_box_geometrically_and_round_trip():
     bounds = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
     t = BanditTuner(bounds, seed=0, log_axes=["step_factor"])
-    x = t._unit({"step_factor": 0.1, "num_steps": 2520})
+    x = t.space.unit({"step_factor": 0.1, "num_steps": 2520})
     assert x == pytest.approx([math.log(10) / math.log(101), 0.5])
-    assert t._action(x) == {"step_factor": pytest.approx(0.1), "num_steps": 2520}
+    assert t.space.action(x) == {"step_factor": pytest.approx(0.1), "num_steps": 2520}
     assert t.ask()["step_factor"] == pytest.approx(math.sqrt(0.01 * 1.01))      # the centre of the log box
     for _ in range(4):
         t.tell(t.ask(), 1.0)
@@ -342,3 +342,31 @@ def test_told_acceptance_fails_stuck_chains_and_divergences():
     assert told_acceptance([0.9, 0.0]) == 0.0                   # one stuck chain fails the action
     assert told_acceptance([1.0, 1.0], divergent_share=0.005) == pytest.approx(0.8)
     assert told_acceptance([1.0, 1.0], divergent_share=0.5) == 0.0
+
+
+def test_the_space_owns_the_box_its_axes_and_the_unit_maps():
+    """One Space of Dimensions: integer and log axes as given (ints by default), a round trip through the
+    unit box (integers rounded, out-of-box points clipped), the plots' axes, and errors naming what is wrong."""
+    from adaptive_hmc.tuners.space import Dimension, Space
+    s = Space({"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}, log_axes=["step_factor"])
+    assert s.dimensions == [Dimension("step_factor", 0.01, 1.01, False, True), Dimension("num_steps", 20, 5020, True)]
+    assert s.integer == ["num_steps"] and s.log_axes == ["step_factor"] and len(s) == 2
+    rng = np.random.default_rng(0)
+    for x in rng.random((20, 2)):
+        a = s.action(x)
+        assert isinstance(a["num_steps"], int) and 0.01 <= a["step_factor"] <= 1.01
+        assert s.action(s.unit(a)) == {"step_factor": pytest.approx(a["step_factor"]), "num_steps": a["num_steps"]}
+    assert s.action([-1.0, 2.0]) == {"step_factor": pytest.approx(0.01), "num_steps": 5020}
+    assert s.to_unit([[0.01, 20], [1.01, 5020]]) == pytest.approx(np.array([[0, 0], [1, 1]]))
+    axes, pts = s.grid(4)
+    assert axes[0] == pytest.approx(np.geomspace(0.01, 1.01, 4)) and axes[1] == pytest.approx(np.linspace(20, 5020, 4))
+    assert pts.shape == (16, 2) and s.dimension("step_factor").axis(3) == pytest.approx([0.01, 0.1005, 1.01], rel=1e-3)
+    assert Space({"a": (0, 1)}, integer=[]).integer == []
+    for kwargs, match in (({"integer": ["x"]}, "integer="), ({"log_axes": ["x"]}, "log_axes="),
+                          ({"log_axes": ["a"]}, "lower > 0")):
+        with pytest.raises(ValueError, match=match):
+            Space({"a": (0, 1)}, **kwargs)
+    with pytest.raises(ValueError, match="outside the bounds"):
+        s.unit({"step_factor": 2.0, "num_steps": 20})
+    with pytest.raises(ValueError, match="exactly the keys"):
+        s.unit({"step_factor": 0.1})

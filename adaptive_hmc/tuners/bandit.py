@@ -19,6 +19,7 @@ from .acquisition import maximize, ucb, ucb_beta
 from .base import TellInfo
 from .gp import GPRewardModel
 from .schedules import Exponential, schedule_from_dict, schedule_to_dict
+from .space import Space
 
 
 #: How rewards become the GP's targets: "standardize" (the thesis: minus the
@@ -26,23 +27,6 @@ from .schedules import Exponential, schedule_from_dict, schedule_to_dict
 #: distinct actions' mean rewards: Phi^-1((rank - 1/2) / n)), which one
 #: extreme reward cannot squeeze the others into.
 TRANSFORMS = ("standardize", "rank")
-
-
-def check_bounds(bounds) -> dict:
-    """{name: (lower, upper)} with finite lower < upper; ValueError otherwise."""
-    if not isinstance(bounds, dict) or not bounds:
-        raise ValueError(f"bounds={bounds!r}: need a non-empty dict of name -> (lower, upper)")
-    out = {}
-    for name, b in bounds.items():
-        try:
-            lo, hi = b
-        except (TypeError, ValueError):
-            raise ValueError(f"bounds[{name!r}]={b!r}: need a pair (lower, upper)") from None
-        if not (isinstance(lo, (int, float)) and isinstance(hi, (int, float))
-                and math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ValueError(f"bounds[{name!r}]=({lo!r}, {hi!r}): need finite numbers with lower < upper")
-        out[str(name)] = (lo, hi)
-    return out
 
 
 class BanditTuner:
@@ -96,13 +80,9 @@ class BanditTuner:
                  maxfun: int = 1000, polish: bool = True, model=None, transform: str = "standardize",
                  log_axes=(), leave_below: float | None = None, accept_floor: float | None = None,
                  accept_length_scales: dict | None = None):
-        self.bounds = check_bounds(bounds)
-        self.names = list(self.bounds)
-        if integer is None:
-            integer = [n for n, (lo, hi) in self.bounds.items() if isinstance(lo, int) and isinstance(hi, int)]
-        unknown = set(integer) - set(self.names)
-        if unknown:
-            raise ValueError(f"integer={sorted(unknown)}: not among the bounds {self.names}")
+        #: The action box (:class:`~adaptive_hmc.tuners.space.Space`): bounds, integer and log axes, unit maps.
+        self.space = Space(bounds, integer, log_axes)
+        self.bounds, self.names = self.space.bounds, self.space.names
         for name, value in (("alpha", alpha), ("noise", noise), ("maxfun", maxfun)):
             if not value > 0:
                 raise ValueError(f"{name}={value}: must be > 0")
@@ -123,18 +103,7 @@ class BanditTuner:
             raise ValueError(f"accept_length_scales={accept_length_scales!r}: positive scales of {list(self.bounds)}")
         self._feasibility_model = GPRewardModel(
             len(self.bounds), [self.accept_length_scales.get(n, alpha) for n in self.bounds])
-        self.log_axes = [n for n in self.names if n in set(log_axes)]
-        unknown = set(log_axes) - set(self.names)
-        if unknown:
-            raise ValueError(f"log_axes={sorted(unknown)}: not among the bounds {self.names}")
-        for n in self.log_axes:
-            if self.bounds[n][0] <= 0:
-                raise ValueError(f"log_axes: {n!r} has bounds {self.bounds[n]}; a log scale needs lower > 0")
-        self._log = np.array([n in self.log_axes for n in self.names])
-        self.integer = [n for n in self.names if n in set(integer)]
-        self.lower = np.array([self.bounds[n][0] for n in self.names], float)
-        self.upper = np.array([self.bounds[n][1] for n in self.names], float)
-        self._lo, self._hi = self._warp(self.lower), self._warp(self.upper)
+        self.log_axes, self.integer = self.space.log_axes, self.space.integer
         self.alpha, self.delta, self.noise = float(alpha), float(delta), float(noise)
         self.schedule = schedule if schedule is not None else Exponential(0.01)
         self.fit_kernel, self.maxfun, self.polish = bool(fit_kernel), int(maxfun), bool(polish)
@@ -146,39 +115,16 @@ class BanditTuner:
         self._sums = {}
         self._accepts = {}          # action -> [unit point, sum of told acceptances, count]
         if isinstance(first_action, dict):
-            self._initial = [self._action(self._unit(first_action))]
+            self._initial = [self.space.action(self.space.unit(first_action))]
         elif first_action == "centre":
-            self._initial = [self._action(np.full(len(self.names), 0.5))]
+            self._initial = [self.space.action(np.full(len(self.names), 0.5))]
         elif isinstance(first_action, int) and not isinstance(first_action, bool) and first_action >= 1:
             pts = qmc.LatinHypercube(d=len(self.names), seed=self._rng).random(first_action)
-            self._initial = [self._action(p) for p in pts]
+            self._initial = [self.space.action(p) for p in pts]
         else:
             raise ValueError(f"first_action={first_action!r}: allowed are 'centre', a dict of the bound "
                              f"names, or a positive int (number of space-filling points)")
         self._pending = self._initial.pop(0)
-
-    # -- conversions between actions (dicts) and points of the unit box --------
-    def _warp(self, a):
-        """Actions in original units -> the GP's axes (log for :attr:`log_axes`)."""
-        a = np.asarray(a, float)
-        return np.where(self._log, np.log(np.where(self._log, a, 1.0)), a)
-
-    def _unit_points(self, actions) -> np.ndarray:
-        """Actions (n, d) in original units -> points of the unit box."""
-        return (self._warp(np.atleast_2d(np.asarray(actions, float))) - self._lo) / (self._hi - self._lo)
-
-    def _unit(self, action) -> np.ndarray:
-        if not isinstance(action, dict) or set(action) != set(self.names):
-            raise ValueError(f"action {action!r}: need a dict with exactly the keys {self.names}")
-        a = np.array([float(action[n]) for n in self.names])
-        if not np.all(np.isfinite(a)) or np.any(a < self.lower) or np.any(a > self.upper):
-            raise ValueError(f"action {action!r}: outside the bounds {self.bounds}")
-        return self._unit_points(a)[0]
-
-    def _action(self, x) -> dict:
-        w = self._lo + np.clip(x, 0.0, 1.0) * (self._hi - self._lo)
-        a = np.clip(np.where(self._log, np.exp(np.where(self._log, w, 0.0)), w), self.lower, self.upper)
-        return {n: (int(round(v)) if n in self.integer else float(v)) for n, v in zip(self.names, a)}
 
     # -- ask / tell --------------------------------------------------------------
     def ask(self) -> dict:
@@ -189,7 +135,7 @@ class BanditTuner:
         """Record ``reward`` (higher is better) for ``action`` and choose the
         next action; ``acceptance`` (the smallest over the chains) feeds the
         feasibility model when :attr:`accept_floor` is set."""
-        self._unit(action)                                  # a ValueError naming what is wrong with it
+        self.space.unit(action)                                  # a ValueError naming what is wrong with it
         if not math.isfinite(reward):
             raise ValueError(f"reward={reward!r} for {action}: must be finite (score failures with a low reward)")
         acceptance = None if self.accept_floor is None or acceptance is None else float(acceptance)
@@ -213,7 +159,7 @@ class BanditTuner:
     def _record(self, h: dict) -> None:
         """Add history entry ``h`` and its reward (and acceptance) to the per-action sums."""
         key = tuple(h["action"][n] for n in self.names)
-        x = self._unit(h["action"])
+        x = self.space.unit(h["action"])
         s = self._sums.setdefault(key, [x, 0.0, 0])
         s[1] += h["reward"]
         s[2] += 1
@@ -291,7 +237,7 @@ class BanditTuner:
         if not self._history:
             raise ValueError("no rewards told yet")
         self._fit()
-        return self.model.predict(self._unit_points(actions), return_std=True)
+        return self.model.predict(self.space.to_unit(actions), return_std=True)
 
     def _argmax(self, i, p) -> dict:
         self._fit()
@@ -303,7 +249,7 @@ class BanditTuner:
             return float(ucb(m[0], s[0], beta, p) - self._penalty(x)[0])
 
         x, _ = maximize(acq, len(self.names), self.maxfun, self.polish)
-        return self._action(x)
+        return self.space.action(x)
 
     # -- introspection -------------------------------------------------------------
     @property
@@ -332,19 +278,17 @@ class BanditTuner:
         m, s = self._latent(actions)
         self._fit_feasibility()
         return (ucb(m, s, ucb_beta(i + 1, len(self.names), self.delta), float(self.schedule(max(i, 1))))
-                - self._penalty(self._unit_points(actions)))
+                - self._penalty(self.space.to_unit(actions)))
 
     def feasibility(self, actions) -> np.ndarray:
         """P(acceptance > :attr:`accept_floor`) at ``actions`` (n, d) in original units (1 when unknown)."""
         self._fit_feasibility()
-        return self._feasible(self._unit_points(actions))
+        return self._feasible(self.space.to_unit(actions))
 
     def grid(self, n: int = 50) -> dict:
         """GP mean, sd and acquisition on an n-per-dimension grid (for plots;
         geometric along :attr:`log_axes`)."""
-        axes = [np.geomspace(lo, hi, n) if lg else np.linspace(lo, hi, n)
-                for lo, hi, lg in zip(self.lower, self.upper, self._log)]
-        pts = np.stack([g.ravel() for g in np.meshgrid(*axes, indexing="ij")], axis=1)
+        axes, pts = self.space.grid(n)
         m, s = self.predict(pts)
         shape = (n,) * len(self.names)
         return {"names": self.names, "axes": axes, "mean": m.reshape(shape), "sd": s.reshape(shape),
@@ -360,7 +304,7 @@ class BanditTuner:
         self._fit()
         x, _ = maximize(lambda z: float(self.model.predict(np.atleast_2d(z))[0]), len(self.names),
                         self.maxfun, self.polish)
-        return self._action(x)
+        return self.space.action(x)
 
     # -- state ------------------------------------------------------------------------
     def state_dict(self) -> dict:
