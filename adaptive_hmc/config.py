@@ -21,7 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
-from .runner import DEFAULT_BANDIT, DEFAULT_REWARD, DEFAULT_WARMUP
+from .runner import DEFAULT_REWARD, DEFAULT_WARMUP
+from .tuners.options import BanditOptions, FixedOptions, bandit_default
 from .replicas import DEFAULT_PREDICT_STEPS, DEFAULT_WEIGHT_BY, MODELS, default_data
 from .tasks import LOADERS
 from .samplers.settings import KINDS, HMCSettings, SettingsError, check_settings
@@ -259,7 +260,7 @@ class ScheduleConfig(_Strict):
     kind: Literal["exponential", "polynomial", "wang2013"] = Field("exponential", description="p_i = "
                                                                     "exp(-rate (i-1)), i^-gamma, or "
                                                                     "max(i-burn_in+1, 1)^-1/2")
-    rate: Number = Field(0.01, gt=0, description="for exponential")
+    rate: Number = Field(bandit_default("schedule").rate, gt=0, description="for exponential")
     gamma: Optional[Number] = Field(None, gt=0, description="for polynomial")
     burn_in: Optional[int] = Field(None, ge=0, description="for wang2013")
 
@@ -272,58 +273,62 @@ class TunerConfig(_Strict):
     num_steps: Optional[int] = Field(None, ge=1, description="fixed: trajectory length L")
     bounds: Optional[Dict[Literal["step_factor", "num_steps"], NumberPair]] = Field(
         None, description="bandit: {step_factor: [low, high], num_steps: [low, high]} (both required)")
-    alpha: Number = Field(0.2, gt=0, description="bandit: GP length scale as a fraction of each box side")
-    delta: Number = Field(0.1, gt=0, lt=1, description="bandit: UCB confidence parameter")
-    noise: Number = Field(0.1, gt=0, description="bandit: reward noise sd in units of the rewards' sd")
+    alpha: Number = Field(bandit_default("alpha"), gt=0, description="bandit: GP length scale as a fraction of "
+                          "each box side")
+    delta: Number = Field(bandit_default("delta"), gt=0, lt=1, description="bandit: UCB confidence parameter")
+    noise: Number = Field(bandit_default("noise"), gt=0, description="bandit: reward noise sd in units of the "
+                          "rewards' sd")
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig, description="bandit: annealing of the "
                                      "move probability p_i (section below)")
-    first_action: Union[Literal["centre"], int] = Field("centre", description="bandit: 'centre' of the box, or "
-                                                        "n space-filling points first")
+    first_action: Union[Literal["centre"], int] = Field(bandit_default("first_action"), description="bandit: "
+                                                        "'centre' of the box, or n space-filling points first")
     reward: Literal["cv", "esjd"] = Field(DEFAULT_REWARD, description="esjd: ESJD/sqrt(L) (the default: see "
                                           "docs/RESULTS.md, tuning study); cv: minus the held-out error of this "
                                           "super-transition's samples (the thesis)")
     cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = Field(
         None, description="held-out error of the cv reward (default mse for regression, error_rate for "
         "classification)")
-    maxfun: int = Field(1000, ge=10, description="bandit: DIRECT's evaluations per move")
-    transform: Literal["standardize", "rank"] = Field(DEFAULT_BANDIT["transform"], description="bandit: rewards to GP targets: ranked "
+    maxfun: int = Field(bandit_default("maxfun"), ge=10, description="bandit: DIRECT's evaluations per move")
+    transform: Literal["standardize", "rank"] = Field(bandit_default("transform"), description="bandit: rewards to "
+                                                      "GP targets: ranked "
                                                       "(a Gaussian copula, robust to a few extreme rewards; the "
                                                       "default) or standardised by all rewards told (the thesis)")
     log_axes: List[Literal["step_factor", "num_steps"]] = Field(
-        list(DEFAULT_BANDIT["log_axes"]), description="bandit: dimensions the reward model sees on a log scale (the default: the "
-        "step factor; the thesis: none, [])")
+        list(bandit_default("log_axes")), description="bandit: dimensions the reward model sees on a log scale "
+        "(the default: the step factor; the thesis: none, [])")
     leave_below: Optional[Number] = Field(
-        DEFAULT_BANDIT["leave_below"], gt=0, lt=1, description="bandit: when a reward ranks among the lowest "
+        bandit_default("leave_below"), gt=0, lt=1, description="bandit: when a reward ranks among the lowest "
         "this share of all rewards told, move by the acquisition whatever p_i says (the default: 0.05, so a chain "
         "that stops accepting late in a run does not keep its action for many super-transitions; the thesis: "
         "null, keep it with probability 1 - p_i)")
     accept_floor: Optional[Number] = Field(
-        DEFAULT_BANDIT["accept_floor"], gt=0, lt=1, description="bandit: learn where actions fail: a second GP "
+        bandit_default("accept_floor"), gt=0, lt=1, description="bandit: learn where actions fail: a second GP "
         "models each action's acceptance (the chains' mean, 0 when a chain accepted nothing) and actions whose "
         "acceptance is likely below this floor are not proposed, so a region where chains stop accepting is "
         "visited once, not again; an action told below it is left at once (the default: 0.8; the thesis: null, "
         "no such model)")
-    fit_kernel: bool = Field(False, description="bandit: fit the GP's length scales and signal variance by "
+    fit_kernel: bool = Field(bandit_default("fit_kernel"), description="bandit: fit the GP's length scales and signal variance by "
                              "marginal likelihood (the thesis: fixed)")
     warmup_super_transitions: int = Field(DEFAULT_WARMUP, ge=0, description="first super-transitions whose "
                                           "rewards are not told to the tuner (a cold start measures the distance "
                                           "to equilibrium, not the action)")
 
-    def options(self) -> dict:
+    def options(self) -> BanditOptions | FixedOptions:
         """The ``tuner`` argument of :func:`~adaptive_hmc.runner.make_run`."""
         if self.kind == "fixed":
-            return {"kind": "fixed", "step_factor": float(self.step_factor), "num_steps": int(self.num_steps)}
+            return FixedOptions(float(self.step_factor), int(self.num_steps))
         sch = self.schedule
         schedule = {"exponential": lambda: Exponential(float(sch.rate)),
                     "polynomial": lambda: Polynomial(float(sch.gamma)),
                     "wang2013": lambda: Wang2013(int(sch.burn_in))}[sch.kind]()
-        return {"kind": "bandit", "bounds": {"step_factor": tuple(float(v) for v in self.bounds["step_factor"]),
-                                             "num_steps": tuple(int(v) for v in self.bounds["num_steps"])},
-                "alpha": float(self.alpha), "delta": float(self.delta), "noise": float(self.noise),
-                "schedule": schedule, "first_action": self.first_action, "maxfun": self.maxfun,
-                "transform": self.transform, "log_axes": list(self.log_axes), "fit_kernel": self.fit_kernel,
-                "leave_below": None if self.leave_below is None else float(self.leave_below),
-                "accept_floor": None if self.accept_floor is None else float(self.accept_floor)}
+        return BanditOptions(
+            bounds={"step_factor": tuple(float(v) for v in self.bounds["step_factor"]),
+                    "num_steps": tuple(int(v) for v in self.bounds["num_steps"])},
+            alpha=float(self.alpha), delta=float(self.delta), noise=float(self.noise), schedule=schedule,
+            first_action=self.first_action, maxfun=self.maxfun, transform=self.transform,
+            log_axes=tuple(self.log_axes), fit_kernel=self.fit_kernel,
+            leave_below=None if self.leave_below is None else float(self.leave_below),
+            accept_floor=None if self.accept_floor is None else float(self.accept_floor))
 
 
 class BurnInConfig(_Strict):

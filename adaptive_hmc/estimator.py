@@ -24,6 +24,7 @@ from .replicas import DEFAULT_WEIGHT_BY
 from .runner import (DEFAULT_REWARD, DEFAULT_WARMUP, Progress, can_draw_bar, compile_kernels, make_run,
                      run_super_transitions)
 from .samplers.settings import HMCSettings
+from .tuners.options import BanditOptions
 
 
 class _BNN(BaseEstimator):
@@ -63,7 +64,7 @@ class _BNN(BaseEstimator):
                              f"budget ({self.budget}), the leapfrog steps per chain in a super-transition")
         bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": (lo, hi)}
         self.replicas_, self.tuner_, reward, cv_metric = make_run(
-            spec, X, Y, tuner={"kind": "bandit", "bounds": bounds}, seed=self.seed, reward=self.reward,
+            spec, X, Y, tuner=BanditOptions(bounds), seed=self.seed, reward=self.reward,
             cv_metric=metric, k=self.k,
             full_data_chain=self.reward == "cv", priors=self.priors or PriorSpec(),
             settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,

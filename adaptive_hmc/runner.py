@@ -20,15 +20,13 @@ import numpy as np
 from . import COMPILE_TIME
 from .replicas import ReplicaSet, default_data
 from .rewards import cv_error, cv_reward, esjd_reward
-from .tuners import BanditTuner, FixedTuner
+from .tuners.options import BanditOptions, FixedOptions
 
 
 #: The package's default reward model (the tuning study, docs/tuning_study.md):
 #: ESJD/sqrt(L) rewards, ranked (Gaussian copula) for the GP, the step factor on
 #: a log axis. The thesis's is reward "cv", transform "standardize", no log axes.
 DEFAULT_REWARD = "esjd"
-DEFAULT_BANDIT = {"transform": "rank", "log_axes": ("step_factor",), "leave_below": 0.05, "accept_floor": 0.8,
-                  "accept_length_scales": {"num_steps": 1.0}}
 #: Super-transitions whose rewards are not told (configs and estimators alike).
 DEFAULT_WARMUP = 3
 
@@ -214,27 +212,23 @@ class RunSetup(NamedTuple):
     cv_metric: str | None
 
 
-def make_run(spec, X, Y, *, tuner: dict, seed: int = 0, reward: str = DEFAULT_REWARD, cv_metric: str | None = None,
-             data: str | None = None, **replica_options) -> RunSetup:
+def make_run(spec, X, Y, *, tuner: BanditOptions | FixedOptions, seed: int = 0, reward: str = DEFAULT_REWARD,
+             cv_metric: str | None = None, data: str | None = None, **replica_options) -> RunSetup:
     """Build a run from one seed: the replicas (``replica_options`` as for
     :class:`~adaptive_hmc.replicas.ReplicaSet`) and the tuner, each with its
-    own child of the seed's ``SeedSequence``. ``tuner`` is ``{"kind": "bandit",
-    **BanditTuner arguments}`` (:data:`DEFAULT_BANDIT` fills those not given)
-    or ``{"kind": "fixed", "step_factor": ..., "num_steps": ...}``; ``reward``
+    own child of the seed's ``SeedSequence``. ``tuner`` is a
+    :class:`~adaptive_hmc.tuners.options.BanditOptions` (the package's
+    defaults for every option not given) or a
+    :class:`~adaptive_hmc.tuners.options.FixedOptions`; ``reward``
     is "esjd" (the default) or "cv" (minus the held-out ``cv_metric`` error);
     ``data`` is what the chains see (:data:`~adaptive_hmc.replicas.DATA`;
     default :func:`~adaptive_hmc.replicas.default_data` of the reward: chains
     of one posterior unless the reward reads held-out predictions)."""
     seed_replicas, seed_tuner = np.random.SeedSequence(seed).spawn(2)
     replicas = ReplicaSet(spec, X, Y, seed=seed_replicas, data=data or default_data(reward), **replica_options)
-    options = dict(tuner)
-    kind = options.pop("kind")
-    if kind == "fixed":
-        t = FixedTuner(**options)
-    elif kind == "bandit":
-        t = BanditTuner(seed=int(seed_tuner.generate_state(1)[0]), **{**DEFAULT_BANDIT, **options})
-    else:
-        raise ValueError(f"tuner kind {kind!r}: allowed are 'bandit' and 'fixed'")
+    if not isinstance(tuner, (BanditOptions, FixedOptions)):
+        raise TypeError(f"tuner={tuner!r}: a BanditOptions or a FixedOptions (adaptive_hmc.tuners.options)")
+    t = tuner.tuner(int(seed_tuner.generate_state(1)[0]))
     if reward == "esjd":
         fn = esjd_reward
     elif reward == "cv":

@@ -111,7 +111,8 @@ def bandit_run(variant: str, seed: int, total: int = 200_000) -> dict:
     leapfrog steps as a grid run, HMC at T0 = 1 with dummy acceptance (after
     an annealed warm-up for the "bandit_annealed" variant, see :data:`BANDITS`);
     predictions from the samples of the last 50,000 steps' super-transitions."""
-    from adaptive_hmc.runner import DEFAULT_BANDIT, DEFAULT_WARMUP
+    from adaptive_hmc.runner import DEFAULT_WARMUP
+    from adaptive_hmc.tuners.options import DEFAULT_BANDIT
     from adaptive_hmc.tuners import BanditTuner, Exponential
     v = BANDITS[variant]
     t0 = time.perf_counter()
@@ -120,7 +121,7 @@ def bandit_run(variant: str, seed: int, total: int = 200_000) -> dict:
     spec = MLPSpec(2, (8,), 2)
     model = Neal92MLP(spec, X, Y)
     rng = np.random.default_rng([seed, 1992])
-    tuner = BanditTuner(BANDIT_BOUNDS, seed=seed, schedule=Exponential(v["rate"]), **DEFAULT_BANDIT)
+    tuner = BanditTuner(BANDIT_BOUNDS, seed=seed, **{**DEFAULT_BANDIT, "schedule": Exponential(v["rate"])})
     state, kd, used = init_state(model, model.initial_position(rng)), None, 0
     first = None
     if v["warmup"]:

@@ -42,7 +42,8 @@ from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.replicas import DEFAULT_WEIGHT_BY, iterations
-from adaptive_hmc.runner import DEFAULT_BANDIT, told_acceptance
+from adaptive_hmc.runner import told_acceptance
+from adaptive_hmc.tuners.options import DEFAULT_BANDIT
 from adaptive_hmc.diagnostics import compute_spaced, draws_ess
 from adaptive_hmc.reports import diagnostics
 from adaptive_hmc.results import RunDir, read_run

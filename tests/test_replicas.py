@@ -424,12 +424,13 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     mixes, each run from the same state: the default reward (ESJD/sqrt(L)) puts
     the stuck one far below, and so does the GP target the tuner makes of it;
     the thesis's CV reward barely tells them apart (the gap this reward closes)."""
-    from adaptive_hmc.runner import DEFAULT_BANDIT, DEFAULT_REWARD, make_run
+    from adaptive_hmc.runner import DEFAULT_REWARD, make_run
+    from adaptive_hmc.tuners.options import DEFAULT_BANDIT, FixedOptions
     assert DEFAULT_REWARD == "esjd"
     spec, X, Y = _toy()
     scores = {}
     for name, eps in (("stuck", 30.0), ("mixing", 0.3)):               # each from the same state (seeded)
-        runs = make_run(spec, X, Y, tuner={"kind": "fixed", "step_factor": 0.3, "num_steps": 20}, seed=4, k=4,
+        runs = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), seed=4, k=4,
                         data="folds", settings=HMCSettings(window=3))
         rs = runs.replicas
         rs.run(0.2, 20, 2000)                              # leave the start

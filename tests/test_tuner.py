@@ -310,12 +310,12 @@ def test_the_feasibility_model_visits_a_failing_region_once():
     tried action is near the best feasible step factor, and the feasibility
     model says which side of the cliff is which. The option survives a state
     round trip."""
-    from adaptive_hmc.runner import DEFAULT_BANDIT
+    from adaptive_hmc.tuners.options import DEFAULT_BANDIT
     failures = {}
     for floor in (None, DEFAULT_BANDIT["accept_floor"]):
         failures[floor] = []
         for seed in range(4):
-            t = BanditTuner(BOUNDS_SMALL, seed=seed, maxfun=200, **{**DEFAULT_BANDIT, "accept_floor": floor})
+            t = BanditTuner(BOUNDS_SMALL, seed=seed, **{**DEFAULT_BANDIT, "maxfun": 200, "accept_floor": floor})
             rng = np.random.default_rng(seed)
             bad = 0
             for _ in range(60):
