@@ -210,7 +210,9 @@ def gaussian_rows(target: str, seeds, grid_seeds, quick: bool, kinds=None) -> li
         add("bandit, thesis reward model", "thesis", None,
             BanditTuner(GAUSS_BOUNDS, seed, transform="standardize", first_action="centre"), seed)
         add("bandit, default", "default", None,
-            BanditTuner(GAUSS_BOUNDS, seed, **{**DEFAULT_BANDIT, "log_axes": ["step_size"]}), seed, jitter=True)
+            BanditTuner(GAUSS_BOUNDS, seed, **{**DEFAULT_BANDIT, "log_axes": ["step_size"], "accept_length_scales": {
+                {"step_factor": "step_size"}.get(k, k): v for k, v in DEFAULT_BANDIT["accept_length_scales"].items()}}),
+            seed, jitter=True)
     return rows
 
 

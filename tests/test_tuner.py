@@ -326,12 +326,12 @@ def test_the_feasibility_model_visits_a_failing_region_once():
             failures[floor].append(bad)
             if floor is not None:
                 assert 0.2 < t.best_action(tried_only=True)["step_factor"] < 0.5
-                p = t.feasibility(np.array([[0.1, 200], [1.0, 200]]))
-                assert p[0] > 0.9 and p[1] < 0.1
+                p = t.feasibility(np.array([[0.1, 200], [0.75, 200], [1.0, 200]]))
+                assert p[0] > 0.9 and p[1] < 0.1 and p[2] < 0.5      # far past the cliff: back toward the prior
     assert max(failures[0.8]) == 0 and min(failures[None]) >= 3, failures
     restored = BanditTuner.from_state(json.loads(json.dumps(t.state_dict())))
     assert restored.accept_floor == 0.8 and restored.ask() == t.ask()
-    assert restored.accept_length_scales == {"num_steps": 1.0}
+    assert restored.accept_length_scales == {"step_factor": 0.1, "num_steps": 1.0}
     with pytest.raises(ValueError, match="accept_floor"):
         BanditTuner(BOUNDS_SMALL, accept_floor=1.5)
 
