@@ -19,11 +19,13 @@ import math
 import numpy as np
 
 
-#: Gradient evaluations of :func:`curvature_scale` with its default iterations (at most).
-CURVATURE_EVALUATIONS = 61
+#: Power iterations of :func:`curvature_scale` by default.
+CURVATURE_ITERATIONS = 30
+#: Its gradient evaluations (at most): one at the state, two per iteration.
+CURVATURE_EVALUATIONS = 1 + 2 * CURVATURE_ITERATIONS
 
 
-def curvature_scale(model, q, hyper, iterations: int = 30, h: float = 1e-4) -> float:
+def curvature_scale(model, q, hyper, iterations: int = CURVATURE_ITERATIONS, h: float = 1e-4) -> float:
     """1 / sqrt(lambda_max) of the scaled Hessian S H S of ``model``'s
     potential energy at (``q``, ``hyper``), by power iteration on central
     finite differences of the gradient (2 gradient evaluations an iteration).
