@@ -12,13 +12,14 @@ _WHERE = {
     "BNNClassifier": "estimator", "BNNRegressor": "estimator",
     "BayesianMLP": "models.bnn", "GaussianTarget": "models.gaussian", "MLPSpec": "models.mlp",
     "GammaPrior": "models.priors", "PriorSpec": "models.priors",
-    "ReplicaSet": "replicas", "super_transition": "replicas",
+    "ReplicaOptions": "replicas", "ReplicaSet": "replicas", "super_transition": "replicas",
     "read_run": "results",
     "cv_reward": "rewards", "esjd_reward": "rewards",
-    "make_run": "runner", "run_super_transitions": "runner",
+    "RunOptions": "runner", "make_run": "runner", "run_super_transitions": "runner",
     "HMCSettings": "samplers", "hmc_settings": "samplers", "init_state": "samplers", "make_hmc": "samplers",
     "make_metropolis": "samplers", "make_stochastic_dynamics": "samplers",
-    "BanditTuner": "tuners", "FixedTuner": "tuners",
+    "BanditTuner": "tuners", "FixedTuner": "tuners", "BanditOptions": "tuners.options",
+    "FixedOptions": "tuners.options",
 }
 __all__ = sorted(_WHERE)
 __version__ = "0.1.0"

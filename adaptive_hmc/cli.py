@@ -27,7 +27,7 @@ def _validate(args) -> int:
     from .experiment import build
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
-    (replicas, _, _, _), _ = build(cfg, args.config)
+    replicas = build(cfg, args.config)[0].replicas
     print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
     tests = ", ".join(f"{n} ({s.stop - s.start} cases)" for n, s in replicas.test_slices.items()) or "none"
     spec = replicas.spec

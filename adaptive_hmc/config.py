@@ -21,14 +21,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
-from .runner import DEFAULT_REWARD, DEFAULT_WARMUP
+from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, RunOptions
 from .tuners.options import BanditOptions, FixedOptions, bandit_default
-from .replicas import DEFAULT_PREDICT_STEPS, DEFAULT_WEIGHT_BY, MODELS, default_data
+from .replicas import MODELS, ReplicaOptions, default_data
 from .tasks import LOADERS
 from .samplers.settings import KINDS, HMCSettings, SettingsError, check_settings
 from .tuners.schedules import Exponential, Polynomial, Wang2013
 
 _SETTINGS = HMCSettings._field_defaults     # sampler defaults: declared once, in HMCSettings
+
+
+def _replica_default(name: str):
+    """The default of :class:`~adaptive_hmc.replicas.ReplicaOptions` field ``name``."""
+    return ReplicaOptions.__dataclass_fields__[name].default
 
 
 class ConfigError(ValueError):
@@ -206,9 +211,9 @@ class SamplerConfig(_Strict):
     gibbs: bool = Field(_SETTINGS["gibbs"], description="Gibbs-update the hyperparameters before each trajectory")
     initial_phase_steps: int = Field(_SETTINGS["initial_phase_steps"], description="leapfrog steps per chain "
                                      "with the hyperparameters fixed, before Gibbs updates start")
-    initial_hyper: Optional[Number] = Field(1.0, gt=0, description="starting value of every free precision "
+    initial_hyper: Optional[Number] = Field(_replica_default("initial_hyper"), gt=0, description="starting value of every free precision "
                                             "(null: the prior means)")
-    init_scale: Optional[Number] = Field(None, ge=0, description="initial weights N(0, init_scale^2); 0 starts "
+    init_scale: Optional[Number] = Field(_replica_default("init_scale"), ge=0, description="initial weights N(0, init_scale^2); 0 starts "
                                          "at zero (FBM); default 0 with replicas.data folds, 0.1 with full (the "
                                          "chains of one posterior start apart, so that R-hat can see them meet)")
     calibrate_steps: bool = Field(False, description="after the tuner's warm-up super-transitions, multiply each "
@@ -245,7 +250,7 @@ class ReplicasConfig(_Strict):
                                                      "samples are the answer) or folds (k cross-validation replicas, "
                                                      "for the thesis's cv reward); default: folds for tuner.reward "
                                                      "cv, full otherwise")
-    k: int = Field(8, ge=0, description="data full: chains of the posterior (>= 1); data folds: cross-validation "
+    k: int = Field(_replica_default("k"), ge=0, description="data full: chains of the posterior (>= 1); data folds: cross-validation "
                    "replicas (folds), >= 2, or 0 to run the full-data chain alone (no CV reward)")
     full_data_chain: Optional[bool] = Field(None, description="data folds: add a chain on all training cases "
                                             "(predicts, never rewards); default true (not with data full)")
@@ -332,7 +337,7 @@ class TunerConfig(_Strict):
 
 
 class BurnInConfig(_Strict):
-    samples: int = Field(0, ge=0, description="samples of each chain left out of the predictions")
+    samples: int = Field(_replica_default("burn_in_samples"), ge=0, description="samples of each chain left out of the predictions")
     super_transitions: Optional[int] = Field(None, ge=0, description="super-transitions left out of the "
                                              "predictions (default: the first third of the run, as the estimators)")
 
@@ -343,13 +348,13 @@ class RunConfig(_Strict):
     burn_in: BurnInConfig = Field(default_factory=BurnInConfig, description="the section below")
     seed: int = Field(0, ge=0, description="decides every random number (also --seed)")
     checkpoint_every: int = Field(1, ge=1, description="super-transitions between checkpoints")
-    thin: int = Field(0, ge=0, description="keep every thin-th retained weight vector (for plots and predict); "
+    thin: int = Field(_replica_default("thin"), ge=0, description="keep every thin-th retained weight vector (for plots and predict); "
                       "0 keeps none")
-    predict_steps: int = Field(DEFAULT_PREDICT_STEPS, ge=0, description="leapfrog steps between the retained samples "
+    predict_steps: int = Field(_replica_default("predict_steps"), ge=0, description="leapfrog steps between the retained samples "
                                "whose test predictions are accumulated, at least: every ceil(predict_steps / L)-th "
                                "iteration predicts, weighing the iterations it stands for; 0: every retained iteration")
     weight_by: Literal["gradients", "iterations"] = Field(
-        DEFAULT_WEIGHT_BY, description="how retained samples weigh in the predictions: gradients (each by its "
+        _replica_default("weight_by"), description="how retained samples weigh in the predictions: gradients (each by its "
         "iteration's leapfrog steps, so every super-transition weighs its compute whatever its L; the default, "
         "docs/RESULTS.md: tuning study) or iterations (each retained iteration once, the thesis)")
     threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
@@ -395,6 +400,25 @@ class Config(_Strict):
             return self
         return self.model_copy(update={"replicas": r.model_copy(update={"data": data, "full_data_chain": full,
                                                                          "predict_from": predict})})
+
+
+    def replica_options(self) -> ReplicaOptions:
+        """The ``replicas`` argument of :func:`~adaptive_hmc.runner.make_run`."""
+        s, r, t, m = self.sampler, self.run, self.tuner, self.model
+        return ReplicaOptions(
+            k=self.replicas.k, data=self.replicas.data, full_data_chain=bool(self.replicas.full_data_chain),
+            priors=m.priors.prior_spec(), settings=s.settings(),
+            initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
+            init_scale=None if s.init_scale is None else float(s.init_scale), burn_in_samples=r.burn_in.samples,
+            burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin, threads=r.threads,
+            calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None,
+            standardize_targets=self.data.standardize_targets and m.likelihood == "gaussian", model=m.kind,
+            weight_by=r.weight_by, predict_steps=r.predict_steps)
+
+    def run_options(self) -> RunOptions:
+        """The ``run`` argument of :func:`~adaptive_hmc.runner.make_run`."""
+        r, t = self.run, self.tuner
+        return RunOptions(r.super_transitions, r.budget, r.seed, t.reward, t.cv_metric, t.warmup_super_transitions)
 
 
 def _fail(source, path, value, allowed):

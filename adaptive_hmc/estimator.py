@@ -20,9 +20,8 @@ from .metrics import kept_samples, log_gradients, rhat_warning, run_diagnostics
 from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
-from .replicas import DEFAULT_WEIGHT_BY
-from .runner import (DEFAULT_REWARD, DEFAULT_WARMUP, Progress, can_draw_bar, compile_kernels, make_run,
-                     run_super_transitions)
+from .replicas import DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
+from .runner import DEFAULT_REWARD, Progress, RunOptions, can_draw_bar, compile_kernels, make_run
 from .samplers.settings import HMCSettings
 from .tuners.options import BanditOptions
 
@@ -58,24 +57,21 @@ class _BNN(BaseEstimator):
         n_burn = self.burn_in_super_transitions
         if n_burn is None:
             n_burn = self.super_transitions // 3
-        lo, hi = (int(v) for v in self.num_steps_bounds)
-        if hi > self.budget:
-            raise ValueError(f"num_steps_bounds={tuple(self.num_steps_bounds)}: the longest trajectory must be <= "
-                             f"budget ({self.budget}), the leapfrog steps per chain in a super-transition")
-        bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": (lo, hi)}
-        self.replicas_, self.tuner_, reward, cv_metric = make_run(
-            spec, X, Y, tuner=BanditOptions(bounds), seed=self.seed, reward=self.reward,
-            cv_metric=metric, k=self.k,
-            full_data_chain=self.reward == "cv", priors=self.priors or PriorSpec(),
-            settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
-                                 jitter=bool(self.jitter)),
-            thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads, weight_by=self.weight_by)
+        bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": tuple(int(v) for v in self.num_steps_bounds)}
+        setup = make_run(
+            spec, X, Y, tuner=BanditOptions(bounds),
+            run=RunOptions(self.super_transitions, self.budget, self.seed, self.reward, metric),
+            replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
+                                    priors=self.priors or PriorSpec(),
+                                    settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
+                                                         jitter=bool(self.jitter)),
+                                    thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads,
+                                    weight_by=self.weight_by))
+        self.replicas_, self.tuner_ = setup.replicas, setup.tuner
         compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
         progress = Progress(self.super_transitions, 0, quiet=not self.verbose)
         try:
-            self.log_ = run_super_transitions(self.replicas_, self.tuner_, self.super_transitions, self.budget,
-                                              reward, cv_metric, callback=lambda e, r: progress.update(e),
-                                              warmup=DEFAULT_WARMUP)
+            self.log_ = setup.loop(callback=lambda e, r: progress.update(e))
         finally:
             progress.close()
         self.spec_ = spec

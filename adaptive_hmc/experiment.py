@@ -40,21 +40,10 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
     sc = sc._replace(names=split.input_names, target_names=split.target_names)
     X = sc.transform(X)
     tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
-    s, r, t = cfg.sampler, cfg.run, cfg.tuner
     _check_fit(cfg, source, X, Y, tests, split.n_outputs)
     try:
-        return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=t.options(), seed=r.seed,
-                        reward=t.reward, cv_metric=t.cv_metric, k=cfg.replicas.k, data=cfg.replicas.data,
-                        full_data_chain=bool(cfg.replicas.full_data_chain), priors=cfg.model.priors.prior_spec(),
-                        settings=s.settings(), test_sets=tests,
-                        initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
-                        init_scale=None if s.init_scale is None else float(s.init_scale), burn_in_samples=r.burn_in.samples,
-                        burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin,
-                        predict_steps=r.predict_steps, weight_by=r.weight_by,
-                        threads=r.threads,
-                        calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None,
-                        standardize_targets=cfg.data.standardize_targets and cfg.model.likelihood == "gaussian",
-                        model=cfg.model.kind), sc
+        return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=cfg.tuner.options(),
+                        run=cfg.run_options(), replicas=cfg.replica_options(), test_sets=tests), sc
     except ValueError as e:
         raise ConfigError(f"{source}: model/data: {e}") from None
 
@@ -132,16 +121,16 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
         print(message, file=sys.stderr, flush=True)
 
     _prepare(rd, resume, say)                       # refusals come before any work or writing
-    (replicas, tuner, reward, cv_metric), x_scale = build(cfg, source)   # all validation before any writing
+    setup, x_scale = build(cfg, source)   # all validation before any writing
     lock = rd.lock()
     try:
-        return _run_locked(rd, cfg, source, _prepare(rd, resume, lambda m: None), quiet, stop_after,
-                           replicas, tuner, reward, cv_metric, x_scale)
+        return _run_locked(rd, cfg, source, _prepare(rd, resume, lambda m: None), quiet, stop_after, setup, x_scale)
     finally:
         lock.close()
 
 
-def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, reward, cv_metric, x_scale) -> dict:
+def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) -> dict:
+    replicas, tuner = setup.replicas, setup.tuner
     if resuming:
         rd.check_same_config(cfg)
         tuner, log, wall, note = rd.restore(replicas, type(tuner))
@@ -180,8 +169,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, replicas, tuner, r
         return stop_after is not None and done_here >= stop_after
 
     try:
-        run_super_transitions(replicas, tuner, cfg.run.super_transitions, cfg.run.budget, reward, cv_metric,
-                              callback=after_each, warmup=cfg.tuner.warmup_super_transitions, log=log)
+        setup._replace(tuner=tuner).loop(callback=after_each, log=log)
     except KeyboardInterrupt:
         saved = rd.load_checkpoint()[0].replicas["n_super"] if rd.has_checkpoint else 0
         raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "

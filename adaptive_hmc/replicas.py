@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import dataclass, field, replace
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
@@ -38,7 +39,7 @@ from .models.predictive import (Prediction, new_accumulator, pool_predictions, r
                                 to_original_units)
 from .models.priors import PriorSpec
 from .samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
-from .samplers.chain import (Chain, Observers, Record, copy_chain, new_chain, new_record, run_chain,
+from .samplers.chain import (ChainState, Observers, Record, copy_chain, new_chain, new_record, run_chain,
                              run_chain_ready)
 from .samplers.settings import HMCSettings, check_settings
 
@@ -134,18 +135,20 @@ class Replica:
         self.test = new_accumulator(model.spec, X_test, Y_test)
 
 
-def chain_arrays(chain: Chain) -> list:
-    """A chain's arrays (position, gradient, momentum, hyperparameters, counters, K_d), as a checkpoint holds them."""
-    return [chain.q, chain.g, chain.p, *chain.hyper, chain.counters, chain.kd]
+def chain_arrays(chain: ChainState) -> list:
+    """A chain's arrays (position, gradient, momentum, hyperparameters, counters, K_d), as a checkpoint holds
+    them (not its energy: every super-transition evaluates it afresh)."""
+    return [chain.position, chain.grad, chain.momentum, *chain.hyper, chain.counters, chain.kd]
 
 
-def chain_from_arrays(template: Chain, arrays) -> Chain:
+def chain_from_arrays(template: ChainState, arrays) -> ChainState:
     """A new chain shaped as ``template`` holding ``arrays`` (:func:`chain_arrays`), each checked against it."""
     own = [a.copy() for a in chain_arrays(template)]
     for dst, src in zip(own, arrays, strict=True):
         dst[...] = src
     H = len(template.hyper)
-    return Chain(own[0], own[1], own[2], type(template.hyper)(*own[3:3 + H]), own[3 + H], own[4 + H])
+    return ChainState(own[0], own[1], own[2], type(template.hyper)(*own[3:3 + H]), own[3 + H], own[4 + H],
+                      np.array([np.nan]))
 
 
 class Totals(NamedTuple):
@@ -181,7 +184,7 @@ class Entry(NamedTuple):
 class ReplicaState(NamedTuple):
     """The evolving state of a replica set, one value, never changed in
     place: :func:`super_transition` returns a new one. ``chains`` (one
-    :class:`~adaptive_hmc.samplers.chain.Chain` each), ``n_super``
+    :class:`~adaptive_hmc.samplers.chain.ChainState` each), ``n_super``
     super-transitions done, ``streams_spawned`` random streams spawned, each
     chain's ``step_calibration``; the running ``totals`` and the ``history``
     (one :class:`Entry` per super-transition), which a resume rebuilds by
@@ -238,14 +241,12 @@ def restore_state(setup: "ReplicaSet", saved: dict, steps) -> ReplicaState:
     return state
 
 
-class ReplicaSet:
-    """k chains of a Bayesian MLP: of its posterior, or cross-validation
-    replicas (Wang thesis section 3.2).
+@dataclass(frozen=True)
+class ReplicaOptions:
+    """How the chains of a :class:`ReplicaSet` are made and run, each default
+    and each check in one place (what a config and the estimators build and
+    :func:`~adaptive_hmc.runner.make_run` consumes).
 
-    Parameters
-    ----------
-    spec, X, Y : the network and the training data (Y as for
-        :class:`~adaptive_hmc.models.bnn.BayesianMLP`).
     k : with ``data="full"``, the number of chains of the posterior (>= 1);
         with ``data="folds"``, the number of folds (and of CV replicas), >= 2,
         or 0 for the full-data chain alone (no reward). The split is seeded
@@ -258,10 +259,6 @@ class ReplicaSet:
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec`.
     settings : :class:`~adaptive_hmc.samplers.settings.HMCSettings` of every
         iteration; its step and L are replaced by each super-transition's action.
-    test_sets : {name: (X, Y)} on which retained samples are evaluated.
-    seed : int or ``numpy.random.SeedSequence``; decides the folds, the initial
-        weights and (through :meth:`streams`) every super-transition's random
-        numbers.
     initial_hyper : starting value of every free precision (None: prior means).
     init_scale : initial weights N(0, init_scale^2); 0 starts at zero (FBM);
         None (the default): 0 with folds, 0.1 with chains of one posterior,
@@ -282,11 +279,11 @@ class ReplicaSet:
         super-transition weighs its chain's leapfrog steps per iteration there
         (with jitter, their mean), so a super-transition at L = 20 and one at
         L = 5000 weigh the same (their compute) instead of 250 : 1; the kept
-        rows carry the same weights (:meth:`kept_weights`).
+        rows carry the same weights (:meth:`ReplicaSet.kept_weights`).
     threads : worker threads (default: the cores available); results do not depend on it.
     standardize_targets : regression only: the chains sample a network for
         the targets standardised by the training cases' mean and sd per output
-        (:attr:`target_mean`, :attr:`target_sd`); predictions, metrics and the
+        (:attr:`ReplicaSet.target_mean`, :attr:`ReplicaSet.target_sd`); predictions, metrics and the
         per-super-transition history are reported in the original units (the
         held-out reward and the kept weights are in the standardised ones).
     model : the model of every chain, one of :data:`MODELS`: "bnn" (the
@@ -301,46 +298,79 @@ class ReplicaSet:
         a step factor of 2 is then the leapfrog stability limit at that state.
     """
 
-    def __init__(self, spec: MLPSpec, X, Y, *, k: int = 8, data: str = "folds", full_data_chain: bool = False,
-                 priors: PriorSpec = PriorSpec(), settings: HMCSettings = HMCSettings(),
-                 test_sets: dict | None = None, seed=0, initial_hyper: float | None = 1.0,
-                 init_scale: float | None = None, burn_in_samples: int = 0, burn_in_super_transitions: int = 0,
-                 thin: int = 0, threads: int | None = None, calibrate_after: int | None = None,
-                 standardize_targets: bool = False, model: str = "bnn", weight_by: str = DEFAULT_WEIGHT_BY,
-                 predict_steps: int = DEFAULT_PREDICT_STEPS):
+    k: int = 8
+    data: str = "full"
+    full_data_chain: bool = False
+    priors: PriorSpec = field(default_factory=PriorSpec)
+    settings: HMCSettings = HMCSettings()
+    initial_hyper: float | None = 1.0
+    init_scale: float | None = None
+    burn_in_samples: int = 0
+    burn_in_super_transitions: int = 0
+    thin: int = 0
+    threads: int | None = None
+    calibrate_after: int | None = None
+    standardize_targets: bool = False
+    model: str = "bnn"
+    weight_by: str = DEFAULT_WEIGHT_BY
+    predict_steps: int = DEFAULT_PREDICT_STEPS
+
+    def __post_init__(self):
+        for name in ("burn_in_samples", "thin", "burn_in_super_transitions", "predict_steps"):
+            v = getattr(self, name)
+            if int(v) != v or v < 0:
+                raise ValueError(f"{name}={v!r}: must be an integer >= 0")
+        if self.weight_by not in WEIGHT_BY:
+            raise ValueError(f"weight_by={self.weight_by!r}: allowed are {', '.join(WEIGHT_BY)}")
+        c = self.calibrate_after
+        if c is not None and not (int(c) == c and c >= 0):
+            raise ValueError(f"calibrate_after={c!r}: None or an integer >= 0")
+        if self.model not in MODELS:
+            raise ValueError(f"model={self.model!r}: allowed are {', '.join(MODELS)}")
+        k, data, full = self.k, self.data, self.full_data_chain
+        if data not in DATA:
+            raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")
+        if data == "full" and (k < 1 or full):
+            raise ValueError(f"data='full' (k={k}, full_data_chain={full}): needs k >= 1 chains, every "
+                             f"one on all the training cases (full_data_chain is for data='folds')")
+        if data == "folds" and k == 0 and not full:
+            raise ValueError("k=0 (no cross-validation replicas) needs full_data_chain=True")
+
+
+class ReplicaSet:
+    """k chains of a Bayesian MLP: of its posterior, or cross-validation
+    replicas (Wang thesis section 3.2): the network ``spec`` on the training
+    data (X, Y) (Y as for :class:`~adaptive_hmc.models.bnn.BayesianMLP`), the
+    :class:`ReplicaOptions` ``options`` (each keyword in ``overrides``
+    replacing the field of that name), ``test_sets`` {name: (X, Y)} on which
+    retained samples are evaluated, and the ``seed`` (an int or a
+    ``numpy.random.SeedSequence``), which decides the folds, the initial weights
+    and (through :meth:`streams`) every super-transition's random numbers.
+    """
+
+    def __init__(self, spec: MLPSpec, X, Y, options: ReplicaOptions | None = None, *, test_sets: dict | None = None,
+                 seed=0, **overrides):
+        o = replace(options or ReplicaOptions(), **overrides)
+        self.options = o
         X, Y = check_data(spec, X, Y, "training data")
         self.X_train, self.Y_train = X, Y              # the network's inputs; targets in their original units
         self.target_mean, self.target_sd = np.zeros(Y.shape[1]), np.ones(Y.shape[1])
-        if standardize_targets:
+        if o.standardize_targets:
             if spec.likelihood != "gaussian":
                 raise ValueError(f"standardize_targets: for regression only (this network is {spec.likelihood})")
             sd = Y.std(axis=0)
             self.target_mean, self.target_sd = Y.mean(axis=0), np.where(sd > 0, sd, 1.0)
         Y = self._scaled(Y)
-        for name, v in (("burn_in_samples", burn_in_samples), ("thin", thin),
-                        ("burn_in_super_transitions", burn_in_super_transitions), ("predict_steps", predict_steps)):
-            if int(v) != v or v < 0:
-                raise ValueError(f"{name}={v!r}: must be an integer >= 0")
-        self.spec, self.settings = spec, check_settings(settings, need_step=False)
-        self.burn_in_samples, self.burn_in_super_transitions = int(burn_in_samples), int(burn_in_super_transitions)
-        self.thin, self.predict_steps = int(thin), int(predict_steps)
-        if weight_by not in WEIGHT_BY:
-            raise ValueError(f"weight_by={weight_by!r}: allowed are {', '.join(WEIGHT_BY)}")
-        self.weight_by = weight_by
-        if calibrate_after is not None and not (int(calibrate_after) == calibrate_after and calibrate_after >= 0):
-            raise ValueError(f"calibrate_after={calibrate_after!r}: None or an integer >= 0")
-        self.calibrate_after = None if calibrate_after is None else int(calibrate_after)
-        self.threads = int(threads) if threads else len(os.sched_getaffinity(0))
+        self.spec, self.settings = spec, check_settings(o.settings, need_step=False)
+        self.burn_in_samples, self.burn_in_super_transitions = int(o.burn_in_samples), int(o.burn_in_super_transitions)
+        self.thin, self.predict_steps, self.weight_by = int(o.thin), int(o.predict_steps), o.weight_by
+        self.calibrate_after = None if o.calibrate_after is None else int(o.calibrate_after)
+        self.threads = int(o.threads) if o.threads else len(os.sched_getaffinity(0))
         fold_seed, init_seed, self._streams = as_seed_sequence(seed).spawn(3)
         classify = spec.likelihood != "gaussian"
-        if data not in DATA:
-            raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")
-        if data == "full" and (k < 1 or full_data_chain):
-            raise ValueError(f"data='full' (k={k}, full_data_chain={full_data_chain}): needs k >= 1 chains, every "
-                             f"one on all the training cases (full_data_chain is for data='folds')")
-        if data == "folds" and k == 0 and not full_data_chain:
-            raise ValueError("k=0 (no cross-validation replicas) needs full_data_chain=True")
+        k, data = o.k, o.data
         self.data = data
+        init_scale = o.init_scale
         if init_scale is None:
             init_scale = 0.1 if data == "full" else 0.0
         folds = k if data == "folds" else 0
@@ -360,11 +390,11 @@ class ReplicaSet:
         self.n_cv = folds
         init_rng = np.random.default_rng(init_seed)
         parts = [(np.setdiff1d(np.arange(X.shape[0]), f), f) for f in self.folds]
-        parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(full_data_chain))
+        parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(o.full_data_chain))
         self.replicas, chains = [], []
         for train, held in parts:
-            m = build_model(model, spec, X[train], Y[train], priors)
-            chains.append(new_chain(m.initial_position(init_rng, init_scale), m.initial_hyper(initial_hyper)))
+            m = build_model(o.model, spec, X[train], Y[train], o.priors)
+            chains.append(new_chain(m.initial_position(init_rng, init_scale), m.initial_hyper(o.initial_hyper)))
             self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test))
         self.hyper_names = self.replicas[0].model.hyper_names()
         self.dim = self.replicas[0].model.dim          # position coordinates of a chain (weights, or Neal's)
@@ -613,7 +643,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budge
         step_size=base * float(step_factor) if base.size else np.empty(0)))
     calibration, calibration_gradients = state.step_calibration, 0
     if setup.calibrate_after == state.n_super:
-        calibration = np.array([curvature_scale(r.model, c.q, c.hyper)
+        calibration = np.array([curvature_scale(r.model, c.position, c.hyper)
                                 for r, c in zip(setup.replicas, state.chains)])
         calibration_gradients = setup.n_replicas * CURVATURE_EVALUATIONS
     R, n_iter = setup.n_replicas, iterations(budget, num_steps, settings.jitter)

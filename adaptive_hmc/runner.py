@@ -12,13 +12,14 @@ import os
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable, NamedTuple, TypedDict
 
 import numpy as np
 
 from . import COMPILE_TIME
-from .replicas import ReplicaSet, default_data
+from .replicas import ReplicaOptions, ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
 from .tuners.options import BanditOptions, FixedOptions
 
@@ -27,6 +28,8 @@ from .tuners.options import BanditOptions, FixedOptions
 #: ESJD/sqrt(L) rewards, ranked (Gaussian copula) for the GP, the step factor on
 #: a log axis. The thesis's is reward "cv", transform "standardize", no log axes.
 DEFAULT_REWARD = "esjd"
+#: The rewards a run may tell: ESJD/sqrt(L), or minus the held-out error (the thesis).
+REWARDS = ("esjd", "cv")
 #: Super-transitions whose rewards are not told (configs and estimators alike).
 DEFAULT_WARMUP = 3
 
@@ -203,36 +206,71 @@ class Progress:
             self.bar.close()
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """The outer loop of a run: ``super_transitions`` of ``budget`` leapfrog
+    steps per chain, the ``seed`` that decides every random number, the
+    ``reward`` ("esjd", the default, or "cv": minus the held-out ``cv_metric``
+    error, which a run with folds also logs) and the ``warmup``
+    super-transitions whose rewards are not told."""
+
+    super_transitions: int
+    budget: int
+    seed: int = 0
+    reward: str = DEFAULT_REWARD
+    cv_metric: str | None = None
+    warmup: int = DEFAULT_WARMUP
+
+    def __post_init__(self):
+        if self.reward not in REWARDS:
+            raise ValueError(f"reward {self.reward!r}: allowed are {', '.join(map(repr, REWARDS))}")
+        for name in ("super_transitions", "budget"):
+            v = getattr(self, name)
+            if int(v) != v or v < 1:
+                raise ValueError(f"{name}={v!r}: must be an integer >= 1")
+        if int(self.warmup) != self.warmup or self.warmup < 0:
+            raise ValueError(f"warmup={self.warmup!r}: must be an integer >= 0")
+
+
 class RunSetup(NamedTuple):
-    """The parts of a run: replicas, tuner, reward function and the CV metric it logs."""
+    """The parts of a run: replicas, tuner, reward function, the CV metric it logs and the run's options."""
 
     replicas: ReplicaSet
     tuner: object
     reward: Callable
     cv_metric: str | None
+    run: RunOptions
+
+    def loop(self, callback=None, log: list | None = None) -> list:
+        """:func:`run_super_transitions` of these parts as :attr:`run` says."""
+        r = self.run
+        return run_super_transitions(self.replicas, self.tuner, r.super_transitions, r.budget, self.reward,
+                                     self.cv_metric, callback=callback, warmup=r.warmup, log=log)
 
 
-def make_run(spec, X, Y, *, tuner: BanditOptions | FixedOptions, seed: int = 0, reward: str = DEFAULT_REWARD,
-             cv_metric: str | None = None, data: str | None = None, **replica_options) -> RunSetup:
-    """Build a run from one seed: the replicas (``replica_options`` as for
-    :class:`~adaptive_hmc.replicas.ReplicaSet`) and the tuner, each with its
-    own child of the seed's ``SeedSequence``. ``tuner`` is a
+def make_run(spec, X, Y, *, tuner: BanditOptions | FixedOptions, run: RunOptions,
+             replicas: ReplicaOptions = ReplicaOptions(), test_sets: dict | None = None) -> RunSetup:
+    """Build a run from one seed (``run.seed``): the replicas on the training
+    data (X, Y) and ``test_sets``, and the tuner, each with its own child of
+    the seed's ``SeedSequence``. ``tuner`` is a
     :class:`~adaptive_hmc.tuners.options.BanditOptions` (the package's
     defaults for every option not given) or a
-    :class:`~adaptive_hmc.tuners.options.FixedOptions`; ``reward``
-    is "esjd" (the default) or "cv" (minus the held-out ``cv_metric`` error);
-    ``data`` is what the chains see (:data:`~adaptive_hmc.replicas.DATA`;
-    default :func:`~adaptive_hmc.replicas.default_data` of the reward: chains
-    of one posterior unless the reward reads held-out predictions)."""
-    seed_replicas, seed_tuner = np.random.SeedSequence(seed).spawn(2)
-    replicas = ReplicaSet(spec, X, Y, seed=seed_replicas, data=data or default_data(reward), **replica_options)
+    :class:`~adaptive_hmc.tuners.options.FixedOptions`; the reward "cv" needs
+    ``replicas.data`` "folds" (:func:`~adaptive_hmc.replicas.default_data`)."""
     if not isinstance(tuner, (BanditOptions, FixedOptions)):
         raise TypeError(f"tuner={tuner!r}: a BanditOptions or a FixedOptions (adaptive_hmc.tuners.options)")
+    if run.reward == "cv" and replicas.data != "folds":
+        raise ValueError(f"reward 'cv' reads held-out predictions: it needs replicas.data 'folds' (given "
+                         f"{replicas.data!r})")
+    longest = tuner.bounds["num_steps"][1] if isinstance(tuner, BanditOptions) else tuner.num_steps
+    if longest > run.budget:
+        raise ValueError(f"the tuner's longest trajectory, L = {longest}, must be <= the budget ({run.budget}), the "
+                         f"leapfrog steps per chain in a super-transition")
+    seed_replicas, seed_tuner = np.random.SeedSequence(run.seed).spawn(2)
+    rs = ReplicaSet(spec, X, Y, replicas, test_sets=test_sets, seed=seed_replicas)
     t = tuner.tuner(int(seed_tuner.generate_state(1)[0]))
-    if reward == "esjd":
+    if run.reward == "esjd":
         fn = esjd_reward
-    elif reward == "cv":
-        fn = partial(cv_reward, metric=cv_metric) if replicas.n_cv else (lambda result: math.nan)
     else:
-        raise ValueError(f"reward {reward!r}: allowed are 'cv' and 'esjd'")
-    return RunSetup(replicas, t, fn, cv_metric)
+        fn = partial(cv_reward, metric=run.cv_metric) if rs.n_cv else (lambda result: math.nan)
+    return RunSetup(rs, t, fn, run.cv_metric, run)

@@ -169,7 +169,7 @@ def measure(hidden, n_cases, seed=0):
     settings = hmc_settings(100, step_factor=0.3)
     step = 0.3 * model.scales(hyper)
     qq, gg, pp = st.position.copy(), st.grad.copy(), st.momentum.copy()
-    u = st.energy
+    u = float(st.energy[0])
     hmc_kernel(qq, u, gg, pp, step, settings, t, hyper, rng)
     iters = 200 if hidden * n_cases <= 3200 else 20
     t0 = time.perf_counter()

@@ -23,7 +23,7 @@ from adaptive_hmc.samplers import HMCSettings
 def make(threads):
     arm = load_robot_arm()
     X, Y = arm.rows(1, 200)
-    return ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=8, seed=3, threads=threads,
+    return ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=8, data="folds", seed=3, threads=threads,
                       test_sets={"test_201_400": arm.rows(201, 400), "test_401_600": arm.rows(401, 600)},
                       settings=HMCSettings(window=10))
 
@@ -48,7 +48,7 @@ def main():
     cores = len(os.sched_getaffinity(0))
     serial, a = rate(1, args.budget, args.repeats)
     parallel, b = rate(cores, args.budget, args.repeats)
-    same = all(np.array_equal(x.q, y.q) for x, y in zip(a.chains, b.chains)) and \
+    same = all(np.array_equal(x.position, y.position) for x, y in zip(a.chains, b.chains)) and \
         np.array_equal(a.test_pred, b.test_pred)
     print(f"8 replicas x {args.budget} leapfrog steps per super-transition, best of {args.repeats}")
     print(f"serial (1 thread):      {serial:12,.0f} leapfrog steps/s")

@@ -32,7 +32,7 @@ def chain_rewards(result) -> np.ndarray:
 
 def measure(config: Path, actions, repeats: int, budget: int, warm: int, seed: int = 1) -> list:
     cfg = read_config(config, {"run.seed": seed})
-    (replicas, *_), _ = build(cfg, str(config))
+    replicas = build(cfg, str(config))[0].replicas
     for _ in range(warm):                                   # leave the start at a safe action
         replicas.run(actions[0][0], actions[0][1], budget)
     rows = []

@@ -41,7 +41,7 @@ def test_clear_errors_and_warnings():
         BNNRegressor().predict(X)
     with pytest.raises(ValueError, match="Unknown label type"):
         BNNClassifier(**TINY).fit(X, y)                         # continuous y is not 30 classes
-    with pytest.raises(ValueError, match=r"num_steps_bounds=\(10, 500\): the longest trajectory must be <= budget"):
+    with pytest.raises(ValueError, match=r"longest trajectory, L = 500, must be <= the budget \(100\)"):
         BNNRegressor(budget=100).fit(X, y)
     with pytest.raises(ValueError, match="Reshape your data"):
         BNNRegressor(**TINY).fit(X[:, 0], y)

@@ -33,7 +33,7 @@ def _toy(n=40, seed=0, likelihood="gaussian"):
 def _replicas(likelihood="gaussian", **kw):
     spec, X, Y = _toy(likelihood=likelihood)
     spec_t, Xt, Yt = _toy(17, seed=5, likelihood=likelihood)
-    args = dict(k=4, test_sets={"test": (Xt, Yt)}, seed=7, thin=1, threads=2)
+    args = dict(k=4, data="folds", test_sets={"test": (Xt, Yt)}, seed=7, thin=1, threads=2)
     args.update(kw)
     return ReplicaSet(spec, X, Y, **args)
 
@@ -109,7 +109,7 @@ def test_a_super_transition_is_a_pure_function_of_its_state():
     assert all(np.array_equal(u, v) for c, d in zip(s1.chains, s2.chains)
                for u, v in zip(chain_arrays(c), chain_arrays(d)))
     assert rs.state is before and s1.n_super == before.n_super + 1 == len(s1.history)
-    assert not np.array_equal(s1.chains[0].q, before.chains[0].q)
+    assert not np.array_equal(s1.chains[0].position, before.chains[0].position)
     again = checkpoint_state(before)
     assert all(np.array_equal(u, v) for c, d in zip(saved["chains"], again["chains"]) for u, v in zip(c, d))
     assert s1.streams_spawned == before.streams_spawned + rs.n_replicas
@@ -270,8 +270,8 @@ def test_runner_scores_failures_below_every_success():
 def test_no_cv_replicas_needs_the_full_data_chain():
     spec, X, Y = _toy()
     with pytest.raises(ValueError, match="full_data_chain"):
-        ReplicaSet(spec, X, Y, k=0)
-    rs = ReplicaSet(spec, X, Y, k=0, full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
+        ReplicaSet(spec, X, Y, k=0, data="folds")
+    rs = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
     res = rs.run(0.3, 5, 20)
     # 4 iterations of L = 5, one predicting (predict_steps 100), weighing the 4 x 5 steps it stands for
     assert res.held_out == [] and rs.retained[0] == 1 and rs.test_count[0] == 4 * 5
@@ -284,7 +284,7 @@ def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
     """The compiled replica loop (HMC, accumulation of test predictions) against
     an independent importance-sampling estimate; batch means over super-transitions."""
     model, x_star, is_mean, is_se = tiny_bnn
-    rs = ReplicaSet(model.spec, model.X, model.Y, k=0, full_data_chain=True, priors=model.priors,
+    rs = ReplicaSet(model.spec, model.X, model.Y, k=0, data="folds", full_data_chain=True, priors=model.priors,
                     initial_hyper=None, settings=HMCSettings(gibbs=False, jitter=True),
                     test_sets={"x": (x_star, np.zeros((3, 1)))}, burn_in_super_transitions=2, seed=11)
     for _ in range(82):
@@ -304,7 +304,7 @@ def test_robot_arm_short_run_beats_mean_and_widens_outside_training_region():
     Xt, Yt = arm.rows(201, 400)
     # Inputs beyond the training region (x1 in [-1.93, -0.45], x2 in [0.53, 3.14]).
     far = np.column_stack([np.linspace(0.5, 1.5, 20), np.linspace(-1.5, -0.5, 20)])
-    rs = ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=4, full_data_chain=True, seed=2,
+    rs = ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=4, data="folds", full_data_chain=True, seed=2,
                     test_sets={"test": (Xt, Yt), "far": (far, np.zeros((20, 2)))},
                     settings=HMCSettings(window=5, initial_phase_steps=1000),
                     burn_in_super_transitions=4)
@@ -424,14 +424,15 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     mixes, each run from the same state: the default reward (ESJD/sqrt(L)) puts
     the stuck one far below, and so does the GP target the tuner makes of it;
     the thesis's CV reward barely tells them apart (the gap this reward closes)."""
-    from adaptive_hmc.runner import DEFAULT_REWARD, make_run
+    from adaptive_hmc.replicas import ReplicaOptions
+    from adaptive_hmc.runner import DEFAULT_REWARD, RunOptions, make_run
     from adaptive_hmc.tuners.options import DEFAULT_BANDIT, FixedOptions
     assert DEFAULT_REWARD == "esjd"
     spec, X, Y = _toy()
     scores = {}
     for name, eps in (("stuck", 30.0), ("mixing", 0.3)):               # each from the same state (seeded)
-        runs = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), seed=4, k=4,
-                        data="folds", settings=HMCSettings(window=3))
+        runs = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), run=RunOptions(1, 2000, seed=4),
+                        replicas=ReplicaOptions(k=4, data="folds", settings=HMCSettings(window=3)))
         rs = runs.replicas
         rs.run(0.2, 20, 2000)                              # leave the start
         res = rs.run(eps, 20, 400, rng=np.random.SeedSequence(9))
@@ -453,7 +454,7 @@ def test_step_calibration_is_made_once_after_warm_up_and_kept_in_the_state():
     rs = _replicas(calibrate_after=1)
     steps = [rs.run(0.2, 10, 200).step]                  # recorded, as a run's sample store does
     assert np.all(rs.step_calibration == 1.0)
-    expected = [curvature_scale(r.model, c.q, c.hyper) for r, c in zip(rs.replicas, rs.chains)]
+    expected = [curvature_scale(r.model, c.position, c.hyper) for r, c in zip(rs.replicas, rs.chains)]
     steps.append(rs.run(0.2, 10, 200).step)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12) and np.all(rs.step_calibration != 1.0)
     state = rs.checkpoint()
@@ -512,7 +513,7 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
                            gibbs=False, anneal=np.array([[6, 0.0, 20.0], [6, 0.5, 1.0], [100, 0.0, 1.0]]))
 
     def make():
-        return ReplicaSet(MLPSpec(2, (3,), 2), X, Y, k=2, full_data_chain=True, settings=settings, seed=5,
+        return ReplicaSet(MLPSpec(2, (3,), 2), X, Y, k=2, data="folds", full_data_chain=True, settings=settings, seed=5,
                           model=model, thin=1, test_sets={"t": arm.rows(401, 420)}, threads=1)
 
     rs = make()
@@ -545,10 +546,10 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     assert list(rs.chain_indices("full")) == list(rs.chain_indices("all")) == [0, 1, 2]
     for r in rs.replicas:
         assert r.model.n_cases == len(X) and r.held.YT.shape[1] == 0
-    starts = np.array([c.q.copy() for c in rs.chains])
+    starts = np.array([c.position.copy() for c in rs.chains])
     assert np.all(np.abs(starts) > 0) and len({s.tobytes() for s in starts}) == 3      # N(0, 0.1^2), apart
     rs.run(0.3, 10, 200)
-    ends = np.array([c.q for c in rs.chains])
+    ends = np.array([c.position for c in rs.chains])
     assert len({e.tobytes() for e in ends}) == 3
     with pytest.raises(ValueError, match="replicas"):
         rs.chain_indices("replicas")
@@ -556,7 +557,7 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     old = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, seed=4, thin=1)
     for s in (one, old):
         s.run(0.3, 10, 200)
-    assert np.array_equal(one.chains[0].q, old.chains[0].q)
+    assert np.array_equal(one.chains[0].position, old.chains[0].position)
     assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
     with pytest.raises(ValueError, match="full_data_chain is for data='folds'"):
         ReplicaSet(spec, X, Y, k=2, data="full", full_data_chain=True)

@@ -21,29 +21,35 @@ from .hmc import plain_hmc_kernel, windowed_hmc_kernel
 from .settings import HMC, KINDS, METROPOLIS, STOCHASTIC_DYNAMICS, HMCSettings, check_settings
 
 
-class Chain(NamedTuple):
-    """A chain's state, updated in place by :func:`run_chain`: position,
-    gradient, momentum (kept for persistence), the target's hyperparameter
-    state, counters = [leapfrog steps, iterations] since the start, and the
-    dummy kinetic energy [K_d] of annealing (Neal 1992; unused otherwise)."""
+class ChainState(NamedTuple):
+    """A chain's state, the one type from the compiled loop to the Python API,
+    updated in place by :func:`run_chain`: ``position``, ``grad`` (dU/dq
+    there), ``momentum`` (kept for persistence), the target's hyperparameter
+    state ``hyper``, ``counters`` = [leapfrog steps, iterations] since the
+    start, the dummy kinetic energy ``kd`` = [K_d] of annealing (Neal 1992;
+    unused otherwise) and ``energy`` = [U] at the position after the last
+    iteration (or as :func:`init_state` evaluated it)."""
 
-    q: np.ndarray
-    g: np.ndarray
-    p: np.ndarray
+    position: np.ndarray
+    grad: np.ndarray
+    momentum: np.ndarray
     hyper: NamedTuple
     counters: np.ndarray
     kd: np.ndarray
+    energy: np.ndarray
 
 
-def new_chain(q, hyper) -> Chain:
+def new_chain(q, hyper) -> ChainState:
     """A chain at position ``q`` (owned by the chain) with hyperparameter state
-    ``hyper``: zero momentum and counters, K_d at temperature 1 (D/2)."""
-    return Chain(q, np.empty_like(q), np.zeros_like(q), hyper, np.zeros(2, np.int64), np.array([0.5 * q.size]))
+    ``hyper``: zero momentum and counters, K_d at temperature 1 (D/2), its
+    energy and gradient not yet evaluated (the first iteration does)."""
+    return ChainState(q, np.empty_like(q), np.zeros_like(q), hyper, np.zeros(2, np.int64), np.array([0.5 * q.size]),
+                      np.array([np.nan]))
 
 
-def copy_chain(c: Chain) -> Chain:
+def copy_chain(c: ChainState) -> ChainState:
     """A copy of chain ``c`` that shares no array with it."""
-    return Chain(c.q.copy(), c.g.copy(), c.p.copy(), c.hyper.copy(), c.counters.copy(), c.kd.copy())
+    return ChainState(*(a.copy() for a in c))
 
 
 class Record(NamedTuple):
@@ -149,30 +155,31 @@ def _transition(move, chain, u, step_sizes, settings, target, rng):
     cls = move.instance_class
     if cls is AnnealedMove:
         return lambda move, chain, u, step_sizes, settings, target, rng: annealed_kernel(
-            chain.q, u, chain.g, chain.p, chain.kd, step_sizes, settings, chain.counters[1], target, chain.hyper, rng)
+            chain.position, u, chain.grad, chain.momentum, chain.kd, step_sizes, settings, chain.counters[1], target,
+            chain.hyper, rng)
     if cls is MetropolisMove:
         return lambda move, chain, u, step_sizes, settings, target, rng: metropolis_kernel(
-            chain.q, u, chain.g, step_sizes, settings, target, chain.hyper, rng)
+            chain.position, u, chain.grad, step_sizes, settings, target, chain.hyper, rng)
     kernel = {HMCMove: plain_hmc_kernel, WindowedHMCMove: windowed_hmc_kernel}.get(cls, stochastic_dynamics_kernel)
     return lambda move, chain, u, step_sizes, settings, target, rng: kernel(
-        chain.q, u, chain.g, chain.p, step_sizes, settings, target, chain.hyper, rng)
+        chain.position, u, chain.grad, chain.momentum, step_sizes, settings, target, chain.hyper, rng)
 
 
 @njit
 def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
-    D = chain.q.size
+    D = chain.position.size
     step_sizes = fill_step_sizes(target, chain.hyper, settings, np.empty(D))
     u = 0.0
-    current = False         # whether u and chain.g are the energy and gradient at the chain's state
+    current = False         # whether u and chain.grad are the energy and gradient at the chain's state
     n_kept = 0
     for i in range(n_iter):
         evaluations = 0
         if settings.gibbs and chain.counters[0] >= settings.initial_phase_steps:
-            u = gibbs_energy_grad(chain.q, chain.g, target, chain.hyper, rng)
+            u = gibbs_energy_grad(chain.position, chain.grad, target, chain.hyper, rng)
             fill_step_sizes(target, chain.hyper, settings, step_sizes)
             evaluations = 1
         elif not current:
-            u = energy_grad(chain.q, chain.g, target, chain.hyper)
+            u = energy_grad(chain.position, chain.grad, target, chain.hyper)
             evaluations = 1
         current = True
         info = transition(move, chain, u, step_sizes, settings, target, rng)
@@ -189,20 +196,22 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
         rec.squared_jump[i] = info.squared_jump
         ks = 0.0
         for k in range(D):
-            ks += 0.5 * chain.p[k] * chain.p[k]
+            ks += 0.5 * chain.momentum[k] * chain.momentum[k]
         rec.temperature[i] = (ks + chain.kd[0]) / D if settings.anneal.shape[0] > 0 else 2.0 * ks / D
         hyper_values(target, chain.hyper, rec.hyper[i])
         if obs is not None:
             if obs.held.YT.shape[1] > 0:
-                accumulate(chain.q, target, chain.hyper, obs.held)
+                accumulate(chain.position, target, chain.hyper, obs.held)
             if chain.counters[1] > obs.retain_after:
                 if obs.test.YT.shape[1] > 0 and (i + 1) % obs.predict_every == 0:
-                    accumulate(chain.q, target, chain.hyper, obs.test)
+                    accumulate(chain.position, target, chain.hyper, obs.test)
                 if obs.thin > 0 and chain.counters[1] % obs.thin == 0:
                     for k in range(D):
-                        obs.kept[n_kept, k] = chain.q[k]
+                        obs.kept[n_kept, k] = chain.position[k]
                     hyper_values(target, chain.hyper, obs.kept[n_kept, D:])
                     n_kept += 1
+    if n_iter > 0:
+        chain.energy[0] = u
     return n_kept
 
 
@@ -227,25 +236,10 @@ def run_chain_ready(target, chain, settings, rec, obs, rng) -> bool | None:
 
 # -- Python-level transitions ----------------------------------------------------------
 
-class ChainState(NamedTuple):
-    """Position, cached energy and gradient, momentum (kept for persistence),
-    the hyperparameter state, counters = [leapfrog steps, iterations], and the
-    dummy kinetic energy of annealing (None: D/2, temperature 1)."""
-
-    position: np.ndarray
-    energy: float
-    grad: np.ndarray
-    momentum: np.ndarray
-    hyper: NamedTuple
-    counters: np.ndarray
-    kd: float | None = None
-
-
-def _chain_of(state: ChainState, counters=None) -> Chain:
-    """A :class:`Chain` holding copies of ``state``'s arrays (``counters``: others)."""
-    kd = 0.5 * state.position.size if state.kd is None else state.kd
-    return Chain(state.position.copy(), state.grad.copy(), state.momentum.copy(), state.hyper.copy(),
-                 state.counters.copy() if counters is None else counters, np.array([float(kd)]))
+def _own(state: ChainState, counters=None) -> ChainState:
+    """A chain holding copies of ``state``'s arrays (``counters``: others)."""
+    c = copy_chain(state)
+    return c if counters is None else c._replace(counters=counters)
 
 
 class TransitionInfo(NamedTuple):
@@ -266,7 +260,7 @@ def init_state(model, position, hyper=None) -> ChainState:
         raise ValueError(f"position has shape {q.shape}; expected ({model.dim},)")
     hyper = model.initial_hyper() if hyper is None else hyper.copy()
     u, g = model.energy_grad(q, hyper)
-    return ChainState(q, float(u), g, np.zeros_like(q), hyper, np.zeros(2, np.int64))
+    return new_chain(q, hyper)._replace(grad=g, energy=np.array([float(u)]))
 
 
 def checked(settings: HMCSettings, dim: int) -> HMCSettings:
@@ -288,13 +282,12 @@ def make_hmc(model, kind: str = "hmc"):
 
     def transition(state: ChainState, settings: HMCSettings, rng):
         s = checked(settings._replace(kind=KINDS.index(kind)), model.dim)
-        chain = _chain_of(state)
+        chain = _own(state)
         rec = Record(*(a[0] for a in new_record(1, 1, n_hyper)))
         run_chain(model.target, chain, s, 1, rec, None, rng)
         info = TransitionInfo(bool(rec.accepted[0] > 0), float(rec.accept_prob[0]), float(rec.energy_error[0]),
                               bool(rec.divergent[0]), int(rec.num_steps[0]), float(rec.squared_jump[0]))
-        return ChainState(chain.q, float(rec.energy[0]), chain.g, chain.p, chain.hyper, chain.counters,
-                          float(chain.kd[0])), info
+        return chain, info
 
     return transition
 
@@ -336,7 +329,7 @@ def sample(model, state: ChainState, settings: HMCSettings, n_iter: int, rng, ev
     every, n_iter = int(every), int(n_iter)
     if every < 1 or n_iter < 0:
         raise ValueError(f"every={every}, n_iter={n_iter}: every >= 1 and n_iter >= 0")
-    chain = _chain_of(state)
+    chain = _own(state)
     n_hyper = len(model.hyper_names())
     records, positions = [], []
     for start in range(0, n_iter, every):
@@ -344,11 +337,9 @@ def sample(model, state: ChainState, settings: HMCSettings, n_iter: int, rng, ev
         run_chain(model.target, chain, s, rec.accepted.size, rec, None, rng)
         records.append(np.column_stack([rec.temperature, rec.energy, rec.accepted, rec.num_steps]))
         if rec.accepted.size == every:
-            positions.append(chain.q.copy())
+            positions.append(chain.position.copy())
     trace = np.concatenate(records) if records else np.empty((0, 4))
-    u = float(trace[-1, 1]) if n_iter else state.energy
-    final = ChainState(chain.q, u, chain.g, chain.p, chain.hyper, chain.counters, float(chain.kd[0]))
-    return final, trace, np.array(positions).reshape(-1, model.dim)
+    return chain, trace, np.array(positions).reshape(-1, model.dim)
 
 
 def anneal(model, state: ChainState, phases, settings: HMCSettings, rng, metropolis: bool = False,
@@ -363,7 +354,9 @@ def anneal(model, state: ChainState, phases, settings: HMCSettings, rng, metropo
     trace's energy against its temperature)."""
     phases = [tuple(Phase(*ph)) for ph in phases]
     s = settings._replace(kind=METROPOLIS if metropolis else HMC, anneal=np.array(phases, dtype=float).reshape(-1, 3))
-    start = state._replace(counters=np.zeros(2, np.int64), kd=state.kd if kd is None else kd)
+    start = _own(state, np.zeros(2, np.int64))
+    if kd is not None:
+        start.kd[0] = kd
     final, trace, positions = sample(model, start, s, int(sum(ph[0] for ph in phases)), rng, every)
     final = final._replace(counters=state.counters + final.counters)
-    return final, final.kd, trace, positions
+    return final, float(final.kd[0]), trace, positions
