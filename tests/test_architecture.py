@@ -23,7 +23,7 @@ LAYERS = [
     ("config", "templates"),
     ("metrics",),
     ("results",),
-    ("experiment", "estimator"),
+    ("experiment", "estimator", "general"),
     ("reports", "plots"),
     ("sweep",),
     ("cli",),

@@ -1,0 +1,200 @@
+"""Chains of any log density, tuned by the bandit: a user's function of the
+unconstrained position returning (log density, gradient) in, ArviZ
+InferenceData out.
+
+Flow position: models (:class:`~adaptive_hmc.models.density.LogDensity`) ->
+samplers (warm-up adaptation, the compiled chain loop) -> **general** ->
+runner (the outer loop: ask -> super-transition -> reward -> tell). After a
+warm-up that adapts a diagonal metric and a reference step
+(:mod:`~adaptive_hmc.samplers.adaptation`), every chain samples the one
+posterior in super-transitions of a fixed budget of leapfrog steps at the
+tuner's (step factor, L); every sample after warm-up is kept.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import numpy as np
+
+from .models.base import NoHyper
+from .models.density import LogDensity
+from .models.mlp import MLPSpec
+from .models.predictive import new_accumulator
+from .replicas import SuperTransitionResult, as_seed_sequence, iterations
+from .rewards import esjd_reward
+from .runner import run_super_transitions
+from .samplers.adaptation import DualAveraging, pooled_variance, windows
+from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain
+from .samplers.settings import HMCSettings, check_settings
+from .tuners.options import BanditOptions
+
+#: Warm-up trajectories: L drawn uniformly from 1..WARMUP_STEPS.
+WARMUP_STEPS = 16
+_EMPTY = new_accumulator(MLPSpec(1, (1,), 1), np.empty((0, 1)), np.empty((0, 1)))
+
+
+class DensityChains:
+    """R chains of one :class:`~adaptive_hmc.models.density.LogDensity`, each
+    with its own scaled target and random stream; :meth:`run` is one
+    super-transition (the interface :func:`~adaptive_hmc.runner.run_super_transitions`
+    drives). ``draws`` collects every sample (R lists of (n, D) arrays, in
+    the scaled coordinates z; q = scale z)."""
+
+    def __init__(self, model: LogDensity, positions, seed, threads: int | None = None,
+                 settings: HMCSettings = HMCSettings(jitter=True)):
+        positions = np.array(positions, dtype=np.float64)
+        if positions.ndim != 2 or positions.shape[1] != model.dim or positions.shape[0] < 1:
+            raise ValueError(f"initial_positions has shape {positions.shape}; expected (chains, {model.dim})")
+        if not np.all(np.isfinite(positions)):
+            raise ValueError("initial_positions: every coordinate must be finite")
+        self.model, self.settings = model, check_settings(settings, need_step=False)
+        self.R = positions.shape[0]
+        self.scale = np.ones(model.dim)
+        self.targets = [model.chain_target(self.scale) for _ in range(self.R)]
+        self.chains = [new_chain(q.copy(), NoHyper.empty()) for q in positions]
+        self.streams = [np.random.Generator(np.random.PCG64(s)) for s in as_seed_sequence(seed).spawn(self.R)]
+        self.threads = min(self.R, int(threads) if threads else len(os.sched_getaffinity(0)))
+        self.n_super, self.draws, self.warmup_gradients = 0, [[] for _ in range(self.R)], 0
+
+    def rescale(self, scale):
+        """Move every chain to coordinates scaled by ``scale`` (the same positions q)."""
+        scale = np.asarray(scale, dtype=np.float64)
+        for c in self.chains:
+            c.position[:] = c.position * self.scale / scale
+            c.momentum[:] = 0.0
+        self.scale = scale.copy()
+        self.targets = [self.model.chain_target(self.scale) for _ in range(self.R)]
+
+    def _each(self, fn):
+        if self.threads > 1:
+            with ThreadPoolExecutor(self.threads) as ex:
+                list(ex.map(fn, range(self.R)))
+        else:
+            for j in range(self.R):
+                fn(j)
+        self.model.check()
+
+    def warm_up(self, n: int, target_accept: float = 0.8) -> float:
+        """``n`` warm-up iterations (L uniform in 1..:data:`WARMUP_STEPS`): the
+        step factor by dual averaging toward ``target_accept`` (the chains'
+        mean acceptance probability) and, at the end of each of Stan's slow
+        windows, the scale set to the sd of the window's positions. Returns
+        the step factor kept (the average of the last stretch)."""
+        da = DualAveraging(1.0 / WARMUP_STEPS, target_accept)
+        step = math.exp(da.log_step)
+        slow = windows(n)
+        window_draws: list = []
+        rec = new_record(self.R, 1, 0)
+        for i in range(n):
+            s = self.settings._replace(step_factor=step, num_steps=WARMUP_STEPS, jitter=True)
+
+            for j in range(self.R):           # one iteration each: too short to be worth a thread
+                run_chain(self.targets[j], self.chains[j], s, 1, Record(*(a[j] for a in rec)), None, self.streams[j])
+            self.model.check()
+            self.warmup_gradients += int(rec.gradients.sum())
+            step = da.update(float(np.mean(rec.accept_prob)))
+            if any(a <= i < b for a, b in slow):
+                window_draws.append([c.position * self.scale for c in self.chains])
+            if any(i + 1 == b for _, b in slow):
+                self.rescale(np.sqrt(pooled_variance(np.array(window_draws).transpose(1, 0, 2))))
+                window_draws = []
+                da.restart(step)
+        return da.final if n else step
+
+    def run(self, step_factor: float, num_steps: int, budget: int) -> SuperTransitionResult:
+        """One super-transition: :func:`~adaptive_hmc.replicas.iterations` of
+        HMC at (step factor, L) on every chain, every sample kept."""
+        s = check_settings(self.settings._replace(step_factor=float(step_factor), num_steps=int(num_steps)))
+        n_iter = iterations(budget, num_steps, s.jitter)
+        rec = new_record(self.R, n_iter, 0)
+        kept = [np.empty((n_iter, self.model.dim)) for _ in range(self.R)]
+
+        def one(j):
+            obs = Observers(_EMPTY, _EMPTY, -1, 1, kept[j])
+            run_chain(self.targets[j], self.chains[j], s, n_iter, Record(*(a[j] for a in rec)), obs, self.streams[j])
+        t0 = time.perf_counter()
+        self._each(one)
+        seconds = time.perf_counter() - t0
+        for j in range(self.R):
+            self.draws[j].append(kept[j] * self.scale)
+        result = SuperTransitionResult(self.n_super, float(step_factor), int(num_steps), n_iter, rec, [], "none",
+                                       seconds, None)
+        self.n_super += 1
+        return result
+
+
+def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = 1000,
+           super_transitions: int = 20, budget: int = 1000, step_factor_bounds=(0.25, 2.0),
+           trajectory_bounds=(0.5, 8.0), target_accept: float = 0.8, seed=0, threads: int | None = None,
+           tuner: BanditOptions | None = None, verbose: bool = False):
+    """Sample the density ``logp_grad(q) -> (log p(q), d log p / dq)`` over
+    unconstrained coordinates with bandit-tuned HMC; returns ArviZ
+    InferenceData.
+
+    ``logp_grad`` is a Numba function (``numba.njit``; it runs inside the
+    compiled chain loop) or any Python callable returning the two (called with
+    the GIL held: slower). ``initial_positions`` (chains, dim) starts one chain
+    each. ``names`` {name: shape} splits q into named parameters (default one
+    vector "q"); ``constrain(Q) -> {name: array}``, given the draws Q (n, dim),
+    reports them on the constrained scale instead (tau = exp(v), ...).
+
+    ``warmup`` iterations adapt a diagonal metric (Stan's windows) and a
+    reference step by dual averaging toward ``target_accept``; then
+    ``super_transitions`` of ``budget`` leapfrog steps per chain run at the
+    tuner's actions, the step factor within ``step_factor_bounds`` times the
+    reference step and L within ``num_steps_bounds`` (``tuner``: other
+    :class:`~adaptive_hmc.tuners.options.BanditOptions`; its bounds are
+    replaced). ``seed`` decides every random number, whatever ``threads``.
+
+    The result's ``posterior`` holds every post-warm-up draw; ``sample_stats``
+    the acceptance probability, divergences, leapfrog steps and potential
+    energy of each; ``attrs`` the tuner's log, the reference step, the metric
+    scale and the gradient evaluations of the whole run (warm-up included).
+    """
+    import arviz as az
+
+    q0 = np.atleast_2d(np.asarray(initial_positions, dtype=np.float64))
+    model = LogDensity(logp_grad, q0.shape[1], names)
+    flo, fhi = (float(v) for v in step_factor_bounds)
+    if not 0 < flo < fhi:
+        raise ValueError(f"step_factor_bounds={tuple(step_factor_bounds)}: need 0 < low < high")
+    tlo, thi = (float(v) for v in trajectory_bounds)
+    if not 0 < tlo < thi:
+        raise ValueError(f"trajectory_bounds={tuple(trajectory_bounds)}: need 0 < low < high")
+    seed_chains, seed_tuner = as_seed_sequence(seed).spawn(2)
+    chains = DensityChains(model, q0, seed_chains, threads)
+    t0 = time.perf_counter()
+    step = chains.warm_up(int(warmup), target_accept)
+    warm_seconds = time.perf_counter() - t0
+    lo = min(max(1, math.ceil(tlo / step)), budget // 2)
+    bounds = {"step_factor": (flo * step, fhi * step), "num_steps": (lo, min(budget, max(lo + 1, math.ceil(thi / step))))}
+    options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
+    bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
+    records: list = []
+
+    def keep(entry, result):
+        records.append(result.record)
+        if verbose:
+            print(f"super-transition {entry['i'] + 1}/{super_transitions}: eps={entry['step_factor']:.4g} "
+                  f"L={entry['num_steps']} acceptance={np.mean(entry['acceptance']):.3f} "
+                  f"divergences={entry['divergences']}", flush=True)
+    log = run_super_transitions(chains, bandit, super_transitions, budget, esjd_reward, callback=keep, warmup=0)
+    Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
+    stats = {name: np.concatenate([getattr(r, field) for r in records], axis=1) for name, field in
+             (("acceptance_rate", "accept_prob"), ("diverging", "divergent"), ("n_steps", "num_steps"),
+              ("lp", "energy"))}
+    stats["lp"] = -stats["lp"]
+    R, n, D = Q.shape
+    posterior = {k: v.reshape(R, n, *v.shape[1:]) for k, v in
+                 (constrain(Q.reshape(R * n, D)) if constrain else model.split(Q.reshape(R * n, D))).items()}
+    gradients = chains.warmup_gradients + int(sum(e["gradients"] for e in log))
+    attrs = dict(reference_step=step, scale=chains.scale.tolist(), gradients=gradients,
+                 warmup_seconds=warm_seconds, sampling_seconds=sum(e["seconds"] for e in log),
+                 tuner_log=[{k: e[k] for k in ("step_factor", "num_steps", "reward", "acceptance", "divergences")}
+                            for e in log])
+    return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats,
+                        attrs={k: str(v) if k == "tuner_log" else v for k, v in attrs.items()})
