@@ -78,6 +78,16 @@ class DensityChains:
                 fn(j)
         self.model.check()
 
+    def compile(self) -> float:
+        """Compile (or load from the cache) the chain loop for this density
+        with and without observers, running no iteration; its seconds."""
+        t0 = time.perf_counter()
+        s = check_settings(self.settings._replace(step_factor=1.0, num_steps=1))
+        rec = Record(*(a[0] for a in new_record(1, 0, 0)))
+        for obs in (None, Observers(_EMPTY, _EMPTY, -1, 1, np.empty((0, self.model.dim)))):
+            run_chain(self.targets[0], copy_chain(self.chains[0]), s, 0, rec, obs, np.random.default_rng(0))
+        return time.perf_counter() - t0
+
     def warm_up(self, n: int, target_accept: float = 0.8) -> float:
         """``n`` warm-up iterations (L uniform in 1..:data:`WARMUP_STEPS`): the
         step factor by dual averaging toward ``target_accept`` (the chains'
@@ -128,7 +138,7 @@ class DensityChains:
 
 
 def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = 1000,
-           super_transitions: int = 20, budget: int = 1000, step_factor_bounds=(0.25, 2.0),
+           super_transitions: int = 40, budget: int = 1000, step_factor_bounds=(0.25, 2.0),
            trajectory_bounds=(0.5, 8.0), target_accept: float = 0.8, seed=0, threads: int | None = None,
            tuner: BanditOptions | None = None, verbose: bool = False):
     """Sample the density ``logp_grad(q) -> (log p(q), d log p / dq)`` over
@@ -159,6 +169,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
 
     q0 = np.atleast_2d(np.asarray(initial_positions, dtype=np.float64))
     model = LogDensity(logp_grad, q0.shape[1], names)
+    model.check_start(q0)
     flo, fhi = (float(v) for v in step_factor_bounds)
     if not 0 < flo < fhi:
         raise ValueError(f"step_factor_bounds={tuple(step_factor_bounds)}: need 0 < low < high")
@@ -167,6 +178,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         raise ValueError(f"trajectory_bounds={tuple(trajectory_bounds)}: need 0 < low < high")
     seed_chains, seed_tuner = as_seed_sequence(seed).spawn(2)
     chains = DensityChains(model, q0, seed_chains, threads)
+    compile_s = chains.compile()
     t0 = time.perf_counter()
     step = chains.warm_up(int(warmup), target_accept)
     warm_seconds = time.perf_counter() - t0
@@ -192,7 +204,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     posterior = {k: v.reshape(R, n, *v.shape[1:]) for k, v in
                  (constrain(Q.reshape(R * n, D)) if constrain else model.split(Q.reshape(R * n, D))).items()}
     gradients = chains.warmup_gradients + int(sum(e["gradients"] for e in log))
-    attrs = dict(reference_step=step, scale=chains.scale.tolist(), gradients=gradients,
+    attrs = dict(reference_step=step, scale=chains.scale.tolist(), gradients=gradients, compile_seconds=compile_s,
                  warmup_seconds=warm_seconds, sampling_seconds=sum(e["seconds"] for e in log),
                  tuner_log=[{k: e[k] for k in ("step_factor", "num_steps", "reward", "acceptance", "divergences")}
                             for e in log])

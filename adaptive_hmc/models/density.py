@@ -16,6 +16,7 @@ factor means the same thing on every model.
 from __future__ import annotations
 
 import ctypes
+import inspect
 import threading
 from typing import Callable, NamedTuple
 
@@ -79,9 +80,20 @@ def _no_predictions(q, t, hyper, acc):
 DensityData.kernels = TargetKernels(_energy_grad, _step_scales, no_gibbs, no_hyper_values, _no_predictions)
 
 
-def _compiled(fn) -> Callable:
-    """A C callback of SIGNATURE around Numba function ``fn(q) -> (log p, grad)``; an exception in
-    ``fn`` makes the evaluation NaN (a divergent trajectory)."""
+def _compiled(fn, in_place: bool) -> Callable:
+    """A C callback of SIGNATURE around Numba function ``fn(q) -> (log p,
+    grad)`` or, ``in_place``, ``fn(q, grad) -> log p`` (writing the gradient
+    into ``grad``: no array made per call); an exception in ``fn`` makes the
+    evaluation NaN (a divergent trajectory)."""
+    if in_place:
+        @numba.cfunc(SIGNATURE, nogil=True, error_model="numpy")
+        def callback(qp, gp, n):
+            try:
+                return fn(numba.carray(qp, n), numba.carray(gp, n))
+            except Exception:                  # e.g. a factorisation of a matrix with NaNs: a divergence
+                return np.nan
+        return callback
+
     @numba.cfunc(SIGNATURE, nogil=True, error_model="numpy")
     def callback(qp, gp, n):
         try:
@@ -132,11 +144,12 @@ class _PythonCallback(types.WrapperAddressProtocol):
 
 class LogDensity(Model):
     """A user's log density over ``dim`` unconstrained coordinates:
-    ``logp_grad(q) -> (log p(q), d log p / dq)``, a Numba function (``njit``;
-    compiled into the chain loop) or any Python callable (``python=True`` is
-    implied for anything that is not a Numba dispatcher). ``names`` maps each
-    parameter's name to its shape, in the order of q (default: one vector
-    named "q")."""
+    ``logp_grad(q) -> (log p(q), d log p / dq)`` or, with two parameters,
+    ``logp_grad(q, grad) -> log p(q)`` writing the gradient into ``grad`` (no
+    array made per evaluation), a Numba function (``njit``, run inside the
+    compiled chain loop) or any Python callable (called with the GIL held).
+    ``names`` maps each parameter's name to its shape, in the order of q
+    (default: one vector named "q")."""
 
     def __init__(self, logp_grad, dim: int, names: dict | None = None):
         if not (isinstance(dim, (int, np.integer)) and dim >= 1):
@@ -148,13 +161,42 @@ class LogDensity(Model):
             raise ValueError(f"names={names!r}: their sizes add up to {sizes}, not dim={self.dim}")
         self.logp_grad = logp_grad
         self.compiled = isinstance(logp_grad, numba.core.registry.CPUDispatcher)
-        self.callback = _compiled(logp_grad) if self.compiled else _PythonCallback(logp_grad, self.dim)
+        fn = logp_grad.py_func if self.compiled else logp_grad
+        try:
+            self.in_place = len(inspect.signature(fn).parameters) == 2
+        except (TypeError, ValueError):                 # a callable without a signature: the usual form
+            self.in_place = False
+        self.callback = _compiled(logp_grad, self.in_place) if self.compiled else \
+            _PythonCallback(self.evaluate, self.dim)
+
+    def evaluate(self, q) -> tuple:
+        """(log p(q), its gradient), whichever form the function has."""
+        if self.in_place:
+            g = np.empty(self.dim)
+            return self.logp_grad(q, g), g
+        return self.logp_grad(q)
         self.target = self.chain_target(np.ones(self.dim))
 
     def chain_target(self, scale) -> DensityData:
         """A target of its own for one chain, with coordinates scaled by ``scale``."""
         return DensityData(self.callback, np.ascontiguousarray(scale, dtype=np.float64), np.empty(self.dim),
                            np.empty(self.dim))
+
+    def check_start(self, positions):
+        """ValueError unless the function gives a finite log density and a
+        gradient of ``dim`` finite numbers at each of ``positions`` (dim,)."""
+        for j, q in enumerate(np.atleast_2d(positions)):
+            try:
+                lp, g = self.evaluate(np.array(q, dtype=np.float64))
+            except Exception as e:                   # noqa: BLE001 - reported with the start that failed
+                raise ValueError(f"the log density at initial position {j} raised {type(e).__name__}: {e}") from e
+            g = np.asarray(g)
+            if g.shape != (self.dim,):
+                raise ValueError(f"the log density's gradient at initial position {j} has shape {g.shape}; "
+                                 f"expected ({self.dim},), one entry per coordinate of the position")
+            if not (np.isfinite(lp) and np.all(np.isfinite(g))):
+                raise ValueError(f"the log density at initial position {j} is {lp} (gradient finite: "
+                                 f"{bool(np.all(np.isfinite(g)))}); start every chain where it is finite")
 
     def check(self):
         """Raise what the Python log density raised during the last run (nothing for a compiled one)."""

@@ -1,0 +1,166 @@
+"""A user's own log density: the target's kernels against plain NumPy, the
+shipped posteriordb densities against their reference draws (zero-mean score,
+finite differences), the warm-up's parts, and the whole path (warm-up, bandit,
+InferenceData) on a Gaussian with known moments, within Monte Carlo standard
+errors from the chains' own ESS, with a check that the test has power."""
+import math
+
+import arviz as az
+import numba
+import numpy as np
+import pytest
+
+from adaptive_hmc.general import sample
+from adaptive_hmc.models.base import NoHyper, energy_grad
+from adaptive_hmc.models.density import LogDensity
+from adaptive_hmc.models import posteriordb as pdb
+from adaptive_hmc.samplers.adaptation import DualAveraging, pooled_variance, windows
+
+SD = np.array([1.0, 10.0, 0.1, 3.0])
+MEAN = np.array([0.5, -20.0, 0.05, 1.0])
+
+
+@numba.njit
+def gaussian(q):
+    z = (q - MEAN) / SD
+    return -0.5 * np.sum(z * z), -z / SD
+
+
+def gaussian_py(q):
+    z = (q - MEAN) / SD
+    return -0.5 * float(np.sum(z * z)), -z / SD
+
+
+@pytest.mark.parametrize("fn", [gaussian, gaussian_py], ids=["compiled", "python"])
+def test_the_target_is_minus_the_log_density_in_scaled_coordinates(fn):
+    model = LogDensity(fn, 4)
+    assert model.compiled == (fn is gaussian)
+    scale = np.array([2.0, 5.0, 0.5, 1.0])
+    t = model.chain_target(scale)
+    z = np.array([0.3, -4.0, 0.2, 1.5])
+    g = np.empty(4)
+    u = energy_grad(z, g, t, NoHyper.empty())                # the compiled kernel's path, from Python
+    lp, grad = gaussian_py(z * scale)
+    assert u == pytest.approx(-lp, rel=1e-12)
+    np.testing.assert_allclose(g, -grad * scale, rtol=1e-12)
+
+
+def test_bad_densities_are_divergences_or_clear_errors():
+    def raises(q):
+        if q[0] > 1.0:
+            raise ZeroDivisionError("boom")
+        return gaussian_py(q)
+    with pytest.raises(RuntimeError, match="the log density raised ZeroDivisionError: boom"):
+        sample(raises, np.zeros((2, 4)) + MEAN, warmup=60, super_transitions=2, budget=200)
+
+    @numba.njit
+    def nan_far(q):                                           # NaN beyond |q_0 - mean| > 2 sd: a wall
+        lp, g = gaussian(q)
+        return (lp if abs(q[0] - MEAN[0]) < 2.0 else np.nan), g
+    idata = sample(nan_far, np.zeros((2, 4)) + MEAN, warmup=100, super_transitions=3, budget=300, seed=3)
+    x = idata.posterior["q"].values[..., 0]
+    assert np.all(np.abs(x - MEAN[0]) < 2.0)                  # never accepted beyond the wall
+    assert idata.sample_stats.diverging.values.sum() > 0
+    with pytest.raises(ValueError, match=r"initial position 0 raised ValueError"):
+        sample(gaussian, np.zeros((2, 3)))                    # 3 coordinates for a 4-d density
+    with pytest.raises(ValueError, match=r"gradient at initial position 0 has shape \(4,\); expected \(3,\)"):
+        sample(lambda q: (0.0, np.zeros(4)), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="at initial position 1 is -inf"):
+        sample(lambda q: (-np.inf if q[0] > 0 else 0.0, np.zeros(1)), np.array([[0.0], [1.0]]))
+    with pytest.raises(ValueError, match="sizes add up to 3, not dim=4"):
+        sample(gaussian, np.zeros((2, 4)), names={"a": (1,), "b": (2,)})
+
+
+def test_windows_are_stans():
+    assert windows(1000) == [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
+    assert windows(300) == [(75, 100), (100, 150), (150, 250)]
+    assert windows(100) == [(15, 90)]
+    assert windows(10) == []
+
+
+def test_dual_averaging_finds_the_step_of_the_target_acceptance():
+    """On a model acceptance exp(-step^2) (0.8 at step 0.472), the averaged step converges there."""
+    da = DualAveraging(0.01, target=0.8)
+    step = 0.01
+    for _ in range(3000):
+        step = da.update(math.exp(-step ** 2))
+    assert da.final == pytest.approx(math.sqrt(-math.log(0.8)), rel=0.02)
+
+
+def test_pooled_variance_is_the_within_chain_variance_regularised():
+    rng = np.random.default_rng(0)
+    draws = rng.normal(size=(4, 5000, 2)) * [1.0, 3.0] + rng.normal(size=(4, 1, 2)) * 100   # far-apart chains
+    var = pooled_variance(draws)
+    np.testing.assert_allclose(var, [1.0, 9.0], rtol=0.05)
+
+
+@pytest.mark.parametrize("name", pdb.NAMES)
+def test_posteriordb_densities_have_zero_mean_score_under_their_reference(name):
+    """E[grad log p] = 0 under the posterior: at the shipped reference draws
+    (2000, thinned from posteriordb's 10000) every coordinate's mean gradient
+    is within 4 standard errors of 0; the maps to and from the reference's
+    parameters invert each other; the gradient matches finite differences."""
+    p = pdb.posterior(name)
+    f = pdb.load(name)
+    draws = {str(n): f["draws"][:, i] for i, n in enumerate(f["parameters"])}
+    Q = p.unconstrain(draws)
+    back = p.constrain(Q)
+    for n in p.parameters:
+        np.testing.assert_allclose(back[n], draws[n], rtol=1e-9, atol=1e-12)
+    G = np.array([p.logp_grad(q)[1] for q in Q])
+    z = G.mean(axis=0) / (G.std(axis=0, ddof=1) / math.sqrt(len(G)))
+    assert np.max(np.abs(z)) < 4.0, z
+    h = 1e-5
+    for q in Q[:2]:
+        g = p.logp_grad(q)[1]
+        fd = np.array([(p.logp_grad(q + h * e)[0] - p.logp_grad(q - h * e)[0]) / (2 * h) for e in np.eye(p.dim)])
+        np.testing.assert_allclose(fd, g, rtol=1e-4, atol=1e-4 * (1 + np.abs(g).max()))
+
+
+def test_the_zero_mean_score_check_has_power():
+    """The same check on eight schools without the log-Jacobian of tau = exp(v) fails by far."""
+    p = pdb.posterior("eight_schools_noncentered")
+    f = pdb.load("eight_schools_noncentered")
+    Q = p.unconstrain({str(n): f["draws"][:, i] for i, n in enumerate(f["parameters"])})
+    G = np.array([p.logp_grad(q)[1] for q in Q])
+    G[:, -1] -= 1.0                                           # d/dv of the missing + v
+    z = G.mean(axis=0) / (G.std(axis=0, ddof=1) / math.sqrt(len(G)))
+    assert np.max(np.abs(z)) > 10
+
+
+def _moment_z(idata, mean, sd):
+    """z of each coordinate's mean and sd against the truth, from the chains' own ESS."""
+    x = idata.posterior["q"].values                           # (chains, draws, dim)
+    zs, mcses = [], []
+    for k in range(x.shape[2]):
+        xk = x[..., k]
+        m, s = xk.mean(), xk.std(ddof=1)
+        mcse_m = s / math.sqrt(float(az.ess(xk)))
+        d2 = (xk - m) ** 2
+        mcse_s = d2.std(ddof=1) / math.sqrt(float(az.ess(d2))) / (2 * s)
+        zs.append(((m - mean[k]) / mcse_m, (s - sd[k]) / mcse_s))
+        mcses.append((mcse_m / sd[k], mcse_s / sd[k]))
+    return np.array(zs), np.array(mcses)
+
+
+@pytest.mark.statistical
+def test_user_density_samples_a_known_gaussian():
+    """Package defaults but a shorter run, from starts far out: means and sds
+    within 4 MCSE of the truth (MCSE from ArviZ's ESS), R-hat under 1.02; the
+    same draws against a truth shifted by 0.25 sd are rejected (power); the
+    Python callable gives the very same draws; the thread count does not
+    change them."""
+    rng = np.random.default_rng(5)
+    starts = MEAN + 3 * SD * rng.normal(size=(4, 4))
+    idata = sample(gaussian, starts, warmup=500, super_transitions=12, budget=1000, seed=7)
+    z, rel_mcse = _moment_z(idata, MEAN, SD)
+    assert np.all(rel_mcse < 0.06), rel_mcse                 # precise enough to see a 0.25-sd error
+    assert np.all(np.abs(z) < 4.0), z
+    assert float(az.rhat(idata)["q"].max()) < 1.02
+    shifted, _ = _moment_z(idata, MEAN + 0.25 * SD, SD * 1.25)
+    assert np.all(np.abs(shifted) > 4.0), shifted              # the test would see such an error
+    scale = np.array(idata.attrs["scale"])
+    np.testing.assert_allclose(scale, SD, rtol=0.25)          # the metric learnt the scales
+    assert idata.attrs["gradients"] > 12 * 4 * 1000 * 0.9
+    py = sample(gaussian_py, starts, warmup=500, super_transitions=12, budget=1000, seed=7, threads=1)
+    np.testing.assert_array_equal(py.posterior["q"].values, idata.posterior["q"].values)
