@@ -138,8 +138,8 @@ class DensityChains:
 
 
 def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = 1000,
-           super_transitions: int = 40, budget: int = 1000, step_factor_bounds=(0.25, 2.0),
-           trajectory_bounds=(0.5, 8.0), target_accept: float = 0.8, seed=0, threads: int | None = None,
+           super_transitions: int = 40, budget: int = 1000, step_factor_bounds=(0.5, 1.5),
+           trajectory_bounds=(3.0, 8.0), target_accept: float = 0.8, seed=0, threads: int | None = None,
            tuner: BanditOptions | None = None, verbose: bool = False):
     """Sample the density ``logp_grad(q) -> (log p(q), d log p / dq)`` over
     unconstrained coordinates with bandit-tuned HMC; returns ArviZ
@@ -155,15 +155,20 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     ``warmup`` iterations adapt a diagonal metric (Stan's windows) and a
     reference step by dual averaging toward ``target_accept``; then
     ``super_transitions`` of ``budget`` leapfrog steps per chain run at the
-    tuner's actions, the step factor within ``step_factor_bounds`` times the
-    reference step and L within ``num_steps_bounds`` (``tuner``: other
+    tuner's actions (``tuner``: other
     :class:`~adaptive_hmc.tuners.options.BanditOptions`; its bounds are
-    replaced). ``seed`` decides every random number, whatever ``threads``.
+    replaced): the step factor within ``step_factor_bounds`` times the
+    reference step, and L such that the trajectory's length, step x L in the
+    metric's units (posterior sds), is within ``trajectory_bounds`` (the
+    defaults were chosen on posteriordb's posteriors: docs/posteriordb.md;
+    with jitter a trajectory's length is uniform in 1..L steps). ``seed``
+    decides every random number, whatever ``threads``.
 
     The result's ``posterior`` holds every post-warm-up draw; ``sample_stats``
     the acceptance probability, divergences, leapfrog steps and potential
     energy of each; ``attrs`` the tuner's log, the reference step, the metric
-    scale and the gradient evaluations of the whole run (warm-up included).
+    scale, the gradient evaluations of the whole run (warm-up included) and
+    the seconds of compiling (or loading from the cache), warm-up and sampling.
     """
     import arviz as az
 
