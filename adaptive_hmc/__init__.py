@@ -14,7 +14,7 @@ _WHERE = {
     "GammaPrior": "models.priors", "PriorSpec": "models.priors",
     "ReplicaOptions": "replicas", "ReplicaSet": "replicas", "super_transition": "replicas",
     "read_run": "results",
-    "cv_reward": "rewards", "esjd_reward": "rewards",
+    "cv_reward": "rewards", "esjd_reward": "rewards", "esjd": "rewards", "sample": "general",
     "RunOptions": "runner", "make_run": "runner", "run_super_transitions": "runner",
     "HMCSettings": "samplers", "hmc_settings": "samplers", "init_state": "samplers", "make_hmc": "samplers",
     "make_metropolis": "samplers", "make_stochastic_dynamics": "samplers",

@@ -32,8 +32,12 @@ from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record
 from .samplers.settings import HMCSettings, check_settings
 from .tuners.options import BanditOptions
 
-#: Warm-up trajectories: L drawn uniformly from 1..WARMUP_STEPS.
-WARMUP_STEPS = 16
+#: Warm-up trajectories: L drawn uniformly from 1..L_w, L_w = ceil(WARMUP_LENGTH / step) within
+#: [WARMUP_STEPS, MAX_WARMUP_STEPS] (a trajectory of about one posterior sd on average, in the metric's
+#: units, however small the step: a stiff posterior still moves while its metric is learnt).
+WARMUP_STEPS, MAX_WARMUP_STEPS, WARMUP_LENGTH = 16, 1024, 2.0
+#: Super-transitions hold at least this many of the longest trajectories the tuner may ask for.
+TRAJECTORIES_PER_SUPER_TRANSITION = 10
 _EMPTY = new_accumulator(MLPSpec(1, (1,), 1), np.empty((0, 1)), np.empty((0, 1)))
 
 
@@ -89,19 +93,20 @@ class DensityChains:
         return time.perf_counter() - t0
 
     def warm_up(self, n: int, target_accept: float = 0.8) -> float:
-        """``n`` warm-up iterations (L uniform in 1..:data:`WARMUP_STEPS`): the
-        step factor by dual averaging toward ``target_accept`` (the chains'
-        mean acceptance probability) and, at the end of each of Stan's slow
-        windows, the scale set to the sd of the window's positions. Returns
-        the step factor kept (the average of the last stretch)."""
+        """``n`` warm-up iterations (L uniform in 1..L_w, see
+        :data:`WARMUP_LENGTH`): the step factor by dual averaging toward
+        ``target_accept`` (the chains' mean acceptance probability) and, at the
+        end of each of Stan's slow windows, the scale set to the sd of the
+        window's positions. Returns the step factor kept (the average of the
+        last stretch)."""
         da = DualAveraging(1.0 / WARMUP_STEPS, target_accept)
         step = math.exp(da.log_step)
         slow = windows(n)
         window_draws: list = []
         rec = new_record(self.R, 1, 0)
         for i in range(n):
-            s = self.settings._replace(step_factor=step, num_steps=WARMUP_STEPS, jitter=True)
-
+            L = min(MAX_WARMUP_STEPS, max(WARMUP_STEPS, math.ceil(WARMUP_LENGTH / step)))
+            s = self.settings._replace(step_factor=step, num_steps=L, jitter=True)
             for j in range(self.R):           # one iteration each: too short to be worth a thread
                 run_chain(self.targets[j], self.chains[j], s, 1, Record(*(a[j] for a in rec)), None, self.streams[j])
             self.model.check()
@@ -138,7 +143,7 @@ class DensityChains:
 
 
 def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = 1000,
-           super_transitions: int = 40, budget: int = 1000, step_factor_bounds=(0.5, 1.5),
+           super_transitions: int = 40, budget: int | None = None, step_factor_bounds=(0.5, 1.5),
            trajectory_bounds=(3.0, 8.0), target_accept: float = 0.8, seed=0, threads: int | None = None,
            tuner: BanditOptions | None = None, verbose: bool = False):
     """Sample the density ``logp_grad(q) -> (log p(q), d log p / dq)`` over
@@ -154,7 +159,8 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
 
     ``warmup`` iterations adapt a diagonal metric (Stan's windows) and a
     reference step by dual averaging toward ``target_accept``; then
-    ``super_transitions`` of ``budget`` leapfrog steps per chain run at the
+    ``super_transitions`` of ``budget`` leapfrog steps per chain (default: at
+    least 1000, and 10 of the longest trajectories allowed) run at the
     tuner's actions (``tuner``: other
     :class:`~adaptive_hmc.tuners.options.BanditOptions`; its bounds are
     replaced): the step factor within ``step_factor_bounds`` times the
@@ -187,8 +193,11 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     t0 = time.perf_counter()
     step = chains.warm_up(int(warmup), target_accept)
     warm_seconds = time.perf_counter() - t0
-    lo = min(max(1, math.ceil(tlo / step)), budget // 2)
-    bounds = {"step_factor": (flo * step, fhi * step), "num_steps": (lo, min(budget, max(lo + 1, math.ceil(thi / step))))}
+    lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
+    if budget is None:
+        budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
+    lo = min(lo, budget // 2)
+    bounds = {"step_factor": (flo * step, fhi * step), "num_steps": (lo, min(budget, max(lo + 1, hi)))}
     options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
     bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
     records: list = []
@@ -209,7 +218,8 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     posterior = {k: v.reshape(R, n, *v.shape[1:]) for k, v in
                  (constrain(Q.reshape(R * n, D)) if constrain else model.split(Q.reshape(R * n, D))).items()}
     gradients = chains.warmup_gradients + int(sum(e["gradients"] for e in log))
-    attrs = dict(reference_step=step, scale=chains.scale.tolist(), gradients=gradients, compile_seconds=compile_s,
+    attrs = dict(reference_step=step, scale=chains.scale.tolist(), budget=budget, num_steps_bounds=list(bounds["num_steps"]),
+                 gradients=gradients, compile_seconds=compile_s,
                  warmup_seconds=warm_seconds, sampling_seconds=sum(e["seconds"] for e in log),
                  tuner_log=[{k: e[k] for k in ("step_factor", "num_steps", "reward", "acceptance", "divergences")}
                             for e in log])

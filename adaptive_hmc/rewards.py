@@ -55,10 +55,17 @@ def cv_reward(result, metric: str = None) -> float:
     return -cv_error(result, metric)
 
 
-def esjd_reward(result) -> float:
+def esjd(accept_prob, squared_jump, num_steps: int) -> float:
     """Expected squared jumping distance per unit of trajectory cost (Wang,
-    Mohamed & de Freitas 2013): the sum over iterations of acceptance
-    probability x ||q_proposal - q_current||^2, divided by sqrt(L), averaged over
-    replicas."""
+    Mohamed & de Freitas 2013) of any sampler's super-transition: the sum over
+    iterations of acceptance probability x ||q_proposal - q_current||^2,
+    divided by sqrt(L), averaged over chains; ``accept_prob`` and
+    ``squared_jump`` are (chains, iterations) (or (iterations,) for one chain)."""
+    a, j = np.atleast_2d(accept_prob), np.atleast_2d(squared_jump)
+    return float(np.mean(np.sum(a * j, axis=1)) / math.sqrt(num_steps))
+
+
+def esjd_reward(result) -> float:
+    """:func:`esjd` of a super-transition's result."""
     r = result.record
-    return float(np.mean(np.sum(r.accept_prob * r.squared_jump, axis=1)) / math.sqrt(result.num_steps))
+    return esjd(r.accept_prob, r.squared_jump, result.num_steps)

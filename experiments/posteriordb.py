@@ -30,7 +30,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 QUICK = dict(posteriors=["eight_schools_noncentered", "blr"], warmup=300, super_transitions=6, budget=500,
              nuts_warmup=300, nuts_draws=300)
-FULL = dict(warmup=1000, super_transitions=40, budget=1000, nuts_warmup=1000, nuts_draws=1000)   # both defaults
+FULL = dict(warmup=1000, super_transitions=40, budget=None, nuts_warmup=1000, nuts_draws=1000)   # both defaults
 
 
 def jax_density(name: str):
@@ -161,7 +161,8 @@ def run_ours(name: str, seed: int, chains: int, cfg: dict) -> dict:
     row = score(name, {k: idata.posterior[k].values for k in p.parameters}, pdb.reference(name))
     row.update(sampler="adaptive_hmc", seed=seed, seconds=seconds, compile_s=idata.attrs["compile_seconds"],
                gradients=int(idata.attrs["gradients"]), divergences=int(idata.sample_stats.diverging.values.sum()),
-               draws=int(idata.posterior.sizes["draw"]))
+               draws=int(idata.posterior.sizes["draw"]), budget=int(idata.attrs["budget"]),
+               num_steps_bounds=[int(v) for v in idata.attrs["num_steps_bounds"]])
     return row
 
 
@@ -210,8 +211,9 @@ def markdown(rows: list, cfg: dict, chains: int, wall: float, command: str) -> s
              "shipped in `adaptive_hmc/datasets/posteriordb`) written as a user log density "
              "(`adaptive_hmc/models/posteriordb.py`) and sampled by `adaptive_hmc.general.sample` with its defaults "
              f"({chains} chains, {cfg['warmup']} warm-up iterations adapting a diagonal metric and a reference step, "
-             f"then {cfg['super_transitions']} super-transitions of {cfg['budget']} leapfrog steps per chain at the "
-             "bandit's actions), and by NumPyro's NUTS on the same log density written in JAX "
+             f"then {cfg['super_transitions']} super-transitions of "
+             + (f"{cfg['budget']}" if cfg["budget"] else "the default budget of") + " leapfrog steps per chain at the "
+             "bandit's actions; the budget and L's bounds of each run are in the .json), and by NumPyro's NUTS on the same log density written in JAX "
              f"({chains} chains, {cfg['nuts_warmup']} warm-up + {cfg['nuts_draws']} draws, its defaults). "
              "z: (estimate - reference) / sqrt(MCSE^2 + reference MCSE^2), the largest |z| over the parameters, "
              "for the means and for the sds; ESS: the smallest bulk ESS over the parameters (ArviZ), per second of "

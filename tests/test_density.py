@@ -164,3 +164,28 @@ def test_user_density_samples_a_known_gaussian():
     assert idata.attrs["gradients"] > 12 * 4 * 1000 * 0.9
     py = sample(gaussian_py, starts, warmup=500, super_transitions=12, budget=1000, seed=7, threads=1)
     np.testing.assert_array_equal(py.posterior["q"].values, idata.posterior["q"].values)
+
+
+@pytest.mark.slow
+def test_quick_posteriordb_experiment_agrees_with_the_references(tmp_path):
+    """experiments/posteriordb.py --quick: two posteriors, short runs, each
+    mean and sd within 4 combined MCSE of posteriordb's reference; NUTS's rows
+    beside ours where numpyro is installed."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "posteriordb.md"
+    r = subprocess.run([sys.executable, str(root / "experiments" / "posteriordb.py"), "--quick", "--out", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = json.loads(out.with_suffix(".json").read_text())["rows"]
+    ours = [row for row in rows if row["sampler"] == "adaptive_hmc"]
+    assert [row["posterior"] for row in ours] == ["eight_schools_noncentered", "blr"]
+    for row in ours:
+        assert row["z_mean"] < 4 and row["z_sd"] < 4 and row["gradients"] > 0 and row["ess_min"] > 50, row
+    has_nuts = importlib.util.find_spec("numpyro") is not None
+    assert len(rows) == (4 if has_nuts else 2)
+    assert "| eight_schools_noncentered | adaptive_hmc |" in out.read_text()

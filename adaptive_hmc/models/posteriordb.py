@@ -288,50 +288,88 @@ def gp_pois_regr() -> Posterior:
     D2 = (x[:, None] - x[None, :]) ** 2
 
     @njit
-    def factor(a, c):
+    def factor(a, c, L, K0):
+        """L = chol(K), K = alpha^2 exp(-D2 / (2 rho^2)) + 1e-10 I; K0 = K without the jitter. False when K
+        is not positive definite in floating point."""
         rho2, alpha2 = np.exp(2.0 * a), np.exp(2.0 * c)
-        E = np.exp(-0.5 * D2 / rho2)
-        K = alpha2 * E + 1e-10 * np.eye(N)
-        return np.linalg.cholesky(K), alpha2 * E, rho2
+        for i in range(N):
+            for j in range(N):
+                K0[i, j] = alpha2 * np.exp(-0.5 * D2[i, j] / rho2)
+        for j in range(N):
+            s = K0[j, j] + 1e-10
+            for m in range(j):
+                s -= L[j, m] * L[j, m]
+            if not s > 0.0:
+                return False
+            L[j, j] = np.sqrt(s)
+            for i in range(j + 1, N):
+                t = K0[i, j]
+                for m in range(j):
+                    t -= L[i, m] * L[j, m]
+                L[i, j] = t / L[j, j]
+            for i in range(j):
+                L[i, j] = 0.0
+        return True
+
+    @njit
+    def lower_solve(L, B, out):
+        """out = L^-1 B for lower-triangular L, column by column."""
+        for col in range(N):
+            for i in range(N):
+                t = B[i, col]
+                for m in range(i):
+                    t -= L[i, m] * out[m, col]
+                out[i, col] = t / L[i, i]
 
     @njit
     def logp_grad(q):
         a, c, ft = q[0], q[1], q[2:]
-        L, K0, rho2 = factor(a, c)
+        L, K0 = np.empty((N, N)), np.empty((N, N))
+        g = np.empty(N + 2)
+        if not factor(a, c, L, K0):
+            return np.nan, g
         f = L @ ft
         w = k - np.exp(f)
-        g = np.empty(N + 2)
-        g[2:] = L.T @ w - ft
+        La = L.T @ w                                     # d lp / d ft, before the prior's -ft
+        g[2:] = La - ft
         lp = 25.0 * a - 4.0 * np.exp(a) - np.exp(2.0 * c) / 8.0 + c - 0.5 * (ft @ ft) + (k @ f) - np.exp(f).sum()
-        # d lp / d theta through L: dL = L Phi(L^-1 dK L^-T), Phi the lower triangle with half its diagonal.
-        for j, dK in ((0, K0 * D2 / rho2), (1, 2.0 * K0)):
-            A = np.linalg.solve(L, dK)
-            B = np.linalg.solve(L, A.T)
+        # d lp / d theta through L: dL = L Phi(M), M = L^-1 dK L^-T, Phi the lower triangle with half its
+        # diagonal, so d lp / d theta = w^T dL ft = (L^T w)^T Phi(M) ft.
+        A, M, dK = np.empty((N, N)), np.empty((N, N)), np.empty((N, N))
+        rho2 = np.exp(2.0 * a)
+        for j in range(2):
             for r in range(N):
-                B[r, r] *= 0.5
-                for s in range(r + 1, N):
-                    B[r, s] = 0.0
-            g[j] = w @ ((L @ B) @ ft)
+                for s in range(N):
+                    dK[r, s] = K0[r, s] * D2[r, s] / rho2 if j == 0 else 2.0 * K0[r, s]
+            lower_solve(L, dK, A)                        # L^-1 dK
+            lower_solve(L, A.T.copy(), M)                # L^-1 (L^-1 dK)^T = L^-1 dK L^-T
+            t = 0.0
+            for r in range(N):
+                t += La[r] * 0.5 * M[r, r] * ft[r]
+                for s in range(r):
+                    t += La[r] * M[r, s] * ft[s]
+            g[j] = t
         g[0] += 25.0 - 4.0 * np.exp(a)
         g[1] += 1.0 - np.exp(2.0 * c) / 4.0
         return lp, g
+
+    def chol(q):
+        L, K0 = np.empty((N, N)), np.empty((N, N))
+        factor(q[0], q[1], L, K0)
+        return L
 
     names = ["rho", "alpha"] + _names("f", N)
 
     def constrain(Q):
         Q = np.atleast_2d(Q)
-        F = np.empty((Q.shape[0], N))
-        for i, q in enumerate(Q):
-            L = factor(q[0], q[1])[0]
-            F[i] = L @ q[2:]
+        F = np.array([chol(q) @ q[2:] for q in Q]).reshape(-1, N)
         return _columns(np.column_stack([np.exp(Q[:, :2]), F]), names)
 
     def unconstrain(draws):
         rho, alpha = draws["rho"], draws["alpha"]
         F = np.column_stack([draws[n] for n in names[2:]])
-        FT = np.empty_like(F)
-        for i in range(F.shape[0]):
-            FT[i] = np.linalg.solve(factor(np.log(rho[i]), np.log(alpha[i]))[0], F[i])
+        FT = np.array([np.linalg.solve(chol(np.array([np.log(r), np.log(al)])), f)
+                       for r, al, f in zip(rho, alpha, F)])
         return np.column_stack([np.log(rho), np.log(alpha), FT])
 
     return Posterior("gp_pois_regr", N + 2, logp_grad, constrain, unconstrain, tuple(names))
