@@ -12,11 +12,14 @@ tuner's (step factor, L); every sample after warm-up is kept.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 
@@ -27,6 +30,7 @@ from .models.predictive import new_accumulator
 from .replicas import SuperTransitionResult, as_seed_sequence, iterations
 from .rewards import esjd_reward
 from .runner import run_super_transitions
+from .store import atomic_write, npz_bytes
 from .samplers.adaptation import DualAveraging, pooled_variance, windows
 from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain
 from .samplers.settings import HMCSettings, check_settings
@@ -142,10 +146,67 @@ class DensityChains:
         return result
 
 
+def _key(q0, seed, **settings) -> dict:
+    """What a checkpoint must share with the run that resumes it."""
+    seed_repr = seed if isinstance(seed, (int, np.integer)) else repr(as_seed_sequence(seed).entropy)
+    return dict(settings, seed=int(seed_repr) if isinstance(seed_repr, (int, np.integer)) else seed_repr,
+                starts=hashlib.sha256(np.ascontiguousarray(q0).tobytes()).hexdigest(), shape=list(q0.shape))
+
+
+def _save(path: Path, key: dict, chains: DensityChains, run: dict, bandit, log: list, stats: list) -> None:
+    """The whole state of a run after warm-up or a super-transition, written atomically."""
+    arrays = {f"chain{j}/{f}": getattr(c, f) for j, c in enumerate(chains.chains) for f in CHAIN_ARRAYS}
+    if stats:
+        arrays.update({f"stats/{k}": np.concatenate([st[k] for st in stats], axis=1) for k in stats[0]})
+        arrays["draws"] = np.stack([np.concatenate(d) for d in chains.draws])
+    meta = dict(key=key, run=run, tuner=bandit.state_dict(), log=log, n_super=chains.n_super,
+                streams=[g.bit_generator.state for g in chains.streams], warmup_gradients=chains.warmup_gradients,
+                ends=[int(sum(len(x) for x in chains.draws[0][:i + 1])) for i in range(len(chains.draws[0]))])
+    atomic_write(path, npz_bytes(meta=np.array(json.dumps(meta)), scale=chains.scale, **arrays))
+
+
+def _restore(path: Path, key: dict, chains: DensityChains):
+    """(run, tuner, log, stats) of checkpoint ``path``, its chains put back into ``chains``."""
+    from .tuners.bandit import BanditTuner
+    try:
+        with np.load(path) as f:
+            z = {k: f[k] for k in f.files}
+        meta = json.loads(str(z["meta"]))
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"checkpoint {path}: not a checkpoint of sample() ({e}); remove it or give another "
+                         f"path") from None
+    differ = sorted(k for k in set(key) | set(meta["key"]) if key.get(k) != meta["key"].get(k))
+    if differ:
+        raise ValueError(f"checkpoint {path}: written by a run with other {', '.join(differ)}; resume with the "
+                         f"same arguments, or give another path")
+    chains.scale = z["scale"]
+    chains.targets = [chains.model.chain_target(chains.scale) for _ in range(chains.R)]
+    for j, c in enumerate(chains.chains):
+        for f in CHAIN_ARRAYS:
+            getattr(c, f)[...] = z[f"chain{j}/{f}"]
+    for g, st in zip(chains.streams, meta["streams"]):
+        g.bit_generator.state = st
+    chains.n_super, chains.warmup_gradients = meta["n_super"], meta["warmup_gradients"]
+    stats = []
+    if "draws" in z:
+        cuts = [0] + meta["ends"]
+        chains.draws = [[z["draws"][j, a:b] for a, b in zip(cuts, cuts[1:])] for j in range(chains.R)]
+        stats = [{k.removeprefix("stats/"): v[:, a:b] for k, v in z.items() if k.startswith("stats/")}
+                 for a, b in zip(cuts, cuts[1:])]
+    return meta["run"], BanditTuner.from_state(meta["tuner"]), meta["log"], stats
+
+
+#: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
+CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
+#: Per-draw statistics in InferenceData's names, from the record's fields.
+STATS = (("acceptance_rate", "accept_prob"), ("diverging", "divergent"), ("n_steps", "num_steps"), ("lp", "energy"))
+
+
 def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = 1000,
            super_transitions: int = 40, budget: int | None = None, step_factor_bounds=(0.5, 1.5),
            trajectory_bounds=(3.0, 8.0), target_accept: float = 0.8, seed=0, threads: int | None = None,
-           tuner: BanditOptions | None = None, verbose: bool = False):
+           tuner: BanditOptions | None = None, verbose: bool = False, checkpoint=None,
+           stop_after: int | None = None):
     """Sample the density ``logp_grad(q) -> (log p(q), d log p / dq)`` over
     unconstrained coordinates with bandit-tuned HMC; returns ArviZ
     InferenceData.
@@ -175,6 +236,13 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     energy of each; ``attrs`` the tuner's log, the reference step, the metric
     scale, the gradient evaluations of the whole run (warm-up included) and
     the seconds of compiling (or loading from the cache), warm-up and sampling.
+
+    ``checkpoint``: a file the whole state is written to after warm-up and
+    after every super-transition (atomically); a run given the same arguments
+    and an existing checkpoint resumes from it, to the very draws an
+    uninterrupted run makes. ``stop_after``: return None after that many
+    super-transitions of this call, leaving the checkpoint (as an interruption
+    would).
     """
     import arviz as az
 
@@ -190,37 +258,52 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     seed_chains, seed_tuner = as_seed_sequence(seed).spawn(2)
     chains = DensityChains(model, q0, seed_chains, threads)
     compile_s = chains.compile()
-    t0 = time.perf_counter()
-    step = chains.warm_up(int(warmup), target_accept)
-    warm_seconds = time.perf_counter() - t0
-    lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
-    if budget is None:
-        budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
-    lo = min(lo, budget // 2)
-    bounds = {"step_factor": (flo * step, fhi * step), "num_steps": (lo, min(budget, max(lo + 1, hi)))}
-    options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
-    bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
-    records: list = []
+    key = _key(q0, seed, warmup=int(warmup), super_transitions=int(super_transitions), budget=budget,
+               step_factor_bounds=[flo, fhi], trajectory_bounds=[tlo, thi], target_accept=float(target_accept),
+               tuner=None if tuner is None else repr(tuner))
+    path = None if checkpoint is None else Path(checkpoint)
+    if path is not None and path.exists():
+        run, bandit, log, stats = _restore(path, key, chains)
+        step, budget, bounds = run["step"], run["budget"], run["bounds"]
+    else:
+        t0 = time.perf_counter()
+        step = chains.warm_up(int(warmup), target_accept)
+        lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
+        if budget is None:
+            budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
+        lo = min(lo, budget // 2)
+        bounds = {"step_factor": (flo * step, fhi * step), "num_steps": (lo, min(budget, max(lo + 1, hi)))}
+        options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
+        bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
+        run = dict(step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)
+        log, stats = [], []
+        if path is not None:
+            _save(path, key, chains, run, bandit, log, stats)
+    done_here = []
 
     def keep(entry, result):
-        records.append(result.record)
+        stats.append({field: getattr(result.record, field) for _, field in STATS})
+        if path is not None:
+            _save(path, key, chains, run, bandit, log, stats)
+        done_here.append(entry["i"])
         if verbose:
             print(f"super-transition {entry['i'] + 1}/{super_transitions}: eps={entry['step_factor']:.4g} "
                   f"L={entry['num_steps']} acceptance={np.mean(entry['acceptance']):.3f} "
                   f"divergences={entry['divergences']}", flush=True)
-    log = run_super_transitions(chains, bandit, super_transitions, budget, esjd_reward, callback=keep, warmup=0)
+        return stop_after is not None and len(done_here) >= stop_after
+    run_super_transitions(chains, bandit, super_transitions, budget, esjd_reward, callback=keep, warmup=0, log=log)
+    if chains.n_super < super_transitions:
+        return None
     Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
-    stats = {name: np.concatenate([getattr(r, field) for r in records], axis=1) for name, field in
-             (("acceptance_rate", "accept_prob"), ("diverging", "divergent"), ("n_steps", "num_steps"),
-              ("lp", "energy"))}
+    stats = {name: np.concatenate([st[field] for st in stats], axis=1) for name, field in STATS}
     stats["lp"] = -stats["lp"]
     R, n, D = Q.shape
     posterior = {k: v.reshape(R, n, *v.shape[1:]) for k, v in
                  (constrain(Q.reshape(R * n, D)) if constrain else model.split(Q.reshape(R * n, D))).items()}
     gradients = chains.warmup_gradients + int(sum(e["gradients"] for e in log))
-    attrs = dict(reference_step=step, scale=chains.scale.tolist(), budget=budget, num_steps_bounds=list(bounds["num_steps"]),
-                 gradients=gradients, compile_seconds=compile_s,
-                 warmup_seconds=warm_seconds, sampling_seconds=sum(e["seconds"] for e in log),
+    attrs = dict(reference_step=step, scale=chains.scale.tolist(), budget=budget,
+                 num_steps_bounds=list(bounds["num_steps"]), gradients=gradients, compile_seconds=compile_s,
+                 warmup_seconds=run["warmup_seconds"], sampling_seconds=sum(e["seconds"] for e in log),
                  tuner_log=[{k: e[k] for k in ("step_factor", "num_steps", "reward", "acceptance", "divergences")}
                             for e in log])
     return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats,

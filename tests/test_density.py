@@ -189,3 +189,26 @@ def test_quick_posteriordb_experiment_agrees_with_the_references(tmp_path):
     has_nuts = importlib.util.find_spec("numpyro") is not None
     assert len(rows) == (4 if has_nuts else 2)
     assert "| eight_schools_noncentered | adaptive_hmc |" in out.read_text()
+
+
+def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_draws(tmp_path):
+    """Stopped after 2 and then 3 super-transitions and resumed, a run makes the
+    very draws, statistics and tuner log of one run straight through; a
+    finished checkpoint is returned without work; other arguments are refused."""
+    starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
+    kw = dict(warmup=200, super_transitions=6, budget=300, seed=5)
+    whole = sample(gaussian, starts, **kw)
+    path = tmp_path / "run.npz"
+    assert sample(gaussian, starts, checkpoint=path, stop_after=2, **kw) is None
+    assert sample(gaussian, starts, checkpoint=path, stop_after=3, **kw) is None
+    for resumed in (sample(gaussian, starts, checkpoint=path, **kw), sample(gaussian, starts, checkpoint=path, **kw)):
+        np.testing.assert_array_equal(resumed.posterior["q"].values, whole.posterior["q"].values)
+        np.testing.assert_array_equal(resumed.sample_stats.acceptance_rate.values,
+                                      whole.sample_stats.acceptance_rate.values)
+        assert resumed.attrs["tuner_log"] == whole.attrs["tuner_log"]
+        assert resumed.attrs["gradients"] == whole.attrs["gradients"]
+    with pytest.raises(ValueError, match="written by a run with other seed"):
+        sample(gaussian, starts, checkpoint=path, **dict(kw, seed=6))
+    (tmp_path / "junk.npz").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a checkpoint of sample"):
+        sample(gaussian, starts, checkpoint=tmp_path / "junk.npz", **kw)
