@@ -23,10 +23,17 @@ def _validate(args) -> int:
     """Check a config and its data as a run would, without running; print the resolved config."""
     import yaml
 
-    from .config import read_config, to_dict
+    from .config import Config, read_config, to_dict
     from .experiment import build
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
+    if not isinstance(cfg, Config):                      # model.kind: density
+        from .density_run import check
+        check(cfg, args.config)
+        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+        print(f"# {args.config}: valid. A log density of {cfg.model.dim} coordinates ({cfg.model.file}: "
+              f"{cfg.model.function}), finite at the {cfg.sampler.chains} chains' starts", file=sys.stderr)
+        return 0
     replicas = build(cfg, args.config)[0].replicas
     print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
     tests = ", ".join(f"{n} ({s.stop - s.start} cases)" for n, s in replicas.test_slices.items()) or "none"
@@ -67,10 +74,13 @@ def _starting(args) -> None:
 def _run(args) -> int:
     if args.dry_run:
         return _validate(args)
-    from .config import read_config
+    from .config import Config, read_config
     from .experiment import run_experiment
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
+    run = run_experiment
+    if not isinstance(cfg, Config):                      # model.kind: density
+        from .density_run import run_density as run
     if args.out:
         out = Path(args.out)
     else:   # a fresh directory: runs/NAME-seedS, then -2, -3, ...
@@ -79,7 +89,7 @@ def _run(args) -> int:
         while out.exists() and not args.resume:
             n += 1
             out = base.with_name(f"{base.name}-{n}")
-    summary = run_experiment(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet)
+    summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet)
     print(f"run directory: {out}")
     print(json.dumps(summary, indent=2))
     return 0

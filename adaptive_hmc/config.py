@@ -10,6 +10,7 @@ allowed. Reading the data is :mod:`adaptive_hmc.data`'s job.
 from __future__ import annotations
 
 import difflib
+import inspect
 import math
 from pathlib import Path
 from typing import Annotated, Dict, List, Literal, Optional, Union, get_args, get_origin
@@ -21,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import GammaPrior, PriorSpec
+from .general import sample
 from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, RunOptions
 from .tuners.options import BanditOptions, FixedOptions, bandit_default
 from .replicas import MODELS, ReplicaOptions, default_data
@@ -421,6 +423,65 @@ class Config(_Strict):
         return RunOptions(r.super_transitions, r.budget, r.seed, t.reward, t.cv_metric, t.warmup_super_transitions)
 
 
+def _sample_default(name: str):
+    """The default of :func:`~adaptive_hmc.general.sample`'s argument ``name``."""
+    return inspect.signature(sample).parameters[name].default
+
+
+class DensityModelConfig(_Strict):
+    kind: Literal["density"] = Field(description="density: a user's own log density, sampled by the bandit-tuned "
+                                     "chains (adaptive_hmc.sample)")
+    file: str = Field(description="the Python file that defines it, relative to the config's folder")
+    function: str = Field(description="its function of the unconstrained position q: (q) -> (log p, gradient), or "
+                          "(q, grad) -> log p writing the gradient; Numba (njit) or plain Python")
+    dim: int = Field(ge=1, description="the number of coordinates of q")
+    names: Optional[Dict[str, List[int]]] = Field(None, description="parameter name -> shape, in the order of q "
+                                                  "(default: one vector q)")
+    constrain: Optional[str] = Field(None, description="a function of the same file mapping draws Q (n, dim) to "
+                                     "{name: array} on the constrained scale, reported instead of q")
+
+
+class DensitySamplerConfig(_Strict):
+    chains: int = Field(4, ge=1, description="chains of the posterior")
+    init_radius: Number = Field(2.0, gt=0, description="each chain starts uniform in (-r, r) in every coordinate "
+                                "(Stan's convention)")
+    warmup: int = Field(_sample_default("warmup"), ge=0, description="warm-up iterations adapting a diagonal metric "
+                        "(Stan's windows) and a reference step (dual averaging)")
+    target_accept: Number = Field(_sample_default("target_accept"), gt=0, lt=1, description="the warm-up step's "
+                                  "target acceptance")
+    step_factor_bounds: NumberPair = Field(list(_sample_default("step_factor_bounds")), description="the bandit's "
+                                           "step factors, times the warm-up's reference step")
+    trajectory_bounds: NumberPair = Field(list(_sample_default("trajectory_bounds")), description="the bandit's "
+                                          "trajectory lengths, step x L, in posterior sds")
+
+
+class DensityRunConfig(_Strict):
+    super_transitions: int = Field(_sample_default("super_transitions"), ge=1, description="number of "
+                                   "super-transitions after warm-up")
+    budget: Optional[int] = Field(_sample_default("budget"), ge=1, description="leapfrog steps per chain in each "
+                                  "(null: at least 1000, and 10 of the longest trajectories allowed)")
+    seed: int = Field(0, ge=0, description="decides every random number (also --seed)")
+    threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
+                                   "depend on it")
+
+
+class DensityConfig(_Strict):
+    """A run of a user's log density (``model.kind: density``)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100,
+                      description="the run's name: runs/NAME-seedS by default")
+    model: DensityModelConfig = Field(description="the log density")
+    sampler: DensitySamplerConfig = Field(default_factory=DensitySamplerConfig, description="chains and warm-up")
+    run: DensityRunConfig = Field(default_factory=DensityRunConfig, description="length, budget, seed")
+
+    def sample_options(self) -> dict:
+        """The keyword arguments of :func:`~adaptive_hmc.general.sample` (besides the density and the starts)."""
+        s, r = self.sampler, self.run
+        return dict(warmup=s.warmup, target_accept=s.target_accept, step_factor_bounds=tuple(s.step_factor_bounds),
+                    trajectory_bounds=tuple(s.trajectory_bounds), super_transitions=r.super_transitions,
+                    budget=r.budget, seed=r.seed, threads=r.threads)
+
+
 def _fail(source, path, value, allowed):
     raise ConfigError(f"{source}: {path} = {value!r}: {allowed}")
 
@@ -534,7 +595,7 @@ def _check(cfg: Config, source: str):
         _fail(source, "tuner.cv_metric", t.cv_metric, f"not defined for a {cfg.model.likelihood} likelihood")
 
 
-def _format(err: ValidationError, source: str, raw) -> str:
+def _format(err: ValidationError, source: str, raw, root=None) -> str:
     lines = []
     for e in err.errors():
         loc = ""
@@ -544,7 +605,7 @@ def _format(err: ValidationError, source: str, raw) -> str:
         if e["type"] == "missing":
             lines.append(f"{source}: {loc}: missing (required)")
         elif e["type"] == "extra_forbidden":
-            allowed = _allowed_keys(e["loc"])
+            allowed = _allowed_keys(e["loc"], root or Config)
             key = str(e["loc"][-1])
             near = [k for k in allowed if k.startswith(key) or key in k] or difflib.get_close_matches(key, allowed, 1)
             hint = f"did you mean {near[0]!r}? " if near else ""
@@ -564,9 +625,9 @@ def _section_model(annotation):
     return inner[0] if inner else None
 
 
-def _allowed_keys(loc) -> list:
-    """The keys of the section at ``loc`` (the path of an unknown key)."""
-    model = Config
+def _allowed_keys(loc, root) -> list:
+    """The keys of the section at ``loc`` (the path of an unknown key) of config class ``root``."""
+    model = root
     for part in loc[:-1]:
         field = model.model_fields.get(part) if isinstance(part, str) else None
         model = _section_model(getattr(field, "annotation", None))
@@ -621,7 +682,14 @@ def reference() -> str:
            "- a prior `shape: .inf` fixes that precision at its mean;",
            "- a bandit needs `tuner.bounds` for both `step_factor` and `num_steps`; a fixed tuner needs "
            "`step_factor` and `num_steps`.", ""]
-    for title, model in sections:
+    density = [("top level", DensityConfig), ("model", DensityModelConfig), ("sampler", DensitySamplerConfig),
+               ("run", DensityRunConfig)]
+    for i, (title, model) in enumerate(sections + density):
+        if i == len(sections):
+            out += ["# Your own log density: `model.kind: density`", "",
+                    "A config whose `model.kind` is `density` runs a user's log density (a function in a Python "
+                    "file) by `adaptive_hmc.sample` into a run directory (`posterior.nc`, `summary.json`, the "
+                    "checkpoint `--resume` continues from); it has these sections instead.", ""]
         out += [f"## `{title}`", "", "| key | type | default | meaning |", "|---|---|---|---|"]
         for name, f in model.model_fields.items():
             out.append(f"| `{name}` | {_type_name(f.annotation)} | {_default(f)} | {f.description or ''} |")
@@ -642,15 +710,19 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
-def parse(raw, source: str = "<config>") -> Config:
-    """Validate a dict (the parsed YAML) into a :class:`Config`."""
+def parse(raw, source: str = "<config>") -> Config | DensityConfig:
+    """Validate a dict (the parsed YAML) into a :class:`Config`, or a
+    :class:`DensityConfig` when ``model.kind`` is density."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}")
+    density = isinstance(raw.get("model"), dict) and raw["model"].get("kind") == "density"
     try:
-        cfg = Config.model_validate(raw)
+        root = DensityConfig if density else Config
+        cfg = root.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(_format(err, source, raw)) from None
-    _check(cfg, source)
+        raise ConfigError(_format(err, source, raw, root)) from None
+    if not density:
+        _check(cfg, source)
     return cfg
 
 

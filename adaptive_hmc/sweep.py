@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import yaml
 
-from .config import ConfigError, parse
+from .config import Config, ConfigError, parse
 from .results import RunDir
 from .store import atomic_write
 
@@ -158,6 +158,9 @@ def expand(path) -> tuple:
         raw.setdefault("run", {}).setdefault("threads", 1)    # one worker process per core does the parallelism
         source = f"{path} (run {name})"
         cfg = parse(raw, source)
+        if not isinstance(cfg, Config):
+            raise ConfigError(f"{source}: model.kind = 'density': a sweep runs network configs; run a density "
+                              f"config with adaptive-hmc run")
         build(cfg, source)
         planned.append(Planned(name, {k: v for k, v in over.items() if k in varying}, raw))
     return spec.get("name") or path.stem, planned

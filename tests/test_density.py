@@ -212,3 +212,65 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_draws(tmp_pa
     (tmp_path / "junk.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a checkpoint of sample"):
         sample(gaussian, starts, checkpoint=tmp_path / "junk.npz", **kw)
+
+
+def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys):
+    """configs/eight_schools_density.yaml on the command line (shortened): a run
+    directory with the posterior and a summary agreeing with posteriordb's
+    reference; an interrupted run resumes to the same draws; bad keys, files
+    and functions are refused with exit 2 before any work, naming the key."""
+    import json
+    import shutil
+    import yaml
+    from pathlib import Path
+    from adaptive_hmc.cli import main
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    shutil.copy(configs / "eight_schools.py", tmp_path / "eight_schools.py")
+    raw = yaml.safe_load((configs / "eight_schools_density.yaml").read_text())
+    raw["sampler"] = {"warmup": 300}
+    raw["run"].update(super_transitions=8)
+    cfg = tmp_path / "es.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(cfg)]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    ref = pdb.reference("eight_schools_noncentered")
+    for name, key in (("mu", "mu"), ("tau", "tau"), ("theta[1]", "theta[0]")):
+        row = summary["parameters"][key]
+        assert abs(row["mean"] - ref[name][0]) < 4 * math.hypot(row["mcse_mean"], ref[name][2]), (name, row)
+    whole = az.from_netcdf(str(tmp_path / "a" / "posterior.nc"))
+    assert whole.posterior["theta"].shape[-1] == 8
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a")]) == 2                # finished: refused
+    from adaptive_hmc import general                                                 # an interruption after 3
+    real = general.run_super_transitions
+
+    def interrupted(*args, callback, **kw):
+        def stop(entry, result):
+            callback(entry, result)
+            if entry["i"] == 2:
+                raise KeyboardInterrupt
+        return real(*args, callback=stop, **kw)
+    general.run_super_transitions = interrupted
+    try:
+        assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet"]) == 130
+    finally:
+        general.run_super_transitions = real
+    assert "--resume" in capsys.readouterr().err
+    assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet"]) == 2       # needs --resume
+    assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet", "--resume"]) == 0
+    resumed = az.from_netcdf(str(tmp_path / "b" / "posterior.nc"))
+    np.testing.assert_array_equal(resumed.posterior["theta"].values, whole.posterior["theta"].values)
+    capsys.readouterr()
+    for change, message in ((("model", "function", "nope"), "model.function = 'nope': eight_schools.py defines no "
+                                                            "such function (its functions: constrain, logp_grad"),
+                            (("model", "file", "missing.py"), "model.file = 'missing.py': no such file"),
+                            (("model", "dim", 9), "model.function = 'logp_grad': the log density's gradient at "
+                                                  "initial position 0 has shape (10,); expected (9,)"),
+                            (("sampler", "chain", 4), "sampler.chain = 4: unknown key; did you mean 'chains'?")):
+        bad = yaml.safe_load(cfg.read_text())
+        bad[change[0]][change[1]] = change[2]
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump(bad))
+        assert main(["run", str(path), "--out", str(tmp_path / "c")]) == 2
+        assert message in capsys.readouterr().err
+        assert not (tmp_path / "c").exists()

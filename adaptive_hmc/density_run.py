@@ -1,0 +1,124 @@
+"""A configured run of a user's log density (``model.kind: density``): load
+the function from its file, check it at the starts, sample it with
+:func:`~adaptive_hmc.general.sample` into a run directory (``checkpoint.npz``
+after warm-up and every super-transition, then ``posterior.nc`` and
+``summary.json``), and resume an interrupted one.
+
+Flow position: config -> **density_run** (general + results' run-directory conventions).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from .config import ConfigError, DensityConfig, to_dict
+from .experiment import Interrupted
+from .general import sample
+from .models.density import LogDensity
+from .results import RunError
+
+CHECKPOINT, POSTERIOR, SUMMARY, CONFIG = "checkpoint.npz", "posterior.nc", "summary.json", "config.resolved.yaml"
+
+
+def load(cfg: DensityConfig, source: str) -> tuple:
+    """(the log density, the constrain function or None) named by ``cfg.model``; ConfigError naming the key."""
+    m = cfg.model
+    path = Path(m.file) if Path(m.file).is_absolute() else Path(source).resolve().parent / m.file
+    if not path.is_file():
+        raise ConfigError(f"{source}: model.file = {m.file!r}: no such file ({path})")
+    spec = importlib.util.spec_from_file_location(f"adaptive_hmc_density_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:                               # noqa: BLE001 - any error of the user's file, named
+        raise ConfigError(f"{source}: model.file = {m.file!r}: importing it raised {type(e).__name__}: {e}") from None
+    out = []
+    for key, name in (("function", m.function), ("constrain", m.constrain)):
+        if name is None:
+            out.append(None)
+            continue
+        fn = getattr(module, name, None)
+        if not callable(fn):
+            found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
+            raise ConfigError(f"{source}: model.{key} = {name!r}: {m.file} defines no such function (its "
+                              f"functions: {', '.join(found) or 'none'})")
+        out.append(fn)
+    return tuple(out)
+
+
+def starts(cfg: DensityConfig) -> np.ndarray:
+    """The chains' starts: uniform in (-init_radius, init_radius), from the seed's third child
+    (:func:`~adaptive_hmc.general.sample` uses the first two)."""
+    rng = np.random.default_rng(np.random.SeedSequence(cfg.run.seed).spawn(3)[2])
+    r = cfg.sampler.init_radius
+    return rng.uniform(-r, r, size=(cfg.sampler.chains, cfg.model.dim))
+
+
+def check(cfg: DensityConfig, source: str) -> tuple:
+    """Everything a run checks before any work: (function, constrain, starts); ConfigError otherwise."""
+    fn, constrain = load(cfg, source)
+    q0 = starts(cfg)
+    try:
+        LogDensity(fn, cfg.model.dim, cfg.model.names).check_start(q0)
+    except ValueError as e:
+        raise ConfigError(f"{source}: model.function = {cfg.model.function!r}: {e}") from None
+    return fn, constrain, q0
+
+
+def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quiet: bool = False) -> dict:
+    """Run ``cfg`` into directory ``out`` (or resume it from its checkpoint); the summary."""
+    out = Path(out)
+    if (out / SUMMARY).is_file():
+        raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again")
+    if (out / CHECKPOINT).is_file() and not resume:
+        raise RunError(f"{out}: holds an unfinished run with a checkpoint; add --resume to continue it, or use "
+                       f"another --out")
+    if resume and not out.exists():
+        raise RunError(f"{out}: no such run directory to resume (check --out); without --resume a new run starts "
+                       f"there")
+    if out.exists() and not out.is_dir():
+        raise RunError(f"{out}: not a directory; choose another --out")
+    fn, constrain, q0 = check(cfg, source)
+    if (out / CONFIG).is_file():
+        saved = yaml.safe_load((out / CONFIG).read_text())
+        if saved != to_dict(cfg):
+            raise RunError(f"{out}: its run has another config ({out / CONFIG}); resume with that config, or use "
+                           f"another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / CONFIG).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    try:
+        idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
+                       constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet, **cfg.sample_options())
+    except KeyboardInterrupt:
+        raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the warm-up "
+                          f"once it ended); resume with: adaptive-hmc run {source} --out {out} --resume") from None
+    idata.to_netcdf(str(out / POSTERIOR))
+    summary = summarize(idata)
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2))
+    if summary["rhat_max"] > 1.01:
+        print(f"{out}: warning: the largest R-hat is {summary['rhat_max']:.3f} (above 1.01): the chains have not "
+              f"met; run longer (run.super_transitions)", file=sys.stderr, flush=True)
+    return summary
+
+
+def summarize(idata) -> dict:
+    """Per parameter mean, sd, R-hat and bulk and tail ESS; the whole run's
+    largest R-hat, smallest ESS per second and per 1000 gradients, divergences."""
+    import arviz as az
+    table = az.summary(idata, kind="all", round_to="none")
+    a = idata.attrs
+    seconds = float(a["warmup_seconds"]) + float(a["sampling_seconds"])
+    ess = float(table["ess_bulk"].min())
+    return dict(parameters={name: {k: float(v) for k, v in row.items()} for name, row in table.iterrows()},
+                rhat_max=float(table["r_hat"].max()), ess_bulk_min=ess, gradients=int(a["gradients"]),
+                ess_per_1000_gradients=1000 * ess / int(a["gradients"]), ess_per_second=ess / seconds,
+                divergences=int(idata.sample_stats.diverging.values.sum()), seconds=round(seconds, 3),
+                compile_s=round(float(a["compile_seconds"]), 3), chains=int(idata.posterior.sizes["chain"]),
+                draws=int(idata.posterior.sizes["draw"]), budget=int(a["budget"]),
+                finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
