@@ -27,7 +27,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..jit import njit
-from .base import Model, TargetKernels, no_gibbs, no_hyper_values
+from .base import Model, TargetKernels, no_gibbs, no_hyper_values, unit_step_scales
 
 #: log p(q) with dlog p/dq written into its second argument: f(q*, grad*, D) -> log p.
 SIGNATURE = types.float64(types.CPointer(types.float64), types.CPointer(types.float64), types.intp)
@@ -66,18 +66,12 @@ def _energy_grad(z, grad, t, hyper):
 
 
 @njit
-def _step_scales(t, hyper, out):
-    """1 in every coordinate: the scale is in the change of variables."""
-    out[:] = 1.0
-    return out
-
-
-@njit
 def _no_predictions(q, t, hyper, acc):
     """A user density predicts nothing."""
 
 
-DensityData.kernels = TargetKernels(_energy_grad, _step_scales, no_gibbs, no_hyper_values, _no_predictions)
+#: Step scales of 1: the metric's scale is in the change of variables.
+DensityData.kernels = TargetKernels(_energy_grad, unit_step_scales, no_gibbs, no_hyper_values, _no_predictions)
 
 
 def _compiled(fn, in_place: bool) -> Callable:

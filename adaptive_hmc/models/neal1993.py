@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from .base import TargetKernels, no_gibbs, no_hyper_values
+from .base import TargetKernels, no_gibbs, no_hyper_values, unit_step_scales
 from .mlp import mlp_energy_grad
 from .neal1992 import N_GROUPS, NealMLP, accumulate_eq35
 
@@ -79,18 +79,12 @@ def _energy_grad(q, grad, t, hyper):
 
 
 @njit
-def _step_scales(t, hyper, out):
-    out[:] = 1.0
-    return out
-
-
-@njit
 def _accumulate(q, t, hyper, acc):
     fill_weights(q, t.group, t.w)
     accumulate_eq35(t, acc)
 
 
-Neal93Target.kernels = TargetKernels(_energy_grad, _step_scales, no_gibbs, no_hyper_values, _accumulate)
+Neal93Target.kernels = TargetKernels(_energy_grad, unit_step_scales, no_gibbs, no_hyper_values, _accumulate)
 
 
 class Neal93MLP(NealMLP):

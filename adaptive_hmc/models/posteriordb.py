@@ -71,9 +71,16 @@ def _columns(Q, names) -> dict:
     return {n: Q[:, i] for i, n in enumerate(names)}
 
 
-def _log1pexp_grad(x2, c):
-    """d/dv log(1 + exp(2v)/c) at exp(2v) = x2."""
-    return 2.0 * (x2 / c) / (1.0 + x2 / c)
+def _log_last(names: list) -> tuple:
+    """(constrain, unconstrain) of coordinates that are the parameters ``names`` as they are but the last,
+    whose log is the last coordinate (a scale sigma = exp(s))."""
+    def constrain(Q):
+        Q = np.atleast_2d(Q)
+        return _columns(np.column_stack([Q[:, :-1], np.exp(Q[:, -1])]), names)
+
+    def unconstrain(draws):
+        return np.column_stack([draws[n] for n in names[:-1]] + [np.log(draws[names[-1]])])
+    return constrain, unconstrain
 
 
 def eight_schools(centered: bool) -> Posterior:
@@ -167,15 +174,7 @@ def ark() -> Posterior:
         return lp, g
 
     names = ["alpha"] + _names("beta", K) + ["sigma"]
-
-    def constrain(Q):
-        Q = np.atleast_2d(Q)
-        return _columns(np.column_stack([Q[:, :K + 1], np.exp(Q[:, K + 1])]), names)
-
-    def unconstrain(draws):
-        return np.column_stack([draws[n] for n in names[:-1]] + [np.log(draws["sigma"])])
-
-    return Posterior("arK", K + 2, logp_grad, constrain, unconstrain, tuple(names))
+    return Posterior("arK", K + 2, logp_grad, *_log_last(names), tuple(names))
 
 
 def garch11() -> Posterior:
@@ -258,14 +257,7 @@ def _regression(name: str, Z, target, prior_sd: float | None, sigma_prior_sd: fl
         g[P] = -sprec * x2 + 1.0 - N + ss / x2
         return lp, g
 
-    def constrain(Q):
-        Q = np.atleast_2d(Q)
-        return _columns(np.column_stack([Q[:, :P], np.exp(Q[:, P])]), names)
-
-    def unconstrain(draws):
-        return np.column_stack([draws[n] for n in names[:P]] + [np.log(draws[names[P]])])
-
-    return Posterior(name, P + 1, logp_grad, constrain, unconstrain, tuple(names))
+    return Posterior(name, P + 1, logp_grad, *_log_last(names), tuple(names))
 
 
 def logmesquite() -> Posterior:
@@ -401,15 +393,7 @@ def diamonds() -> Posterior:
         return lp, g
 
     names = _names("b", P) + ["Intercept", "sigma"]
-
-    def constrain(Q):
-        Q = np.atleast_2d(Q)
-        return _columns(np.column_stack([Q[:, :P + 1], np.exp(Q[:, P + 1])]), names)
-
-    def unconstrain(draws):
-        return np.column_stack([draws[n] for n in names[:-1]] + [np.log(draws["sigma"])])
-
-    return Posterior("diamonds", P + 2, logp_grad, constrain, unconstrain, tuple(names))
+    return Posterior("diamonds", P + 2, logp_grad, *_log_last(names), tuple(names))
 
 
 _BUILD = {"eight_schools_noncentered": lambda: eight_schools(False), "eight_schools_centered": lambda: eight_schools(True),
