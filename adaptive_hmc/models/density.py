@@ -54,14 +54,15 @@ class DensityData(NamedTuple):
     g: np.ndarray
 
 
-@njit
+@njit(inline="always")
 def _energy_grad(z, grad, t, hyper):
+    q, g, scale = t.q, t.g, t.scale
     D = z.size
     for k in range(D):
-        t.q[k] = z[k] * t.scale[k]
-    lp = t.fn(_data(t.q), _data(t.g), D)
+        q[k] = z[k] * scale[k]
+    lp = t.fn(_data(q), _data(g), D)
     for k in range(D):
-        grad[k] = -t.g[k] * t.scale[k]
+        grad[k] = -g[k] * scale[k]
     return -lp
 
 
