@@ -175,8 +175,8 @@ def measure(hidden, n_cases, seed=0):
     t0 = time.perf_counter()
     acc = 0
     for _ in range(iters):
-        u = hmc_kernel(qq, u, gg, pp, step, settings, t, hyper, rng).energy
-        acc += a
+        info = hmc_kernel(qq, u, gg, pp, step, settings, t, hyper, rng)
+        u, acc = info.energy, acc + info.accepted
     lf_rate = iters * 100 / (time.perf_counter() - t0)
     return dict(hidden=hidden, cases=n_cases, grad_evals_per_s=grad_rate, minimal_grad_evals_per_s=min_rate,
                 ratio_to_minimal=grad_rate / min_rate, numpy_grad_evals_per_s=np_rate,

@@ -1,0 +1,30 @@
+"""The speed benchmarks run (their figures are printed, never asserted: the
+machine is shared): small forms of bench_core's measurement and
+bench_density's comparison, in process."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.slow
+def test_bench_core_measures_a_small_network():
+    row = _load("bench_core").measure(4, 20)
+    assert row["grad_evals_per_s"] > 0 and row["minimal_grad_evals_per_s"] > 0 and row["leapfrog_per_s"] > 0
+    assert 0 <= row["hmc_acceptance"] <= 1
+
+
+@pytest.mark.slow
+def test_bench_density_compares_the_user_forms_with_the_built_in_target():
+    row = _load("bench_density").bench(3, budget=0.01)
+    assert set(row["gradients_per_s"]) == {"builtin", "user_compiled", "user_in_place", "user_python"}
+    assert all(v > 0 for v in row["gradients_per_s"].values())
