@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 #: How long a model's first run takes to compile its sampler on 2 cores (the
 #: quick robot-arm config with an empty cache; the README's Quick start). Said at the
 #: start of a run, before the imports that take a second or two.
-COMPILE_TIME = "about 15-20 s"
+COMPILE_TIME = "about 12-20 s"
 
 
 def __getattr__(name):
