@@ -202,6 +202,8 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
                                       minlength=replicas.n_replicas).tolist(),
         "divergences_by_chain": np.sum([e["chain_divergences"] for e in log], axis=0, dtype=np.int64).tolist()
         if log else [],
+        "probes": {"tried": sum(len(e.get("probes", ())) for e in log),
+                   "failed": sum(not p["passed"] for e in log for p in e.get("probes", ()))},
         "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions if cfg.tuner.kind == "bandit"
                                                else 0:]),
         "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)), "gradients": gradients,

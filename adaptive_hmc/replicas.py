@@ -426,6 +426,20 @@ class ReplicaSet:
                                                                  "num_steps": num_steps}, budget, rng)
         return result
 
+    def probe(self, step_factor: float, num_steps: int, budget: int, k: int = 0) -> "SuperTransitionResult":
+        """A trial of (step factor, L) that leaves :attr:`state` as it was: a
+        :func:`super_transition` of :data:`PROBE_TRAJECTORIES` trajectories a
+        chain (at most ``budget`` leapfrog steps) on copies of the chains, its
+        new state dropped. Its random stream is the ``k``-th probe's of the
+        present super-transition (apart from the chains' streams), so a resumed
+        run probes alike."""
+        s = self._streams
+        seq = np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key + (PROBE_KEY, self.n_super, int(k)),
+                                     pool_size=s.pool_size)
+        action = {"step_factor": step_factor, "num_steps": num_steps}
+        _, result = super_transition(self, self.state, action, min(int(budget), PROBE_TRAJECTORIES * num_steps), seq)
+        return result
+
     # -- the current state's parts, by name ----------------------------------------
     n_super = property(lambda self: self.state.n_super)
     step_calibration = property(lambda self: self.state.step_calibration)
@@ -595,6 +609,12 @@ class SuperTransitionResult(NamedTuple):
         """Every energy and gradient evaluation of the chains: the leapfrog
         steps, the one after each Gibbs update, the step calibration's."""
         return int(self.record.gradients.sum()) + self.calibration_gradients
+
+
+#: A probe runs this many trajectories of its L a chain (three with jitter's lengths 1..L).
+PROBE_TRAJECTORIES = 2
+#: The probes' random streams are spawned under this key, apart from the chains' (numbered from 0).
+PROBE_KEY = 2 ** 31
 
 
 def iterations(budget: int, num_steps: int, jitter: bool) -> int:

@@ -54,6 +54,7 @@ class LogEntry(TypedDict):
     chain_steps: list       # leapfrog steps of each chain
     chain_divergences: list # divergent trajectories of each chain
     chain_energy: list      # mean potential energy of each chain's samples
+    probes: list            # trials before it (:func:`probed_action`): action, min_accept_prob, passed, gradients
     seconds: float
 
 
@@ -85,12 +86,55 @@ def told_acceptance(acceptance, divergent_share: float = 0.0) -> float:
     return float(min(acceptance.mean(), max(0.0, 1.0 - DIVERGENCE_WEIGHT * divergent_share)))
 
 
+#: A move to a step factor above PROBE_ABOVE times the largest one told is tried first
+#: (:func:`probed_action`); the trial fails when a chain's mean acceptance probability is below
+#: PROBE_FLOOR; at most MAX_PROBES trials before a super-transition.
+PROBE_ABOVE, PROBE_FLOOR, MAX_PROBES = 1.05, 0.1, 3
+
+
+def _untried_high(tuner, action: dict) -> bool:
+    """Whether ``action`` raises the step factor past every one told feasible
+    (acceptance at the floor or above), for a tuner that learns where actions fail."""
+    floor = getattr(tuner, "accept_floor", None)
+    if floor is None:
+        return False
+    safe = [h["action"]["step_factor"] for h in tuner.history if h.get("acceptance", 0.0) >= floor]
+    return bool(safe) and float(action["step_factor"]) > PROBE_ABOVE * max(safe)
+
+
+def probed_action(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, told: list = ()) -> tuple:
+    """The tuner's action, tried first where it raises the step factor past
+    every one told feasible (for a tuner with an ``accept_floor``, the feasibility
+    model): a chain's stability limit is a cliff that the acceptance below it
+    does not foretell, and a super-transition spent beyond it leaves chains
+    stuck for its whole budget. A probe (:meth:`ReplicaSet.probe`, a few
+    trajectories on copies of the chains) that a chain fails is told to the
+    tuner with acceptance 0 and its own reward, and the tuner's next action is
+    taken instead (at most :data:`MAX_PROBES` probes). Returns (action, the
+    probes as log entries, their gradients)."""
+    action, probes, gradients = tuner.ask(), [], 0
+    while len(probes) < MAX_PROBES and hasattr(replicas, "probe") and _untried_high(tuner, action):
+        trial = replicas.probe(float(action["step_factor"]), int(action["num_steps"]), budget, len(probes))
+        gradients += trial.gradients
+        low = float(trial.record.accept_prob.mean(axis=1).min())
+        probes.append(dict(step_factor=float(action["step_factor"]), num_steps=int(action["num_steps"]),
+                           min_accept_prob=round(low, 6), passed=low >= PROBE_FLOOR, gradients=trial.gradients))
+        if low >= PROBE_FLOOR:
+            break
+        raw = float(reward(trial))
+        tuner.tell(action, raw if math.isfinite(raw) else fallback_reward(list(told)), acceptance=0.0)
+        action = tuner.ask()
+    return action, probes, gradients
+
+
 def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
          tell: bool = True, told: list = ()) -> tuple:
     """One iteration of the loop; returns (LogEntry, SuperTransitionResult).
     With ``tell`` false (warm-up) the reward is logged but not told to the
-    tuner; ``told`` are the rewards told before (for :func:`fallback_reward`)."""
-    action = tuner.ask()
+    tuner; ``told`` are the rewards told before (for :func:`fallback_reward`).
+    Told actions that raise the step factor are probed first (:func:`probed_action`)."""
+    action, probes, probe_gradients = probed_action(replicas, tuner, budget, reward, told) if tell \
+        else (tuner.ask(), [], 0)
     result = replicas.run(float(action["step_factor"]), int(action["num_steps"]), budget)
     raw = float(reward(result))
     rec = result.record
@@ -106,9 +150,10 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric
                      acceptance=[round(float(a), 6) for a in result.acceptance],
                      stuck_chains=[int(j) for j in np.flatnonzero(result.acceptance == 0)],
                      divergences=int(rec.divergent.sum()), iterations=result.n_iter,
-                     leapfrog_steps=result.leapfrog_steps, gradients=result.gradients, chain_steps=[int(v) for v in rec.num_steps.sum(axis=1)],
+                     leapfrog_steps=result.leapfrog_steps, gradients=result.gradients + probe_gradients,
+                     chain_steps=[int(v) for v in rec.num_steps.sum(axis=1)],
                      chain_divergences=[int(v) for v in rec.divergent.sum(axis=1)],
-                     chain_energy=[float(v) for v in rec.energy.mean(axis=1)],
+                     chain_energy=[float(v) for v in rec.energy.mean(axis=1)], probes=probes,
                      seconds=round(result.seconds, 4))
     return entry, result
 
@@ -191,6 +236,8 @@ class Progress:
         acc = float(np.mean(e["acceptance"]))
         reward = "failed" if e["reward"] is None else f"{e['reward']:.6g}"
         stuck = f" STUCK: chains {e['stuck_chains']} accepted nothing" if e["stuck_chains"] else ""
+        probed = "".join(f" (probed eps={p['step_factor']:.3f} L={p['num_steps']}: a chain's acceptance "
+                         f"{p['min_accept_prob']:.2f}, not run)" for p in e.get("probes", ()) if not p["passed"])
         if self.bar is not None:
             self.bar.set_postfix_str(f"eps={e['step_factor']:.3f} L={e['num_steps']} reward={reward} acc={acc:.2f}"
                                      + (f" stuck={len(e['stuck_chains'])}" if stuck else ""))
@@ -198,7 +245,7 @@ class Progress:
         elif not self.quiet:
             print(f"super-transition {e['i'] + 1}/{self.total} (log i={e['i']}): eps={e['step_factor']:.4f} "
                   f"L={e['num_steps']} reward={reward} acceptance={acc:.3f} divergences={e['divergences']} "
-                  f"{e['seconds']:.2f}s{stuck}",
+                  f"{e['seconds']:.2f}s{stuck}{probed}",
                   flush=True)
 
     def close(self):

@@ -579,3 +579,73 @@ def test_every_gradient_evaluation_is_counted():
     assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (res.n_iter + CURVATURE_EVALUATIONS)
     log = run_super_transitions(_replicas(), FixedTuner(step_factor=0.3, num_steps=5), 2, 100)
     assert all(e["gradients"] > e["leapfrog_steps"] for e in log)
+
+
+def test_a_probe_leaves_the_state_as_it_was_and_is_seeded_by_its_place():
+    """ReplicaSet.probe tries an action on copies of the chains: the state (its
+    chains, streams and totals) is the same object afterwards and the next
+    super-transition makes the same bits as without the probe; the probe runs
+    PROBE_TRAJECTORIES trajectories a chain (three with jitter), counts its
+    gradients, and draws the same numbers for the same (super-transition, k)
+    and others for another k."""
+    from adaptive_hmc.replicas import PROBE_TRAJECTORIES
+    a, b = _replicas(full_data_chain=True), _replicas(full_data_chain=True)
+    a.run(0.3, 10, 100)
+    b.run(0.3, 10, 100)
+    before = a.state
+    p1, p2, p3 = a.probe(0.5, 12, 100, 0), a.probe(0.5, 12, 100, 0), a.probe(0.5, 12, 100, 1)
+    assert a.state is before
+    assert np.array_equal(p1.record.accept_prob, p2.record.accept_prob)
+    assert not np.array_equal(p1.record.accept_prob, p3.record.accept_prob)
+    assert p1.n_iter == (3 if a.settings.jitter else PROBE_TRAJECTORIES)
+    assert p1.gradients == int(p1.record.gradients.sum()) > 0
+    ra, rb = a.run(0.3, 10, 100), b.run(0.3, 10, 100)
+    for u, v in zip(ra.record, rb.record):
+        assert np.array_equal(u, v)
+    assert all(np.array_equal(u, v) for c, d in zip(a.state.chains, b.state.chains)
+               for u, v in zip(chain_arrays(c), chain_arrays(d)))
+
+
+class _Scripted:
+    """A tuner with the feasibility model's attribute that asks the given
+    actions in turn, moving on at each tell, and keeps what it was told."""
+
+    accept_floor = 0.8
+
+    def __init__(self, actions):
+        self.actions, self.history = list(actions), []
+
+    def ask(self):
+        return dict(self.actions[0])
+
+    def tell(self, action, reward, acceptance=None):
+        self.history.append({"action": dict(action), "reward": reward, "acceptance": acceptance})
+        if len(self.actions) > 1:
+            self.actions.pop(0)
+
+
+def test_a_move_past_the_tried_step_factors_is_probed_and_a_failed_probe_is_not_run():
+    """With a tuner that learns where actions fail, a move to a step factor
+    past every feasible one told is tried first: one past the cliff (every
+    trajectory rejected) is told with acceptance 0 and no super-transition runs
+    at it (no chain is stuck); one that mixes passes and runs; the probes'
+    gradients count in the super-transition's. A tuner without an
+    accept_floor (the thesis's) is never probed, and its chains get stuck there."""
+    actions = [{"step_factor": 0.1, "num_steps": 10}, {"step_factor": 40.0, "num_steps": 10},
+               {"step_factor": 0.15, "num_steps": 10}]
+    tuner = _Scripted(actions)
+    log = run_super_transitions(_replicas(k=4, data="full", test_sets=None), tuner, 2, 200)
+    assert [e["step_factor"] for e in log] == [0.1, 0.15] and log[0]["probes"] == []
+    failed, passed = log[1]["probes"]
+    assert failed["step_factor"] == 40.0 and not failed["passed"] and failed["min_accept_prob"] < 0.1
+    assert passed["step_factor"] == 0.15 and passed["passed"] and passed["min_accept_prob"] >= 0.1
+    assert [h["action"]["step_factor"] for h in tuner.history] == [0.1, 40.0, 0.15]
+    assert tuner.history[0]["acceptance"] >= 0.8 and tuner.history[1]["acceptance"] == 0.0
+    own = log[1]["gradients"] - failed["gradients"] - passed["gradients"]
+    assert failed["gradients"] > 0 and passed["gradients"] > 0
+    assert log[1]["leapfrog_steps"] <= own <= log[1]["leapfrog_steps"] + 4 * (log[1]["iterations"] + 1)
+    assert all(not e["stuck_chains"] for e in log)
+    thesis = _Scripted(actions[:2])
+    thesis.accept_floor = None
+    log = run_super_transitions(_replicas(k=4, data="full", test_sets=None), thesis, 2, 200)
+    assert all(e["probes"] == [] for e in log) and log[1]["step_factor"] == 40.0 and log[1]["stuck_chains"]
