@@ -94,12 +94,13 @@ PROBE_ABOVE, PROBE_FLOOR, MAX_PROBES = 1.05, 0.1, 3
 
 def _untried_high(tuner, action: dict) -> bool:
     """Whether ``action`` raises the step factor past every one told feasible
-    (acceptance at the floor or above), for a tuner that learns where actions fail."""
+    (acceptance at the floor or above), or any action once every one told
+    failed, for a tuner that learns where actions fail (none before its first tell)."""
     floor = getattr(tuner, "accept_floor", None)
-    if floor is None:
+    if floor is None or not tuner.history:
         return False
     safe = [h["action"]["step_factor"] for h in tuner.history if h.get("acceptance", 0.0) >= floor]
-    return bool(safe) and float(action["step_factor"]) > PROBE_ABOVE * max(safe)
+    return not safe or float(action["step_factor"]) > PROBE_ABOVE * max(safe)
 
 
 def probed_action(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, told: list = ()) -> tuple:

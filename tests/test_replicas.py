@@ -649,3 +649,20 @@ def test_a_move_past_the_tried_step_factors_is_probed_and_a_failed_probe_is_not_
     thesis.accept_floor = None
     log = run_super_transitions(_replicas(k=4, data="full", test_sets=None), thesis, 2, 200)
     assert all(e["probes"] == [] for e in log) and log[1]["step_factor"] == 40.0 and log[1]["stuck_chains"]
+
+
+def test_which_moves_are_probed():
+    """Probed: a step factor above 1.05 times every one told feasible, or any
+    action while every one told failed; never before the first tell, nor for a
+    tuner without an accept_floor."""
+    from adaptive_hmc.runner import _untried_high
+    t = _Scripted([{"step_factor": 0.1, "num_steps": 10}])
+    assert not _untried_high(t, {"step_factor": 5.0})
+    t.history = [{"action": {"step_factor": 0.1}, "acceptance": 0.9},
+                 {"action": {"step_factor": 0.5}, "acceptance": 0.0}]
+    assert _untried_high(t, {"step_factor": 0.11}) and not _untried_high(t, {"step_factor": 0.104})
+    assert not _untried_high(t, {"step_factor": 0.05})
+    t.history = [{"action": {"step_factor": 0.1}, "acceptance": 0.3}]
+    assert _untried_high(t, {"step_factor": 0.01})
+    t.accept_floor = None
+    assert not _untried_high(t, {"step_factor": 5.0})
