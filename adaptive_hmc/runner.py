@@ -86,7 +86,7 @@ def told_acceptance(acceptance, divergent_share: float = 0.0) -> float:
     return float(min(acceptance.mean(), max(0.0, 1.0 - DIVERGENCE_WEIGHT * divergent_share)))
 
 
-#: A move to a step factor above PROBE_ABOVE times the largest one told is tried first
+#: A move to a step factor above PROBE_ABOVE times the largest one told feasible is tried first
 #: (:func:`probed_action`); the trial fails when a chain's mean acceptance probability is below
 #: PROBE_FLOOR; at most MAX_PROBES trials before a super-transition.
 PROBE_ABOVE, PROBE_FLOOR, MAX_PROBES = 1.05, 0.1, 3
@@ -114,13 +114,14 @@ def probed_action(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, 
     taken instead (at most :data:`MAX_PROBES` probes). Returns (action, the
     probes as log entries, their gradients)."""
     action, probes, gradients = tuner.ask(), [], 0
-    while len(probes) < MAX_PROBES and hasattr(replicas, "probe") and _untried_high(tuner, action):
+    can_probe = hasattr(replicas, "probe")                   # the replica sets; not the general sampler's chains
+    while can_probe and len(probes) < MAX_PROBES and _untried_high(tuner, action):
         trial = replicas.probe(float(action["step_factor"]), int(action["num_steps"]), budget, len(probes))
         gradients += trial.gradients
         low = float(trial.record.accept_prob.mean(axis=1).min())
         probes.append(dict(step_factor=float(action["step_factor"]), num_steps=int(action["num_steps"]),
                            min_accept_prob=round(low, 6), passed=low >= PROBE_FLOOR, gradients=trial.gradients))
-        if low >= PROBE_FLOOR:
+        if probes[-1]["passed"]:
             break
         raw = float(reward(trial))
         tuner.tell(action, raw if math.isfinite(raw) else fallback_reward(list(told)), acceptance=0.0)
