@@ -70,14 +70,16 @@ def fallback_reward(told: list) -> float:
 
 
 #: A divergent share d of the trajectories counts as acceptance 1 - DIVERGENCE_WEIGHT d at most: with
-#: the default floor of 0.8, an action whose trajectories diverge more than 0.5% of the time fails.
-DIVERGENCE_WEIGHT = 40.0
+#: the default floor of 0.8, an action whose trajectories diverge more than 2% of the time fails. (40,
+#: a 0.5% limit, failed the fixed-prior robot arm's chains at the box's centre for their transient
+#: divergences after warm-up, and the tuner stayed at a quarter of the usable step: docs/RESULTS.md.)
+DIVERGENCE_WEIGHT = 10.0
 
 
 def told_acceptance(acceptance, divergent_share: float = 0.0) -> float:
     """What the tuner's feasibility model learns of a super-transition: the
-    chains' mean acceptance, lowered to 1 - 40 x the share of divergent
-    trajectories when that is less (a 0.5% divergent share counts as 0.8: the
+    chains' mean acceptance, lowered to 1 - 10 x the share of divergent
+    trajectories when that is less (a 2% divergent share counts as 0.8: the
     energy error blew up there, a cliff is near), or 0 when a chain accepted
     nothing (a stuck chain fails the action whatever the others did)."""
     acceptance = np.asarray(acceptance, float)
