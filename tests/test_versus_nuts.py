@@ -30,7 +30,10 @@ def test_quick_side_by_side_writes_both_samplers_figures_and_agreement(tmp_path)
         assert row["chains"] == 8 and row["gradients"] > 0 and row["sampling_s"] > 0
         assert row["per_1000"]["median"] == pytest.approx(1000 * row["ess_bulk"]["median"] / row["gradients"])
     ours = rows[0]
-    assert ours["gradients"] <= 8 * 12 * 2000                # budget: 12 super-transitions of 2000 a chain
+    log = [json.loads(line) for line in (tmp_path / "runs" / "quick" / "ours-fixed-seed1" / "log.jsonl").open()]
+    probes = sum(p["gradients"] for e in log for p in e["probes"])
+    assert ours["gradients"] == sum(e["gradients"] for e in log)
+    assert ours["gradients"] <= 8 * 12 * 2000 + probes       # budget: 12 super-transitions of 2000 a chain, and probes
     for key in ("mean", "sd"):
         assert 0 <= ours["agreement"][key]["within_4"] <= 1 and np.isfinite(ours["agreement"][key]["rms_z"])
     text = out.read_text()
