@@ -25,11 +25,29 @@ def test_quick_study_on_a_gaussian_writes_its_table_figure_and_verdicts(tmp_path
     hand = [r for r in rows if r["kind"] == "hand"]
     assert len(hand) == 12 and all(np.isfinite(r["ess_full"]) and r["ess_full"] >= 0 for r in rows)
     best = max(r["ess_full"] for r in hand)
+    clean = max(r["ess_full"] for r in hand if r["divergences"] <= study.CLEAN * r["trajectories"])
     for v in verdicts.values():
-        assert v["best_cell"] == best and v["meets"] == (v["low_share"] <= 0.05 and v["ess"] >= best / 2
-                                                         and v["ess"] > v["median_cell"])
+        assert v["best_cell"] == best and v["best_clean_cell"] == clean
+        assert v["meets"] == (v["low_share"] <= 0.05 and v["ess"] >= study.BAR * best)
     text = out.read_text()
     assert "| gauss2 | bandit, default | 1 |" in text and (tmp_path / "docs" / "img" / "study.png").stat().st_size
+
+
+def test_the_bar_is_a_share_of_the_best_cell_and_names_the_best_clean_cell():
+    """bar(): a cell's figure is the median over its seeds; the bandit meets the
+    bar at BAR times the best cell's ESS with no stuck share; the best cell whose
+    seeds diverge at most CLEAN of their trajectories is named apart."""
+    study = _study()
+
+    def row(label, kind, ess, divergences=0, seed=1, low=0.0):
+        return {"target": "t", "label": label, "kind": kind, "ess_full": ess, "divergences": divergences,
+                "trajectories": 1000, "seed": seed, "low_share": low}
+    rows = [row("a", "hand", 1.0, 50), row("a", "hand", 0.8, 0, 2), row("a", "hand", 0.9, 0, 3),
+            row("b", "hand", 0.5), row("c", "hand", 0.1), row("x", "default", 0.63), row("y", "thesis", 0.62)]
+    v = study.bar(rows)
+    assert v[("t", "default")]["best_cell"] == 0.9 and v[("t", "default")]["best_clean_cell"] == 0.5
+    assert v[("t", "default")]["meets"] and not v[("t", "thesis")]["meets"]          # 0.63 >= 0.7 x 0.9 > 0.62
+    assert not study.bar([*rows[:5], row("x", "default", 0.9, low=0.1)])[("t", "default")]["meets"]
 
 
 def test_rerun_runs_one_kind_and_reads_the_others_from_a_previous_study(tmp_path):
