@@ -94,6 +94,8 @@ def one_run(eps0: float, nu: float, schedule: str, seed: int, num_steps: int = 1
 #: The bandit's box: eps0 over the grid's range (log axis), L from 100 to 2000; nu fixed at his best 0.71.
 BANDIT_BOUNDS = {"step_factor": (EPS0[0], EPS0[-1]), "num_steps": (100, 2000)}
 BANDIT_NU = 0.71
+#: The grid's cell at the bandit's box centre (eps0, nu), beside which its failures are read.
+CENTRE_CELL = (0.71e-4, 0.71)
 #: The two bandits: from a prior draw (20 super-transitions, p_i = exp(-0.15 (i - 1)), 3 warm-up
 #: super-transitions not told), and after an annealed warm-up at the box's centre (Neal's hot start
 #: 10 x (0, 15) and a shortened cooling 50 x (0.95, 1) of his schedule; then 14 super-transitions,
@@ -233,7 +235,7 @@ def report(grid: dict, eps_values, nu_values, seeds, quick, seconds, bandit=None
         lines.append("")
     if bandit:
         best_hand = min(grid[s][c][0] for s in SCHEDULES for c in grid[s])
-        centre = grid["annealed"].get((0.71e-4, 0.71), (None,))[0]
+        centre = grid["annealed"].get(CENTRE_CELL, (None,))[0]
         lines += ["## The bandit on the same problem", "",
                   "One chain per seed, HMC at T0 = 1 with dummy acceptance, the same 200,000 leapfrog steps as a grid "
                   "run; (eps0, L) chosen by the GP bandit with the package's default reward model (ESJD/sqrt(L) "
@@ -302,7 +304,7 @@ def key_figures(grid: dict, bandit: dict, metropolis: dict) -> dict:
     out = {s: {"failed": sum(c[0] for c in grid[s].values()), "runs": sum(c[1] for c in grid[s].values()),
                "best_cell_best_error": grid[s][best_cell][2], "best_cell_failed": grid[s][best_cell][0],
                "fewest_failed": min(c[0] for c in grid[s].values()),
-               "centre_failed": grid[s].get((0.71e-4, 0.71), (None,))[0]} for s in SCHEDULES}
+               "centre_failed": grid[s].get(CENTRE_CELL, (None,))[0]} for s in SCHEDULES}
     for name in BANDITS:
         for label, pick in (("", lambda r: r["seed"] < 9), ("_fresh", lambda r: r["seed"] >= 100)):
             rs = [r for r in bandit.values() if r["variant"] == name and pick(r)]
