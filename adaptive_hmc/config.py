@@ -314,6 +314,11 @@ class TunerConfig(_Strict):
         "acceptance is likely below this floor are not proposed, so a region where chains stop accepting is "
         "visited once, not again; an action told below it is left at once (the default: 0.8; the thesis: null, "
         "no such model)")
+    accept_memory: Optional[Number] = Field(
+        bandit_default("accept_memory"), gt=0, description="bandit: tells over which a few chains' failure fades: an "
+        "action at which a chain accepted nothing while most chains passed the floor weighs exp(-age / this) in the "
+        "feasibility model (a chain still far from the posterior fails steps that every chain takes once there; "
+        "a real cliff is found again by a probe); null: such failures count forever, as every other tell")
     fit_kernel: bool = Field(bandit_default("fit_kernel"), description="bandit: fit the GP's length scales and signal variance by "
                              "marginal likelihood (the thesis: fixed)")
     warmup_super_transitions: int = Field(DEFAULT_WARMUP, ge=0, description="first super-transitions whose "
@@ -335,7 +340,8 @@ class TunerConfig(_Strict):
             first_action=self.first_action, maxfun=self.maxfun, transform=self.transform,
             log_axes=tuple(self.log_axes), fit_kernel=self.fit_kernel,
             leave_below=None if self.leave_below is None else float(self.leave_below),
-            accept_floor=None if self.accept_floor is None else float(self.accept_floor))
+            accept_floor=None if self.accept_floor is None else float(self.accept_floor),
+            accept_memory=None if self.accept_memory is None else float(self.accept_memory))
 
 
 class BurnInConfig(_Strict):

@@ -88,6 +88,23 @@ def told_acceptance(acceptance, divergent_share: float = 0.0) -> float:
     return float(min(acceptance.mean(), max(0.0, 1.0 - DIVERGENCE_WEIGHT * divergent_share)))
 
 
+def chains_failure(acceptance, divergent, floor, stuck=None) -> bool:
+    """Whether a super-transition (or a probe) failed for a few chains alone:
+    some chain is ``stuck`` (default: it accepted nothing) while most chains,
+    each told alone (:func:`told_acceptance` of its acceptance and of its row
+    of the ``divergent`` (chains, iterations) flags), pass ``floor`` (False
+    when ``floor`` is None, and for one chain). Told to the tuner as
+    ``transient``: a chain far from the others' typical set fails steps that it
+    takes once there."""
+    acceptance, divergent = np.asarray(acceptance, float), np.asarray(divergent)
+    stuck = acceptance == 0 if stuck is None else np.asarray(stuck, bool)
+    if floor is None or not stuck.any():
+        return False
+    passes = [told_acceptance([a], float(d.sum()) / max(d.size, 1)) >= floor and not s
+              for a, d, s in zip(acceptance, divergent, stuck)]
+    return sum(passes) > len(passes) / 2
+
+
 #: A move to a step factor above PROBE_ABOVE times the largest one told feasible is tried first
 #: (:func:`probed_action`); the trial fails when a chain's mean acceptance probability is below
 #: PROBE_FLOOR; at most MAX_PROBES trials before a super-transition.
@@ -96,10 +113,11 @@ PROBE_ABOVE, PROBE_FLOOR, MAX_PROBES = 1.05, 0.1, 3
 
 def _untried_high(tuner, action: dict) -> bool:
     """Whether ``action`` raises the step factor past every one told feasible
-    (acceptance at the floor or above), or any action once every one told
-    failed, for a tuner that learns where actions fail (none before its first tell)."""
+    (acceptance at the floor or above), or is any action while none is (the
+    first told one too: the warm-up ran there, but from a cold start), for a
+    tuner that learns where actions fail."""
     floor = getattr(tuner, "accept_floor", None)
-    if floor is None or not tuner.history:
+    if floor is None:
         return False
     safe = [h["action"]["step_factor"] for h in tuner.history if h.get("acceptance", 0.0) >= floor]
     return not safe or float(action["step_factor"]) > PROBE_ABOVE * max(safe)
@@ -120,13 +138,16 @@ def probed_action(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, 
     while can_probe and len(probes) < MAX_PROBES and _untried_high(tuner, action):
         trial = replicas.probe(float(action["step_factor"]), int(action["num_steps"]), budget, len(probes))
         gradients += trial.gradients
-        low = float(trial.record.accept_prob.mean(axis=1).min())
+        chains = trial.record.accept_prob.mean(axis=1)
         probes.append(dict(step_factor=float(action["step_factor"]), num_steps=int(action["num_steps"]),
-                           min_accept_prob=round(low, 6), passed=low >= PROBE_FLOOR, gradients=trial.gradients))
+                           min_accept_prob=round(float(chains.min()), 6), passed=bool(chains.min() >= PROBE_FLOOR),
+                           gradients=trial.gradients))
         if probes[-1]["passed"]:
             break
         raw = float(reward(trial))
-        tuner.tell(action, raw if math.isfinite(raw) else fallback_reward(list(told)), acceptance=0.0)
+        transient = chains_failure(chains, trial.record.divergent, tuner.accept_floor, stuck=chains < PROBE_FLOOR)
+        tuner.tell(action, raw if math.isfinite(raw) else fallback_reward(list(told)), acceptance=0.0,
+                   **({"transient": True} if transient else {}))
         action = tuner.ask()
     return action, probes, gradients
 
@@ -145,8 +166,10 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric
     value, info = None, None
     if tell:
         value = raw if math.isfinite(raw) else fallback_reward(list(told))
+        transient = chains_failure(result.acceptance, rec.divergent, getattr(tuner, "accept_floor", None))
         info = tuner.tell(action, value, acceptance=told_acceptance(
-            result.acceptance, float(rec.divergent.sum()) / max(rec.divergent.size, 1)))
+            result.acceptance, float(rec.divergent.sum()) / max(rec.divergent.size, 1)),
+            **({"transient": True} if transient else {}))
     entry = LogEntry(i=result.index, step_factor=result.step_factor, num_steps=result.num_steps,
                      p=None if info is None else info.p, moved=False if info is None else info.moved,
                      reward=raw if math.isfinite(raw) else None, told=value,

@@ -73,9 +73,10 @@ GAUSS_BOUNDS = {"step_size": (0.01, 1.0), "num_steps": (1, 100)}
 GAUSS_SIZE = {"super_transitions": 200, "budget": 2000, "warmup": 3, "burn_in": 20}
 
 
-#: The kinds of run: hand grid cells, the thesis's hand settings (Gaussians), the bandit with the thesis's
-#: reward model, with the default, and with calibrated step scales (robot arm).
-KINDS = ("hand", "thesis_hand", "thesis", "default", "calibrated")
+#: The kinds of run: hand grid cells, the best of them again on more seeds (robot arm, "top"), the thesis's
+#: hand settings (Gaussians), the bandit with the thesis's reward model, with the default, and with
+#: calibrated step scales (robot arm).
+KINDS = ("hand", "top", "thesis_hand", "thesis", "default", "calibrated")
 
 
 # -- robot arm: runs through the run directories ----------------------------------------------------
@@ -84,16 +85,29 @@ KINDS = ("hand", "thesis_hand", "thesis", "default", "calibrated")
 CALIBRATED = {"sampler.calibrate_steps": True, "tuner.bounds": {"step_factor": [0.02, 2.02], "num_steps": [20, 5020]}}
 
 
-def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=()) -> list:
-    """(label, kind, action or None, overrides, seed) of every run of a robot-arm target."""
+def hand_run(eps: float, L: int, seed: int) -> tuple:
+    """(label, kind, action, overrides, seed) of one robot-arm grid cell's run."""
+    over = {"tuner.kind": "fixed", "tuner.step_factor": eps, "tuner.num_steps": L,
+            "tuner.bounds": None, "tuner.warmup_super_transitions": 0}
+    return f"hand eps={eps} L={L}", "hand", (eps, L), over, seed
+
+
+def best_cells(rows: list, target: str, k: int) -> list:
+    """The ``k`` grid cells (eps, L) of ``target`` with the highest median ESS per gradient over their seeds."""
+    grid = {}
+    for r in rows:
+        if r["target"] == target and r["kind"] == "hand":
+            grid.setdefault(tuple(r["action"]), []).append(r["ess_full"])
+    return sorted(grid, key=lambda a: -np.median(grid[a]))[:k]
+
+
+def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=(), top=(), top_seeds=()) -> list:
+    """(label, kind, action or None, overrides, seed) of every run of a robot-arm target; ``top``: cells
+    (eps, L) run again on ``top_seeds`` (their kind "top" here, "hand" in the rows)."""
     steps, lengths = ROBOT[target]["grid"]
-    out = []
-    for seed in grid_seeds:
-        for eps in steps:
-            for L in lengths:
-                over = {"tuner.kind": "fixed", "tuner.step_factor": eps, "tuner.num_steps": L,
-                        "tuner.bounds": None, "tuner.warmup_super_transitions": 0}
-                out.append((f"hand eps={eps} L={L}", "hand", (eps, L), over, seed))
+    out = [hand_run(eps, L, seed) for seed in grid_seeds for eps in steps for L in lengths]
+    out += [hand_run(eps, L, seed)[:1] + ("top",) + hand_run(eps, L, seed)[2:] for seed in top_seeds
+            for eps, L in top]
     for seed in seeds:
         out.append(("bandit, thesis reward model", "thesis", None, dict(THESIS), seed))
         out.append(("bandit, default", "default", None, {}, seed))
@@ -360,6 +374,10 @@ def main(argv=None):
     ap.add_argument("--grid-seeds", type=int, nargs="+", default=[1], help="seeds of the robot-arm grid cells")
     ap.add_argument("--gauss-grid-seeds", type=int, nargs="+", default=[1, 2, 3],
                     help="seeds of the Gaussians' grid cells (each cell's figure is the median over them)")
+    ap.add_argument("--top-cells", type=int, default=3, help="the robot-arm grid cells with the highest ESS per "
+                    "gradient on the grid seeds run again on --top-seeds (a best cell of one seed is the largest of "
+                    "12 noisy figures; each cell's figure is the median over its seeds)")
+    ap.add_argument("--top-seeds", type=int, nargs="*", default=[2, 3], help="seeds of the best cells' runs again")
     ap.add_argument("--calibrated-seeds", type=int, nargs="*", default=[1],
                     help="seeds of the robot-arm bandit runs with calibrated step scales")
     ap.add_argument("--runs", default="runs/tuning_study")
@@ -375,23 +393,35 @@ def main(argv=None):
     fresh = set(args.rerun or KINDS)
     t0 = time.perf_counter()
     rows = []
-    calls = {f"{target}/{run[0]}/{run[4]}": (target, *run, Path(args.runs))
-             for target in args.targets if target in ROBOT
-             for run in robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds)
-             if run[1] in fresh}
-    robot = {}
-    if calls:      # each run a Dask task on one thread (results do not depend on threads)
-        with dask_session(args.scheduler, args.workers) as client:
-            robot = map_tasks(client, robot_row, calls, Path(args.runs) / "rows.json")
-    if args.rerun:
-        rows += [dict(r, action=tuple(r["action"]) if r["action"] else None)
-                 for r in json.loads(Path(args.reuse).read_text()) if r["target"] in args.targets
-                 and r["kind"] not in fresh]
+    reused = [dict(r, action=tuple(r["action"]) if r["action"] else None)
+              for r in (json.loads(Path(args.reuse).read_text()) if args.rerun else [])
+              if r["target"] in args.targets and r["kind"] not in fresh
+              and not ("top" in fresh and r["kind"] == "hand" and r["target"] in ROBOT
+                       and r["seed"] not in args.grid_seeds)]
+    calls, robot = {}, {}
+
+    def run_robot(**top):      # each run a Dask task on one thread (results do not depend on threads)
+        new = {f"{target}/{run[0]}/{run[4]}": (target, *run, Path(args.runs))
+               for target in args.targets if target in ROBOT
+               for run in robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds,
+                                     top.get(target, ()), args.top_seeds if top else ())
+               if run[1] in fresh and (not top or run[1] == "top")}
+        calls.update(new)
+        if new:
+            with dask_session(args.scheduler, args.workers) as client:
+                robot.update(map_tasks(client, robot_row, new, Path(args.runs) / "rows.json"))
+
+    run_robot()
+    if "top" in fresh and args.top_cells:      # the best cells of the grid seeds, on more seeds
+        done = reused + [robot[k] for k in calls]
+        run_robot(**{t: best_cells(done, t, args.top_cells) for t in args.targets if t in ROBOT})
+    rows += reused
     for target in args.targets:
         if target in GAUSS:
             rows += gaussian_rows(target, args.seeds, args.gauss_grid_seeds, args.quick, fresh)
         else:
-            rows += [dict(robot[k], action=tuple(robot[k]["action"]) if robot[k]["action"] else None)
+            rows += [dict(robot[k], action=tuple(robot[k]["action"]) if robot[k]["action"] else None,
+                          kind="hand" if robot[k]["kind"] == "top" else robot[k]["kind"])
                      for k in calls if k.startswith(f"{target}/")]
     verdicts = bar(rows)
     command = " ".join(["python experiments/tuning_study.py", *(sys.argv[1:] if argv is None else argv)])

@@ -618,8 +618,9 @@ class _Scripted:
     def ask(self):
         return dict(self.actions[0])
 
-    def tell(self, action, reward, acceptance=None):
-        self.history.append({"action": dict(action), "reward": reward, "acceptance": acceptance})
+    def tell(self, action, reward, acceptance=None, transient=False):
+        self.history.append({"action": dict(action), "reward": reward, "acceptance": acceptance,
+                             "transient": transient})
         if len(self.actions) > 1:
             self.actions.pop(0)
 
@@ -627,20 +628,24 @@ class _Scripted:
 def test_a_move_past_the_tried_step_factors_is_probed_and_a_failed_probe_is_not_run():
     """With a tuner that learns where actions fail, a move to a step factor
     past every feasible one told is tried first: one past the cliff (every
-    trajectory rejected) is told with acceptance 0 and no super-transition runs
-    at it (no chain is stuck); one that mixes passes and runs; the probes'
-    gradients count in the super-transition's. A tuner without an
+    trajectory rejected) is told with acceptance 0 (not transient: every chain
+    failed) and no super-transition runs at it (no chain is stuck); one that
+    mixes passes and runs; the first told action is probed too (it passes);
+    the probes' gradients count in the super-transition's. A tuner without an
     accept_floor (the thesis's) is never probed, and its chains get stuck there."""
     actions = [{"step_factor": 0.1, "num_steps": 10}, {"step_factor": 40.0, "num_steps": 10},
                {"step_factor": 0.15, "num_steps": 10}]
     tuner = _Scripted(actions)
     log = run_super_transitions(_replicas(k=4, data="full", test_sets=None), tuner, 2, 200)
-    assert [e["step_factor"] for e in log] == [0.1, 0.15] and log[0]["probes"] == []
+    assert [e["step_factor"] for e in log] == [0.1, 0.15]
+    (first,) = log[0]["probes"]
+    assert first["step_factor"] == 0.1 and first["passed"]
     failed, passed = log[1]["probes"]
     assert failed["step_factor"] == 40.0 and not failed["passed"] and failed["min_accept_prob"] < 0.1
     assert passed["step_factor"] == 0.15 and passed["passed"] and passed["min_accept_prob"] >= 0.1
     assert [h["action"]["step_factor"] for h in tuner.history] == [0.1, 40.0, 0.15]
     assert tuner.history[0]["acceptance"] >= 0.8 and tuner.history[1]["acceptance"] == 0.0
+    assert not tuner.history[1]["transient"]
     own = log[1]["gradients"] - failed["gradients"] - passed["gradients"]
     assert failed["gradients"] > 0 and passed["gradients"] > 0
     assert log[1]["leapfrog_steps"] <= own <= log[1]["leapfrog_steps"] + 4 * (log[1]["iterations"] + 1)
@@ -653,11 +658,12 @@ def test_a_move_past_the_tried_step_factors_is_probed_and_a_failed_probe_is_not_
 
 def test_which_moves_are_probed():
     """Probed: a step factor above 1.05 times every one told feasible, or any
-    action while every one told failed; never before the first tell, nor for a
-    tuner without an accept_floor."""
+    action while every one told failed, or none was told (the first told
+    action: the warm-up ran there from a cold start); never for a tuner
+    without an accept_floor."""
     from adaptive_hmc.runner import _untried_high
     t = _Scripted([{"step_factor": 0.1, "num_steps": 10}])
-    assert not _untried_high(t, {"step_factor": 5.0})
+    assert _untried_high(t, {"step_factor": 0.1})
     t.history = [{"action": {"step_factor": 0.1}, "acceptance": 0.9},
                  {"action": {"step_factor": 0.5}, "acceptance": 0.0}]
     assert _untried_high(t, {"step_factor": 0.11}) and not _untried_high(t, {"step_factor": 0.104})

@@ -64,3 +64,19 @@ def test_rerun_runs_one_kind_and_reads_the_others_from_a_previous_study(tmp_path
         sorted((r["kind"], r["seed"]) for r in old if r["kind"] != "default")
     assert [(r["kind"], r["seed"]) for r in new if r["kind"] == "default"] == [("default", 2)]
     assert all(r == o for r, o in zip((r for r in new if r["kind"] == "hand"), (o for o in old if o["kind"] == "hand")))
+
+
+def test_the_best_cells_run_again_on_more_seeds_and_count_by_their_median():
+    """The study's best grid cells (by the median over the seeds they have) run
+    again on the top seeds as hand cells (the bar takes each cell's median, as
+    the test above checks), so one lucky seed no longer sets the best cell alone."""
+    study = _study()
+    rows = [{"target": "t", "kind": "hand", "action": (e, L), "seed": 1, "ess_full": v}
+            for (e, L), v in {(0.1, 100): 0.5, (0.2, 100): 0.9, (0.4, 100): 0.7, (0.4, 500): 0.1}.items()]
+    assert study.best_cells(rows, "t", 2) == [(0.2, 100), (0.4, 100)]
+    runs = study.robot_runs("robot_arm", [1], [1], False, (), top=[(0.2, 100)], top_seeds=[2, 3])
+    top = [r for r in runs if r[1] == "top"]
+    assert [(r[2], r[4]) for r in top] == [((0.2, 100), 2), ((0.2, 100), 3)]
+    assert top[0][0] == "hand eps=0.2 L=100" and top[0][3]["tuner.kind"] == "fixed"
+    more = rows + [dict(rows[1], seed=s, ess_full=v) for s, v in ((2, 0.3), (3, 0.4))]
+    assert study.best_cells(more, "t", 2) == [(0.4, 100), (0.1, 100)]       # (0.2, 100): median 0.4 of 0.9, 0.3, 0.4

@@ -336,6 +336,58 @@ def test_the_feasibility_model_visits_a_failing_region_once():
         BanditTuner(BOUNDS_SMALL, accept_floor=1.5)
 
 
+def test_a_chains_failure_fades_and_an_actions_failure_does_not():
+    """With ``accept_memory`` tau, a failure told ``transient`` (a chain stuck
+    while most passed) weighs exp(-age / tau) in the feasibility model: told
+    once and then passed over by safe tells beside it, the action is ruled out
+    at first and proposable (P(feasible) >= FEASIBLE) some 3 tau tells later; a
+    failure told plainly, or without a memory, stays ruled out, and the safe
+    action's own feasibility does not fade. The option and the flag survive a
+    state round trip, and the option is checked."""
+    from adaptive_hmc.tuners.options import DEFAULT_BANDIT
+    bounds = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
+    failed, safe = {"step_factor": 0.1, "num_steps": 2520}, {"step_factor": 0.07, "num_steps": 2520}
+    feasible = {}
+    for memory, transient in ((None, True), (5.0, False), (5.0, True)):
+        t = BanditTuner(bounds, seed=0, **{**DEFAULT_BANDIT, "accept_memory": memory})
+        t.tell(failed, 1.0, acceptance=0.0, transient=transient)
+        p = []
+        for _ in range(30):
+            t.tell(safe, 1.0, acceptance=1.0)
+            p.append(t.feasibility(np.array([[0.1, 2520], [0.07, 2520]])))
+        feasible[memory, transient] = np.array(p)
+    fading = feasible[5.0, True]
+    assert fading[0, 0] < 0.2 and fading[-1, 0] >= t.FEASIBLE and np.argmax(fading[:, 0] >= t.FEASIBLE) > 10
+    for kept in (feasible[None, True], feasible[5.0, False]):
+        assert kept[-1, 0] < 0.01 and kept[-1, 1] > 0.99
+    assert fading[-1, 1] > 0.99
+    state = json.loads(json.dumps(t.state_dict()))
+    assert state["history"][0]["transient"] and "transient" not in state["history"][1]
+    restored = BanditTuner.from_state(state)
+    assert restored.accept_memory == 5.0
+    assert np.allclose(restored.feasibility(np.array([[0.1, 2520]])), t.feasibility(np.array([[0.1, 2520]])))
+    with pytest.raises(ValueError, match="accept_memory"):
+        BanditTuner(bounds, accept_floor=0.8, accept_memory=0.0)
+
+
+def test_a_failure_of_a_few_stuck_chains_is_told_transient():
+    """chains_failure: a chain that accepted nothing (or, for a probe, is under
+    its floor) while most chains, each alone, pass the floor (its divergences
+    counted) is the chains' failure; not when most fail, for one chain, or for
+    a tuner without a floor."""
+    from adaptive_hmc.runner import chains_failure
+    ok = np.zeros((8, 20), bool)
+    acc = np.array([1.0, 1, 1, 0, 1, 1, 1, 0.9])
+    assert chains_failure(acc, ok, 0.8) and not chains_failure(acc, ok, None)
+    assert not chains_failure(np.ones(8), ok, 0.8)                              # nothing stuck
+    many = ok.copy()
+    many[:5, :2] = True                                                         # 10% divergent: 1 - 10 x 0.1 = 0
+    assert not chains_failure(acc, many, 0.8) and chains_failure(acc, np.pad(many[:2], ((0, 6), (0, 0))), 0.8)
+    assert not chains_failure([0.0], ok[:1], 0.8) and not chains_failure([0.0, 0.5, 0.2, 1.0], ok[:4], 0.8)
+    probe = np.array([0.05, 0.95, 0.9, 0.97])                                    # a probe: stuck under 0.1
+    assert chains_failure(probe, ok[:4], 0.8, stuck=probe < 0.1) and not chains_failure(probe, ok[:4], 0.8)
+
+
 def test_told_acceptance_fails_stuck_chains_and_divergences():
     from adaptive_hmc.runner import told_acceptance
     assert told_acceptance([0.9, 0.7]) == pytest.approx(0.8)

@@ -73,13 +73,23 @@ class BanditTuner:
     accept_length_scales : {name: length scale} of the feasibility GP, as a
         fraction of the box side (default ``alpha`` for every dimension): a
         dimension along which acceptance barely changes (L, for HMC) can say so.
+    accept_memory : None (every told acceptance counts alike), or a number of
+        tells tau: a failure told ``transient`` (a chain accepted nothing while
+        most chains passed the floor) weighs exp(-age / tau) in the feasibility
+        model, its age counted in tells since; every other tell keeps its
+        weight. Such a failure is the stuck chain's, not the action's: early
+        in a run one chain still far from the posterior's typical set (at 10
+        to 60 times the others' energy) fails a step that every chain takes
+        once there, and a failure that counted forever kept the tuner at a
+        fraction of the usable step for the rest of the run. A cliff that is
+        real is found again at the price of a probe, not a super-transition.
     """
 
     def __init__(self, bounds, seed: int = 0, *, integer=None, alpha: float = 0.2, delta: float = 0.1,
                  noise: float = 0.1, schedule=None, first_action="centre", fit_kernel: bool = False,
                  maxfun: int = 1000, polish: bool = True, model=None, transform: str = "standardize",
                  log_axes=(), leave_below: float | None = None, accept_floor: float | None = None,
-                 accept_length_scales: dict | None = None):
+                 accept_length_scales: dict | None = None, accept_memory: float | None = None):
         #: The action box (:class:`~adaptive_hmc.tuners.space.Space`): bounds, integer and log axes, unit maps.
         self.space = Space(bounds, integer, log_axes)
         self.bounds, self.names = self.space.bounds, self.space.names
@@ -101,6 +111,9 @@ class BanditTuner:
         unknown = set(self.accept_length_scales) - set(self.bounds)
         if unknown or not all(v > 0 for v in self.accept_length_scales.values()):
             raise ValueError(f"accept_length_scales={accept_length_scales!r}: positive scales of {list(self.bounds)}")
+        if accept_memory is not None and not accept_memory > 0:
+            raise ValueError(f"accept_memory={accept_memory!r}: None or a number of tells > 0")
+        self.accept_memory = None if accept_memory is None else float(accept_memory)
         self._feasibility_model = GPRewardModel(
             len(self.bounds), [self.accept_length_scales.get(n, alpha) for n in self.bounds])
         self.log_axes, self.integer = self.space.log_axes, self.space.integer
@@ -113,7 +126,7 @@ class BanditTuner:
         self._rng = np.random.default_rng(self.seed)
         self._history = []
         self._sums = {}
-        self._accepts = {}          # action -> [unit point, sum of told acceptances, count]
+        self._accepts = {}          # action -> [unit point, [(tell index, told acceptance, transient), ...]]
         if isinstance(first_action, dict):
             self._initial = [self.space.action(self.space.unit(first_action))]
         elif first_action == "centre":
@@ -131,10 +144,12 @@ class BanditTuner:
         """The action to try next (the same until the next tell)."""
         return dict(self._pending)
 
-    def tell(self, action: dict, reward: float, acceptance: float | None = None) -> TellInfo:
+    def tell(self, action: dict, reward: float, acceptance: float | None = None,
+             transient: bool = False) -> TellInfo:
         """Record ``reward`` (higher is better) for ``action`` and choose the
-        next action; ``acceptance`` (the smallest over the chains) feeds the
-        feasibility model when :attr:`accept_floor` is set."""
+        next action; ``acceptance`` feeds the feasibility model when
+        :attr:`accept_floor` is set, and fades (``accept_memory``) when told
+        ``transient``."""
         self.space.unit(action)                                  # a ValueError naming what is wrong with it
         if not math.isfinite(reward):
             raise ValueError(f"reward={reward!r} for {action}: must be finite (score failures with a low reward)")
@@ -142,7 +157,8 @@ class BanditTuner:
         i = len(self._history) + 1
         collapsed = self._collapsed(float(reward))
         self._record({"action": {n: action[n] for n in self.names}, "reward": float(reward),
-                      **({} if acceptance is None else {"acceptance": acceptance})})
+                      **({} if acceptance is None else {"acceptance": acceptance}),
+                      **({"transient": True} if transient and acceptance is not None else {})})
         if self._initial:
             p, moved, left, nxt = 1.0, True, False, self._initial.pop(0)
         else:
@@ -164,9 +180,8 @@ class BanditTuner:
         s[1] += h["reward"]
         s[2] += 1
         if "acceptance" in h:
-            a = self._accepts.setdefault(key, [x, 0.0, 0])
-            a[1] += h["acceptance"]
-            a[2] += 1
+            self._accepts.setdefault(key, [x, []])[1].append((len(self._history), h["acceptance"],
+                                                              bool(h.get("transient"))))
         self._history.append(dict(h, action=dict(h["action"])))
 
     #: Acceptance units per unit of the feasibility GP's target, the told
@@ -199,11 +214,17 @@ class BanditTuner:
     def _fit_feasibility(self):
         if self._accepts:
             v = list(self._accepts.values())
-            y = np.array([a[1] / a[2] for a in v])
-            counts = np.array([a[2] for a in v], float)
-            margin = np.minimum((y - self.accept_floor) / self.ACCEPT_SCALE, self.SAFE_CAP)  # safe is safe
+            now = len(self._history) - 1
+            y, weights = np.empty(len(v)), np.empty(len(v))
+            for i, a in enumerate(v):                  # weighted means, summed in order (all weights 1: the plain mean)
+                total = weight = 0.0
+                for t, acc, transient in a[1]:
+                    w = math.exp(-(now - t) / self.accept_memory) if transient and self.accept_memory else 1.0
+                    total, weight = total + w * acc, weight + w
+                y[i], weights[i] = total / weight, weight
+            margin = np.minimum((y - self.accept_floor) / self.ACCEPT_SCALE, self.SAFE_CAP)      # safe is safe
             self._feasibility_model.fit(np.array([a[0] for a in v]), margin - self.PRIOR_MARGIN,
-                                        (self.ACCEPT_NOISE / self.ACCEPT_SCALE) ** 2 / counts)
+                                        (self.ACCEPT_NOISE / self.ACCEPT_SCALE) ** 2 / weights)
 
     def _collapsed(self, reward: float) -> bool:
         """Whether ``reward`` (not yet in the history) ranks among the lowest
@@ -313,6 +334,7 @@ class BanditTuner:
                 "integer": self.integer, "alpha": self.alpha, "delta": self.delta, "noise": self.noise,
                 "transform": self.transform, "log_axes": self.log_axes, "leave_below": self.leave_below,
                 "accept_floor": self.accept_floor, "accept_length_scales": self.accept_length_scales,
+                "accept_memory": self.accept_memory,
                 "schedule": schedule_to_dict(self.schedule), "fit_kernel": self.fit_kernel,
                 "maxfun": self.maxfun, "polish": self.polish, "seed": self.seed,
                 "first_action": self.first_action, "rng": self._rng.bit_generator.state,
@@ -324,7 +346,7 @@ class BanditTuner:
                 alpha=state["alpha"], delta=state["delta"], noise=state["noise"],
                 transform=state["transform"], log_axes=state.get("log_axes", ()),
                 leave_below=state.get("leave_below"), accept_floor=state.get("accept_floor"),
-                accept_length_scales=state.get("accept_length_scales"),
+                accept_length_scales=state.get("accept_length_scales"), accept_memory=state.get("accept_memory"),
                 schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
                 fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"], model=model)
         t._rng.bit_generator.state = state["rng"]

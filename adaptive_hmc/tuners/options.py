@@ -20,8 +20,8 @@ class BanditOptions:
     docs/RESULTS.md): ranked rewards, the step factor on a log axis, leaving
     collapsed actions, the feasibility model (whose length scale along the
     step factor is 0.1 of its log axis: acceptance falls off a cliff within a
-    factor of 1.5-2 in step size), Wang's length scale, confidence, noise and
-    annealing rate. :class:`~adaptive_hmc.tuners.bandit.BanditTuner`
+    factor of 1.5-2 in step size) and a few chains' failure fading over 5
+    tells, Wang's length scale, confidence, noise and annealing rate. :class:`~adaptive_hmc.tuners.bandit.BanditTuner`
     documents each option; its own defaults are the thesis's."""
 
     bounds: dict
@@ -38,6 +38,7 @@ class BanditOptions:
     leave_below: float | None = 0.05
     accept_floor: float | None = 0.8
     accept_length_scales: dict | None = field(default_factory=lambda: {"step_factor": 0.1, "num_steps": 1.0})
+    accept_memory: float | None = 5.0
 
     def tuner(self, seed: int) -> BanditTuner:
         """The tuner these options describe, with its own ``seed``."""
