@@ -85,11 +85,11 @@ KINDS = ("hand", "top", "thesis_hand", "thesis", "default", "calibrated")
 CALIBRATED = {"sampler.calibrate_steps": True, "tuner.bounds": {"step_factor": [0.02, 2.02], "num_steps": [20, 5020]}}
 
 
-def hand_run(eps: float, L: int, seed: int) -> tuple:
+def hand_run(eps: float, L: int, seed: int, kind: str = "hand") -> tuple:
     """(label, kind, action, overrides, seed) of one robot-arm grid cell's run."""
     over = {"tuner.kind": "fixed", "tuner.step_factor": eps, "tuner.num_steps": L,
             "tuner.bounds": None, "tuner.warmup_super_transitions": 0}
-    return f"hand eps={eps} L={L}", "hand", (eps, L), over, seed
+    return f"hand eps={eps} L={L}", kind, (eps, L), over, seed
 
 
 def best_cells(rows: list, target: str, k: int) -> list:
@@ -106,8 +106,7 @@ def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=(),
     (eps, L) run again on ``top_seeds`` (their kind "top" here, "hand" in the rows)."""
     steps, lengths = ROBOT[target]["grid"]
     out = [hand_run(eps, L, seed) for seed in grid_seeds for eps in steps for L in lengths]
-    out += [hand_run(eps, L, seed)[:1] + ("top",) + hand_run(eps, L, seed)[2:] for seed in top_seeds
-            for eps, L in top]
+    out += [hand_run(eps, L, seed, "top") for seed in top_seeds for eps, L in top]
     for seed in seeds:
         out.append(("bandit, thesis reward model", "thesis", None, dict(THESIS), seed))
         out.append(("bandit, default", "default", None, {}, seed))
@@ -400,12 +399,12 @@ def main(argv=None):
                        and r["seed"] not in args.grid_seeds)]
     calls, robot = {}, {}
 
-    def run_robot(**top):      # each run a Dask task on one thread (results do not depend on threads)
+    def run_robot(top=None):      # each run a Dask task on one thread (results do not depend on threads)
         new = {f"{target}/{run[0]}/{run[4]}": (target, *run, Path(args.runs))
                for target in args.targets if target in ROBOT
                for run in robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds,
-                                     top.get(target, ()), args.top_seeds if top else ())
-               if run[1] in fresh and (not top or run[1] == "top")}
+                                     (top or {}).get(target, ()), args.top_seeds if top else ())
+               if run[1] in fresh and (top is None or run[1] == "top")}
         calls.update(new)
         if new:
             with dask_session(args.scheduler, args.workers) as client:
@@ -414,7 +413,7 @@ def main(argv=None):
     run_robot()
     if "top" in fresh and args.top_cells:      # the best cells of the grid seeds, on more seeds
         done = reused + [robot[k] for k in calls]
-        run_robot(**{t: best_cells(done, t, args.top_cells) for t in args.targets if t in ROBOT})
+        run_robot({t: best_cells(done, t, args.top_cells) for t in args.targets if t in ROBOT})
     rows += reused
     for target in args.targets:
         if target in GAUSS:
