@@ -122,8 +122,8 @@ def test_neal_1992_grid_runs_in_its_quick_form(tmp_path):
     assert "## annealed: failures out of 2" in text and (out / "neal1992_grid.png").stat().st_size > 5_000
     bandit = json.loads((out / "bandit.json").read_text())
     assert len(bandit) == 4 and all(r["test_error"] > 0 for r in bandit.values())
-    assert sorted(len(r["actions"]) for r in bandit.values()) == [4, 4, 6, 6]
-    assert all(r["warmup_steps"] > 0 for r in bandit.values() if r["variant"] == "bandit_annealed")
+    assert sorted(len(r["actions"]) for r in bandit.values()) == [2, 2, 6, 6]
+    assert all(r["warmup_steps"] > 0 for r in bandit.values() if r["variant"] == "bandit_cooled")
     for r in bandit.values():          # every action inside the box
         assert all(0.25e-4 <= e <= 2e-4 and 100 <= L <= 2000 for e, L in r["actions"])
     assert "## The bandit on the same problem" in text
