@@ -43,6 +43,7 @@ from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.replicas import DEFAULT_WEIGHT_BY, iterations
+from adaptive_hmc.rewards import esjd
 from adaptive_hmc.runner import told_acceptance
 from adaptive_hmc.tuners.options import DEFAULT_BANDIT
 from adaptive_hmc.diagnostics import compute_spaced, draws_ess
@@ -152,7 +153,8 @@ def robot_row(target: str, label: str, kind: str, action, over: dict, seed: int,
 def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEIGHT_BY, jitter: bool = False) -> dict:
     """One chain of HMC (absolute step size; trajectory lengths drawn from
     1..L with ``jitter``, as the package's tuned sampler) on N(0, cov), its actions
-    from ``tuner`` (ask/tell, ESJD/sqrt(L) rewards), ``size`` as
+    from ``tuner`` (ask/tell; each super-transition's reward
+    :func:`~adaptive_hmc.rewards.esjd` of its iterations, as a run's), ``size`` as
     :data:`GAUSS_SIZE`. Returns the low-acceptance share after warm-up,
     divergences, and the ESS per 1000 gradients of the chain's average, its
     draws weighted as ``weight_by`` says (as a run's samples,
@@ -167,10 +169,11 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
         action = tuner.ask()
         eps, L = float(action["step_size"]), int(action["num_steps"])
         settings = hmc_settings(num_steps=L, step_size=eps, jitter=jitter)
-        esjd, accepted, diverged, n, first = 0.0, 0, 0, iterations(size["budget"], L, jitter), len(draws)
+        probs, jumps, accepted, diverged, n, first = [], [], 0, 0, iterations(size["budget"], L, jitter), len(draws)
         for _ in range(n):
             state, info = hmc(state, settings, rng)
-            esjd += info.accept_prob * info.squared_jump
+            probs.append(info.accept_prob)
+            jumps.append(info.squared_jump)
             accepted += info.accepted
             diverged += info.divergent
             grads += info.num_steps
@@ -182,7 +185,7 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
         else:                               # each draw weighs its super-transition's mean steps, as a run's samples
             weights[first:] = [sum(weights[first:]) / (len(draws) - first)] * (len(draws) - first)
         if i >= size["warmup"]:
-            tuner.tell(action, esjd / n / math.sqrt(L) if n else 0.0,      # the acceptance as a run tells it
+            tuner.tell(action, esjd(probs, jumps, L) if n else 0.0,      # reward and acceptance as a run tells them
                        acceptance=told_acceptance([accepted / max(n, 1)], diverged / max(n, 1)))
             told += 1
             low.append(accepted / max(n, 1) < LOW)
@@ -386,22 +389,25 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, help="workers of the local cluster (default: the cores)")
     ap.add_argument("--rerun", nargs="+", choices=KINDS, help="run only these kinds of run and read the others' "
                     "rows from --reuse (after a change that only they see, e.g. of the default tuner)")
+    ap.add_argument("--rerun-targets", nargs="+", choices=[*ROBOT, *GAUSS],
+                    help="with --rerun: rerun those kinds on these targets alone (default: every target)")
     ap.add_argument("--reuse", default=str(ROOT / "docs" / "tuning_study.json"),
                     help="a previous study's rows (its JSON), read with --rerun")
     args = ap.parse_args(argv)
     fresh = set(args.rerun or KINDS)
+    again = set(args.rerun_targets or args.targets)
     t0 = time.perf_counter()
     rows = []
     reused = [dict(r, action=tuple(r["action"]) if r["action"] else None)
               for r in (json.loads(Path(args.reuse).read_text()) if args.rerun else [])
-              if r["target"] in args.targets and r["kind"] not in fresh
-              and not ("top" in fresh and r["kind"] == "hand" and r["target"] in ROBOT
+              if r["target"] in args.targets and (r["kind"] not in fresh or r["target"] not in again)
+              and not ("top" in fresh and r["kind"] == "hand" and r["target"] in ROBOT and r["target"] in again
                        and r["seed"] not in args.grid_seeds)]
     calls, robot = {}, {}
 
     def run_robot(top=None):      # each run a Dask task on one thread (results do not depend on threads)
         new = {f"{target}/{run[0]}/{run[4]}": (target, *run, Path(args.runs))
-               for target in args.targets if target in ROBOT
+               for target in args.targets if target in ROBOT and target in again
                for run in robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds,
                                      (top or {}).get(target, ()), args.top_seeds if top else ())
                if run[1] in fresh and (top is None or run[1] == "top")}
@@ -417,7 +423,8 @@ def main(argv=None):
     rows += reused
     for target in args.targets:
         if target in GAUSS:
-            rows += gaussian_rows(target, args.seeds, args.gauss_grid_seeds, args.quick, fresh)
+            rows += gaussian_rows(target, args.seeds, args.gauss_grid_seeds, args.quick,
+                                  fresh if target in again else set())
         else:
             rows += [dict(robot[k], action=tuple(robot[k]["action"]) if robot[k]["action"] else None,
                           kind="hand" if robot[k]["kind"] == "top" else robot[k]["kind"])

@@ -66,6 +66,53 @@ def test_rerun_runs_one_kind_and_reads_the_others_from_a_previous_study(tmp_path
     assert all(r == o for r, o in zip((r for r in new if r["kind"] == "hand"), (o for o in old if o["kind"] == "hand")))
 
 
+def test_rerun_targets_reruns_those_targets_alone(tmp_path):
+    """--rerun default --rerun-targets gauss1: gauss1's default runs again; gauss2's every row is read back."""
+    study = _study()
+    args = ["--targets", "gauss1", "gauss2", "--quick", "--gauss-grid-seeds", "1"]
+    study.main([*args, "--seeds", "1", "--out", str(tmp_path / "a" / "study.md")])
+    old = json.loads((tmp_path / "a" / "study.json").read_text())
+    study.main([*args, "--seeds", "2", "--rerun", "default", "--rerun-targets", "gauss1",
+                "--reuse", str(tmp_path / "a" / "study.json"), "--out", str(tmp_path / "b" / "study.md")])
+    new = json.loads((tmp_path / "b" / "study.json").read_text())
+    assert [r for r in new if r["target"] == "gauss2"] == [o for o in old if o["target"] == "gauss2"]
+    assert [r["seed"] for r in new if r["target"] == "gauss1" and r["kind"] == "default"] == [2]
+
+
+def test_the_gaussians_loop_tells_the_reward_a_run_tells():
+    """Each super-transition's reward is rewards.esjd of its iterations (their sum over sqrt(L)), as a run's."""
+    study = _study()
+
+    class Recorder:
+        def __init__(self):
+            self.told = []
+
+        def ask(self):
+            return {"step_size": 0.3, "num_steps": 10}
+
+        def tell(self, action, reward, acceptance=None):
+            self.told.append(reward)
+
+    size = {"super_transitions": 2, "budget": 200, "warmup": 0, "burn_in": 0}
+    tuner = Recorder()
+    study.gaussian_run([[1.0, 0.5], [0.5, 1.0]], tuner, size, seed=3)
+    from adaptive_hmc.models.gaussian import GaussianTarget
+    from adaptive_hmc.rewards import esjd
+    from adaptive_hmc.samplers.chain import init_state, make_hmc
+    from adaptive_hmc.samplers.settings import hmc_settings
+    model = GaussianTarget(np.zeros(2), np.array([[1.0, 0.5], [0.5, 1.0]]))
+    hmc, rng = make_hmc(model), np.random.default_rng(3)
+    state = init_state(model, rng.normal(size=2) * 3.0)
+    settings = hmc_settings(num_steps=10, step_size=0.3)
+    for told in tuner.told:
+        infos = []
+        for _ in range(20):                         # 200 steps at L 10
+            state, info = hmc(state, settings, rng)
+            infos.append(info)
+        assert told == esjd([i.accept_prob for i in infos], [i.squared_jump for i in infos], 10)
+        assert told > 10 * np.mean([i.accept_prob * i.squared_jump for i in infos]) / np.sqrt(10) * 0.99
+
+
 def test_the_best_cells_run_again_on_more_seeds_and_count_by_their_median():
     """The study's best grid cells (by the median over the seeds they have) run
     again on the top seeds as hand cells (the bar takes each cell's median, as
