@@ -73,6 +73,22 @@ def test_fresh_compile_and_cached_kernels_give_identical_results(tmp_path, warm_
     _assert_same_run(fresh, tmp_path / "cached")
 
 
+def test_kernels_compiled_after_other_kernels_are_the_fresh_compiles(tmp_path, warm_cache):
+    """One process runs a user's density first (its array ``** 2`` has Numba
+    compile a power helper without the package's fastmath flags, which later
+    compiles in the process would reuse), then the robot arm, compiling its
+    kernels into an empty cache: the run is the fresh process's bit for bit."""
+    _, fresh = warm_cache
+    runs = [["run", str(CONFIGS / "eight_schools_density.yaml"), "--out", str(tmp_path / "density"), "--quiet"],
+            ["run", str(_config(tmp_path)), "--out", str(tmp_path / "after"), "--quiet"]]
+    script = ("import json, sys\nfrom adaptive_hmc.cli import main\n"
+              "for argv in json.loads(sys.argv[1]):\n    assert main(argv) == 0, argv\n")
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], env=_env(tmp_path / "cache"),
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr
+    _assert_same_run(fresh, tmp_path / "after")
+
+
 def test_killed_and_resumed_runs_end_as_uninterrupted_ones(tmp_path, warm_cache):
     """kill -9 at random points (the first during a run compiling its kernels
     into an empty cache: before any checkpoint), each time followed by

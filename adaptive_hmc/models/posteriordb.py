@@ -383,7 +383,7 @@ def diamonds() -> Posterior:
         Gb = G @ beta
         m = icpt - ybar
         ss = yy - 2.0 * (b @ beta) + beta @ Gb + N * m * m
-        u = (icpt - 8.0) ** 2 / 300.0
+        u = (icpt - 8.0) * (icpt - 8.0) / 300.0     # a product, not ** 2 (see samplers.hmc.squared_distance)
         lp = -0.5 * (beta @ beta) - 2.0 * np.log1p(u) - 2.0 * np.log1p(x2 / 300.0) + s - N * s - 0.5 * ss / x2
         g = np.empty(P + 2)
         for k in range(P):

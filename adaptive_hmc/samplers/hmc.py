@@ -78,9 +78,15 @@ def _offer_both(idx, W, L, q, g, p, u, h, sel, rng):
 
 @njit(inline="always")
 def squared_distance(a, b):
+    """||a - b||^2. The square is a product, not ``** 2``: Numba may lower a
+    power through a helper compiled without this package's fastmath flags and
+    shared by every later compile in the process, so that the kernel's code
+    (and its last bits) would depend on what the process compiled before
+    (tests/test_reproducible.py)."""
     s = 0.0
     for k in range(a.size):
-        s += (a[k] - b[k]) ** 2
+        d = a[k] - b[k]
+        s += d * d
     return s
 
 
