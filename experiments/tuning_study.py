@@ -102,9 +102,12 @@ def best_cells(rows: list, target: str, k: int) -> list:
     return sorted(grid, key=lambda a: -np.median(grid[a]))[:k]
 
 
-def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=(), top=(), top_seeds=()) -> list:
+def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=(), top=(), top_seeds=(),
+               thin: int = 5) -> list:
     """(label, kind, action or None, overrides, seed) of every run of a robot-arm target; ``top``: cells
-    (eps, L) run again on ``top_seeds`` (their kind "top" here, "hand" in the rows)."""
+    (eps, L) run again on ``top_seeds`` (their kind "top" here, "hand" in the rows); ``thin``: the runs'
+    run.thin (the ESS is measured on the kept samples: with long trajectories thin 5 keeps a few a
+    super-transition and the figure is a lower bound, see adaptive_hmc.metrics.thin_limited)."""
     steps, lengths = ROBOT[target]["grid"]
     out = [hand_run(eps, L, seed) for seed in grid_seeds for eps in steps for L in lengths]
     out += [hand_run(eps, L, seed, "top") for seed in top_seeds for eps, L in top]
@@ -115,7 +118,7 @@ def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=(),
         out.append(("bandit, default, calibrated steps", "calibrated", None, json.loads(json.dumps(CALIBRATED)),
                     seed))
     for _, _, _, over, _ in out:
-        over.update({"run.thin": 5, "run.threads": 1})
+        over.update({"run.thin": thin, "run.threads": 1})
         if over.get("tuner.reward") == "cv":
             over["replicas.full_data_chain"] = True
         if quick:
@@ -382,7 +385,10 @@ def main(argv=None):
     ap.add_argument("--top-seeds", type=int, nargs="*", default=[2, 3], help="seeds of the best cells' runs again")
     ap.add_argument("--calibrated-seeds", type=int, nargs="*", default=[1],
                     help="seeds of the robot-arm bandit runs with calibrated step scales")
-    ap.add_argument("--runs", default="runs/tuning_study")
+    ap.add_argument("--thin", type=int, default=5, help="run.thin of the robot-arm runs (the ESS is measured on "
+                    "the kept samples)")
+    ap.add_argument("--runs", help="run directories (default: runs/tuning_study, runs/tuning_study_thinN "
+                    "with another --thin)")
     ap.add_argument("--out", default=str(ROOT / "docs" / "tuning_study.md"))
     ap.add_argument("--quick", action="store_true", help="shrunk targets, to check the pipeline")
     ap.add_argument("--scheduler", help="address of a Dask scheduler (default: a local cluster)")
@@ -394,6 +400,7 @@ def main(argv=None):
     ap.add_argument("--reuse", default=str(ROOT / "docs" / "tuning_study.json"),
                     help="a previous study's rows (its JSON), read with --rerun")
     args = ap.parse_args(argv)
+    args.runs = args.runs or ("runs/tuning_study" if args.thin == 5 else f"runs/tuning_study_thin{args.thin}")
     fresh = set(args.rerun or KINDS)
     again = set(args.rerun_targets or args.targets)
     t0 = time.perf_counter()
@@ -409,7 +416,7 @@ def main(argv=None):
         new = {f"{target}/{run[0]}/{run[4]}": (target, *run, Path(args.runs))
                for target in args.targets if target in ROBOT and target in again
                for run in robot_runs(target, args.seeds, args.grid_seeds, args.quick, args.calibrated_seeds,
-                                     (top or {}).get(target, ()), args.top_seeds if top else ())
+                                     (top or {}).get(target, ()), args.top_seeds if top else (), args.thin)
                if run[1] in fresh and (top is None or run[1] == "top")}
         calls.update(new)
         if new:

@@ -127,3 +127,10 @@ def test_the_best_cells_run_again_on_more_seeds_and_count_by_their_median():
     assert top[0][0] == "hand eps=0.2 L=100" and top[0][3]["tuner.kind"] == "fixed"
     more = rows + [dict(rows[1], seed=s, ess_full=v) for s, v in ((2, 0.3), (3, 0.4))]
     assert study.best_cells(more, "t", 2) == [(0.4, 100), (0.1, 100)]       # (0.2, 100): median 0.4 of 0.9, 0.3, 0.4
+
+
+def test_the_robot_runs_keep_every_thin_th_sample_as_asked():
+    """--thin sets every robot-arm run's run.thin (5 by default): the ESS is measured on the kept samples."""
+    study = _study()
+    assert {r[3]["run.thin"] for r in study.robot_runs("robot_arm", [1], [1], False)} == {5}
+    assert {r[3]["run.thin"] for r in study.robot_runs("robot_arm", [1], [1], False, (), thin=1)} == {1}
