@@ -292,7 +292,7 @@ def bar(rows: list) -> dict:
     return out
 
 
-def markdown(rows: list, verdicts: dict, seconds: float, command: str) -> str:
+def markdown(rows: list, verdicts: dict, seconds: float, command: str, thin: int = 5) -> str:
     lines = ["# Tuning study", "",
              f"Made by `{command}` ({seconds / 60:.0f} min on 2 cores; the runs read from earlier studies or run "
              f"dirs took {sum(r['wall_s'] for r in rows if math.isfinite(r['wall_s'])) / 60:.0f} min of sampling "
@@ -304,7 +304,10 @@ def markdown(rows: list, verdicts: dict, seconds: float, command: str) -> str:
              "(median) of the CV replicas, each of the run's weighted average (`run.weight_by`: the default weighs "
              "each sample by its leapfrog steps, the thesis's runs each iteration once). Grid cells run the "
              "bandit's chains (robot arm: the config's 8 chains of the posterior, whose ESS sees what differs "
-             "between chains; Gaussians: one chain) at its leapfrog budget per chain; a cell's figure is the "
+             "between chains; Gaussians: one chain) at its leapfrog budget per chain. "
+             f"The robot-arm runs keep every {thin}th sample (`run.thin`; rows read back "
+             "with --rerun keep their own study's), on which their ESS is measured: where trajectories are long "
+             "and few samples are kept, a figure at a thin above 1 is a lower bound. A cell's figure is the "
              f"median over its seeds. The bar: at most 5% of super-transitions with mean acceptance under 0.2 and at "
              f"least {BAR} of the best cell's "
              f"ESS per gradient; the best cell whose trajectories diverge at most {CLEAN:.1%} of the time is "
@@ -438,7 +441,7 @@ def main(argv=None):
                      for k in calls if k.startswith(f"{target}/")]
     verdicts = bar(rows)
     command = " ".join(["python experiments/tuning_study.py", *(sys.argv[1:] if argv is None else argv)])
-    text = markdown(rows, verdicts, time.perf_counter() - t0, command)
+    text = markdown(rows, verdicts, time.perf_counter() - t0, command, args.thin)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text)
