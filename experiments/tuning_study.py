@@ -305,7 +305,7 @@ def markdown(rows: list, verdicts: dict, seconds: float, command: str, thin: int
              "each sample by its leapfrog steps, the thesis's runs each iteration once). Grid cells run the "
              "bandit's chains (robot arm: the config's 8 chains of the posterior, whose ESS sees what differs "
              "between chains; Gaussians: one chain) at its leapfrog budget per chain. "
-             f"The robot-arm runs keep every {thin}th sample (`run.thin`; rows read back "
+             f"The robot-arm runs keep one sample in {thin} (`run.thin`; rows read back "
              "with --rerun keep their own study's), on which their ESS is measured: where trajectories are long "
              "and few samples are kept, a figure at a thin above 1 is a lower bound. A cell's figure is the "
              f"median over its seeds. The bar: at most 5% of super-transitions with mean acceptance under 0.2 and at "
@@ -403,6 +403,8 @@ def main(argv=None):
     ap.add_argument("--reuse", default=str(ROOT / "docs" / "tuning_study.json"),
                     help="a previous study's rows (its JSON), read with --rerun")
     args = ap.parse_args(argv)
+    if args.thin < 1:
+        ap.error(f"--thin {args.thin}: must be an integer >= 1 (the ESS is measured on the kept samples)")
     args.runs = args.runs or ("runs/tuning_study" if args.thin == 5 else f"runs/tuning_study_thin{args.thin}")
     fresh = set(args.rerun or KINDS)
     again = set(args.rerun_targets or args.targets)
