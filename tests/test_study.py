@@ -24,8 +24,8 @@ def test_quick_study_on_a_gaussian_writes_its_table_figure_and_verdicts(tmp_path
     rows = json.loads((tmp_path / "docs" / "study.json").read_text())
     hand = [r for r in rows if r["kind"] == "hand"]
     assert len(hand) == 12 and all(np.isfinite(r["ess_full"]) and r["ess_full"] >= 0 for r in rows)
-    best = max(r["ess_full"] for r in hand)
-    clean = max(r["ess_full"] for r in hand if r["divergences"] <= study.CLEAN * r["trajectories"])
+    best = max(study.figure_of(r) for r in hand)
+    clean = max(study.figure_of(r) for r in hand if r["divergences"] <= study.CLEAN * r["trajectories"])
     for v in verdicts.values():
         assert v["best_cell"] == best and v["best_clean_cell"] == clean
         assert v["meets"] == (v["low_share"] <= 0.05 and v["ess"] >= study.BAR * best)
@@ -48,6 +48,26 @@ def test_the_bar_is_a_share_of_the_best_cell_and_names_the_best_clean_cell():
     assert v[("t", "default")]["best_cell"] == 0.9 and v[("t", "default")]["best_clean_cell"] == 0.5
     assert v[("t", "default")]["meets"] and not v[("t", "thesis")]["meets"]          # 0.63 >= 0.7 x 0.9 > 0.62
     assert not study.bar([*rows[:5], row("x", "default", 0.9, low=0.1)])[("t", "default")]["meets"]
+
+
+def test_a_gaussian_chain_with_the_wrong_answer_counts_zero_whatever_its_ess():
+    """gauss1 at step 0.1 and L 30 is 10 whole periods of its short axis (leapfrog angle pi/3 a step), which
+    then never moves from its start: a large ESS and the wrong means. bias_z flags it; one step fewer mixes
+    both axes and passes (the check has power and no false alarm here), and bar() counts the wrong cell 0."""
+    study = _study()
+    cov, size = study.GAUSS["gauss1"]["cov"], dict(study.GAUSS_SIZE, super_transitions=40)
+    wrong = study.gaussian_run(cov, study._Fixed(0.1, 30), size, 1)
+    right = study.gaussian_run(cov, study._Fixed(0.1, 29), size, 1)
+    assert wrong["bias_z"] > 4 * study.BIAS_Z and wrong["ess_full"] > right["ess_full"] > 0
+    assert right["bias_z"] < study.BIAS_Z
+    rows = [dict(wrong, target="g", label="a", kind="hand", seed=1),
+            dict(right, target="g", label="b", kind="hand", seed=1),
+            dict(right, target="g", label="x", kind="default", seed=1, ess_full=0.8 * right["ess_full"])]
+    v = study.bar(rows)[("g", "default")]
+    assert v["best_cell"] == right["ess_full"] and v["meets"]
+    rng = np.random.default_rng(0)
+    iid = rng.normal(size=(4000, 2)) @ np.linalg.cholesky(np.array(cov)).T
+    assert study.bias_z(iid, cov) < study.BIAS_Z < study.bias_z(iid + [0.0, 0.1], cov)
 
 
 def test_rerun_runs_one_kind_and_reads_the_others_from_a_previous_study(tmp_path):
@@ -130,7 +150,7 @@ def test_the_best_cells_run_again_on_more_seeds_and_count_by_their_median():
 
 
 def test_the_robot_runs_keep_every_thin_th_sample_as_asked():
-    """--thin sets every robot-arm run's run.thin (5 by default): the ESS is measured on the kept samples."""
+    """--thin sets every robot-arm run's run.thin (1 by default): the ESS is measured on the kept samples."""
     study = _study()
-    assert {r[3]["run.thin"] for r in study.robot_runs("robot_arm", [1], [1], False)} == {5}
-    assert {r[3]["run.thin"] for r in study.robot_runs("robot_arm", [1], [1], False, (), thin=1)} == {1}
+    assert {r[3]["run.thin"] for r in study.robot_runs("robot_arm", [1], [1], False)} == {1}
+    assert {r[3]["run.thin"] for r in study.robot_runs("robot_arm", [1], [1], False, (), thin=5)} == {5}
