@@ -59,7 +59,18 @@ def label(task, parts, part):
     return f"{task}-n{TRAIN_CASES[task] // parts}-p{part}"
 
 
-def write_sweep(out: Path, tasks, sizes, quick: bool) -> Path:
+def run_dirs(sweep_dir: Path, tasks, sizes, seeds=(1,)):
+    """(method, task, parts, part, seed, run directory) of every MC run; with run seeds other than the
+    configs' own (1), each run's name ends in its seed."""
+    seeded = list(seeds) != [1]
+    for t, p, j in partitions(tasks, sizes):
+        for s in seeds:
+            for m in ("hand", "bandit"):
+                name = f"rasmussen1996_{m}__{label(t, p, j)}" + (f"__seed={s}" if seeded else "")
+                yield m, t, p, j, s, sweep_dir / "runs" / name
+
+
+def write_sweep(out: Path, tasks, sizes, quick: bool, seeds=(1,)) -> Path:
     entries = []
     for t, p, j in partitions(tasks, sizes):
         (X, _), _ = cases(t, p, j)
@@ -68,6 +79,8 @@ def write_sweep(out: Path, tasks, sizes, quick: bool) -> Path:
     spec = {"name": out.name, "base": [str(ROOT / "configs" / f"rasmussen1996_{m}.yaml") for m in ("hand", "bandit")],
             "grid": {"run.budget": [1000], "run.super_transitions": [9], "run.checkpoint_every": [1]} if quick else {},
             "cases": entries}
+    if list(seeds) != [1]:
+        spec["grid"]["run.seed"] = [int(s) for s in seeds]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "sweep_file.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -147,19 +160,55 @@ def mc_error(run_dir: Path) -> float:
     return float(np.mean((p["test/mean"] - y) ** 2) / np.var(y))
 
 
-def collect(sweep_dir: Path, baselines: dict, tasks, sizes) -> dict:
-    """{task: {n_cases: {method: [errors over the partitions]}}}"""
+def collect(sweep_dir: Path, baselines: dict, tasks, sizes, seeds=(1,)) -> dict:
+    """{task: {n_cases: {method: [errors over the partitions (and the MC runs' seeds)]}}}"""
     res = {}
+    for m, t, p, j, _, d in run_dirs(sweep_dir, tasks, sizes, seeds):
+        if (d / "predictions.npz").is_file():
+            res.setdefault(t, {}).setdefault(TRAIN_CASES[t] // p, {}).setdefault(f"mc_{m}", []).append(mc_error(d))
     for t, p, j in partitions(tasks, sizes):
         cell = res.setdefault(t, {}).setdefault(TRAIN_CASES[t] // p, {})
-        for m in ("hand", "bandit"):
-            d = sweep_dir / "runs" / f"rasmussen1996_{m}__{label(t, p, j)}"
-            if (d / "predictions.npz").is_file():
-                cell.setdefault(f"mc_{m}", []).append(mc_error(d))
         for m in ("gp", "ensemble", "linear"):
             if f"{label(t, p, j)}/{m}" in baselines:
                 cell.setdefault(m, []).append(baselines[f"{label(t, p, j)}/{m}"])
     return res
+
+
+def chain_figures(sweep_dir: Path, tasks, sizes, seeds=(1,)) -> dict:
+    """What each MC method's chains buy, from each run's summary and log: the median ESS per 1000 gradients
+    (every gradient, probes included) of the test predictions, the paired ratio bandit / hand of each
+    training set and seed, and after the tuner's warm-up the runs with a super-transition accepting under
+    5%, the divergent share of all trajectories, the runs above 0.5% divergent, and the probes made and
+    failed."""
+    out, ess = {}, {}
+    for m, t, p, j, s, d in run_dirs(sweep_dir, tasks, sizes, seeds):
+        if not (d / "summary.json").is_file():
+            continue
+        ess[(m, t, p, j, s)] = json.loads((d / "summary.json").read_text())[
+            "diagnostics"]["test"]["test"]["ess_per_1000_gradients"]["median"]
+        warmup = yaml.safe_load((d / "config.resolved.yaml").read_text())["tuner"]["warmup_super_transitions"]
+        log = [json.loads(line) for line in (d / "log.jsonl").read_text().splitlines()]
+        after = [r for r in log if r["i"] >= warmup]
+        n = sum(r["iterations"] * len(r["acceptance"]) for r in after)
+        div = sum(r["divergences"] for r in after)
+        probes = [q for r in log for q in r.get("probes", [])]
+        f = out.setdefault(m, {"runs": 0, "stuck_runs": 0, "divergent": 0, "trajectories": 0, "over": 0,
+                               "probes": 0, "failed_probes": 0})
+        f["runs"] += 1
+        f["stuck_runs"] += any(min(r["acceptance"]) < 0.05 for r in after)
+        f["divergent"] += div
+        f["trajectories"] += n
+        f["over"] += div > 0.005 * n
+        f["probes"] += len(probes)
+        f["failed_probes"] += sum(not q["passed"] for q in probes)
+    for m, f in out.items():
+        f["ess_median"] = float(np.median([v for k, v in ess.items() if k[0] == m]))
+    ratios = [v / ess[("hand", *k[1:])] for k, v in ess.items() if k[0] == "bandit" and ("hand", *k[1:]) in ess]
+    if ratios:
+        out["paired"] = {"runs": len(ratios), "median": float(np.median(ratios)),
+                         "geometric_mean": float(np.exp(np.mean(np.log(ratios)))),
+                         "bandit_at_least_hand": float(np.mean(np.array(ratios) >= 1))}
+    return out
 
 
 def summarise(res: dict, tasks, sizes) -> dict:
@@ -180,13 +229,17 @@ def summarise(res: dict, tasks, sizes) -> dict:
     return out
 
 
-def report(summary: dict, tasks, sizes, quick: bool, seconds: dict) -> str:
+def report(summary: dict, tasks, sizes, quick: bool, seconds: dict, chains: dict = None, seeds=(1,)) -> str:
     frac = {8: "1/8", 4: "1/4", 2: "1/2", 1: "all"}
+    seeded = list(seeds) != [1]
     lines = ["# Rasmussen (1996): five UCI regression tasks", "",
-             "Generated by `python experiments/rasmussen1996.py" + (" --quick" if quick else "") + " --docs`" +
+             "Generated by `python experiments/rasmussen1996.py" + (" --quick" if quick else "") +
+             (" --seeds " + " ".join(map(str, seeds)) if seeded else "") + " --docs`" +
              "; do not edit. Squared test error normalised by the variance of the test targets (his Fig. 1): "
-             "1.0 is the error of predicting the test mean. Mean over the disjoint training sets of each size, "
-             "± one sd of that mean (none for the full training half, a single set).", "",
+             "1.0 is the error of predicting the test mean. Mean over the disjoint training sets of each size" +
+             (f" and, for the MC methods, the run seeds {', '.join(map(str, seeds))} (one run of each method a "
+              "training set and seed)" if seeded else "") +
+             ", ± one sd of that mean (none where a single run).", "",
              "![Normalised test error against training-set size, one panel per task and the geometric mean]"
              "(rasmussen1996.png)", ""]
     lines += [f"## Geometric mean over the {len(tasks)} tasks (his summary)", "",
@@ -208,6 +261,24 @@ def report(summary: dict, tasks, sizes, quick: bool, seconds: dict) -> str:
                 lines.append(f"| {name} | " + " | ".join(f"{mu:.3f}" + ("" if se is None else f" ± {se:.3f}")
                                                          for _, mu, se in rows[m]) + " |")
         lines.append("")
+    if chains and {"hand", "bandit"} <= set(chains):
+        lines += ["## What the chains buy", "",
+                  "Per MC method, over its runs: the median ESS of the test predictions per 1000 gradients "
+                  "(every gradient of the run, probes included); after the tuner's warm-up, the runs with a "
+                  "super-transition in which the chain accepted under 5%, the divergent share of all "
+                  "trajectories, and the runs above 0.5% divergent; the probes of larger untried steps.", "",
+                  "| method | runs | ESS/1000 grad, median | runs with a chain under 5% | divergent | "
+                  "runs > 0.5% divergent | probes (failed) |", "|---|---|---|---|---|---|---|"]
+        for m in ("hand", "bandit"):
+            f = chains[m]
+            lines.append(f"| {METHODS['mc_' + m]} | {f['runs']} | {f['ess_median']:.3f} | {f['stuck_runs']} | "
+                         f"{f['divergent'] / max(f['trajectories'], 1):.3%} | {f['over']} | "
+                         f"{f['probes']} ({f['failed_probes']}) |")
+        pr = chains.get("paired")
+        lines += ["", f"Bandit against hand, median ESS: {chains['bandit']['ess_median'] / chains['hand']['ess_median']:.2f}"
+                  + (f"; run by run (the same training set and seed, {pr['runs']} pairs): median ratio "
+                     f"{pr['median']:.2f}, geometric mean {pr['geometric_mean']:.2f}, the bandit at least the "
+                     f"hand recipe's in {pr['bandit_at_least_hand']:.0%} of them" if pr else "") + ".", ""]
     lines += ["## Wall time", "", "On this machine (2 cores, one Dask worker process each): " +
               ", ".join(f"{k} {v:.0f} s" for k, v in seconds.items()) + ".", ""]
     return "\n".join(lines)
@@ -271,11 +342,13 @@ def main(argv=None):
     ap.add_argument("--workers", type=int, help="local Dask worker processes (default: one per core)")
     ap.add_argument("--scheduler", help="address of a running Dask scheduler instead of a local cluster")
     ap.add_argument("--docs", action="store_true", help="write docs/rasmussen1996.md and docs/img/rasmussen1996.png")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1], help="run seeds of the MC runs (each training "
+                    "set runs once per seed and method; default: the configs' seed 1)")
     args = ap.parse_args(argv)
     tasks = ("cpu", "servo") if args.quick else tuple(TASKS)
     sizes = (8, 1) if args.quick else SIZES
     out = Path(args.out or f"sweeps/rasmussen1996{'_quick' if args.quick else ''}")
-    sweep_file = write_sweep(out, tasks, sizes, args.quick)
+    sweep_file = write_sweep(out, tasks, sizes, args.quick, args.seeds)
     timings = out / "timings.json"        # wall seconds of the invocation that did each phase's work
     seconds = json.loads(timings.read_text()) if timings.is_file() else {}
     with dask_session(args.scheduler, args.workers) as client:
@@ -290,9 +363,10 @@ def main(argv=None):
         if len(baselines) > n_before:
             seconds["baselines"] = time.perf_counter() - t0
         timings.write_text(json.dumps(seconds))
-    summary = summarise(collect(out / "sweep", baselines, tasks, sizes), tasks, sizes)
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
-    text = report(summary, tasks, sizes, args.quick, seconds)
+    summary = summarise(collect(out / "sweep", baselines, tasks, sizes, args.seeds), tasks, sizes)
+    chains = chain_figures(out / "sweep", tasks, sizes, args.seeds)
+    (out / "summary.json").write_text(json.dumps({**summary, "chains": chains}, indent=1))
+    text = report(summary, tasks, sizes, args.quick, seconds, chains, args.seeds)
     (out / "rasmussen1996.md").write_text(text)
     figure(summary, tasks, sizes, out / "rasmussen1996.png")
     if args.docs:

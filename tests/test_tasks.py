@@ -95,6 +95,26 @@ def test_the_benchmark_runs_in_its_quick_form(tmp_path):
     assert "| MC, bandit-tuned (ours) |" in (out / "rasmussen1996.md").read_text()
     rows = (out / "sweep" / "sweep.csv").read_text().splitlines()
     assert len(rows) == 1 + 2 * (8 + 1) * 2 and all(",finished," in r for r in rows[1:])
+    chains = summary["chains"]                  # what the chains buy: every run's ESS, stuck and divergent shares
+    for m in ("hand", "bandit"):
+        assert chains[m]["runs"] == 18 and chains[m]["ess_median"] > 0 and chains[m]["trajectories"] > 0
+    assert chains["hand"]["probes"] == 0 and chains["paired"]["runs"] == 18
+    assert "## What the chains buy" in (out / "rasmussen1996.md").read_text()
+
+
+def test_more_run_seeds_name_each_run_by_its_seed_as_the_sweep_does(tmp_path):
+    """--seeds 1 2: the sweep grids run.seed, and the runs the report reads are the runs the sweep plans."""
+    import importlib.util
+    from adaptive_hmc.sweep import prepare
+    spec = importlib.util.spec_from_file_location("rasmussen1996", ROOT / "experiments" / "rasmussen1996.py")
+    ras = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ras)
+    for seeds in ((1,), (1, 2)):
+        out = tmp_path / f"s{len(seeds)}"
+        sweep_file = ras.write_sweep(out, ("cpu",), (8, 1), False, seeds)
+        planned = {p.name for p in prepare(sweep_file, out / "sweep", False)[1]}
+        read = {d.name for *_, d in ras.run_dirs(out / "sweep", ("cpu",), (8, 1), seeds)}
+        assert planned == read and len(read) == 2 * 9 * len(seeds)
 
 
 def test_an_input_that_never_varies_in_training_maps_to_zero():
