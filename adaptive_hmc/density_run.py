@@ -33,10 +33,13 @@ def load(cfg: DensityConfig, source: str) -> tuple:
     if not path.is_file():
         raise ConfigError(f"{source}: model.file = {m.file!r}: no such file ({path})")
     spec = importlib.util.spec_from_file_location(f"adaptive_hmc_density_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
+    # registered before it runs, as an import would: Numba's cache (a user's @njit(cache=True)) records a
+    # function's module by its registered name, and a later process imports that name to load the entry
+    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except Exception as e:                               # noqa: BLE001 - any error of the user's file, named
+        sys.modules.pop(spec.name, None)
         raise ConfigError(f"{source}: model.file = {m.file!r}: importing it raised {type(e).__name__}: {e}") from None
     out = []
     for key, name in (("function", m.function), ("constrain", m.constrain)):

@@ -2,6 +2,7 @@
 machine is shared): small forms of bench_core's measurement and
 bench_density's comparison, in process."""
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name):
+    """The benchmark module, registered in sys.modules under its name before it runs: Numba's cache records
+    a cached function's module by that name ('<dynamic>' for an unregistered one, which a later process
+    cannot import when it loads the cache entry)."""
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
+    mod = sys.modules[name] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 

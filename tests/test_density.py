@@ -274,3 +274,32 @@ def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys):
         assert main(["run", str(path), "--out", str(tmp_path / "c")]) == 2
         assert message in capsys.readouterr().err
         assert not (tmp_path / "c").exists()
+
+
+def test_a_density_file_with_cached_numba_functions_runs_again_from_the_cache(tmp_path):
+    """A user's file whose functions are @njit(cache=True): the second run loads them from Numba's cache.
+    Numba records a cached function's module by the name it is registered under; a module not in
+    sys.modules was recorded as '<dynamic>', which no later load can import (a traceback on every run
+    after the first). Run twice, each in a process of its own."""
+    import subprocess
+    import sys
+    import textwrap
+    import yaml
+    (tmp_path / "cached.py").write_text(textwrap.dedent('''
+        import numpy as np
+        from numba import njit
+
+        @njit(cache=True)
+        def logp_grad(q):
+            return -0.5 * np.sum(q * q), -q
+    '''))
+    cfg = tmp_path / "cached.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "cached", "model": {"kind": "density", "file": "cached.py",
+                                                              "function": "logp_grad", "dim": 2},
+                                   "sampler": {"warmup": 100},
+                                   "run": {"seed": 1, "super_transitions": 3, "budget": 100}}))
+    for out in ("a", "b"):
+        r = subprocess.run([sys.executable, "-m", "adaptive_hmc.cli", "run", str(cfg), "--out", str(tmp_path / out),
+                            "--quiet"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert list((tmp_path / "__pycache__").glob("cached.logp_grad-*.nbi"))       # written, then read
