@@ -55,13 +55,17 @@ def chain_statistics(y) -> dict:
     """Rank-normalised split R-hat and bulk and tail ESS of each variable of
     draws ``y`` (chains, draws, variables), ArviZ's. A variable whose draws
     never change in some chain gets ESS 0 and R-hat inf (ArviZ would count
-    such a chain as perfect): a chain that rejects everything is a failure."""
+    such a chain as perfect): a chain that rejects everything is a failure.
+    One chain's R-hat is that of its two halves as two chains (ArviZ computes
+    none for one chain; split, as ArviZ splits every chain, into quarters):
+    whether the chain's parts agree."""
     az = arviz()
     y = np.asarray(y, dtype=np.float64)
+    halves = y[:, : y.shape[1] // 2 * 2].reshape(2, y.shape[1] // 2, -1) if y.shape[0] == 1 else y
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")           # "more chains than draws", constant draws
         ds = az.convert_to_dataset(y)
-        out = {"rhat": az.rhat(ds, method="rank")["x"].values,
+        out = {"rhat": az.rhat(az.convert_to_dataset(halves), method="rank")["x"].values,
                "ess_bulk": az.ess(ds, method="bulk")["x"].values,
                "ess_tail": az.ess(ds, method="tail")["x"].values}
     out = {k: np.nan_to_num(np.atleast_1d(v), nan=np.inf if k == "rhat" else 0.0) for k, v in out.items()}

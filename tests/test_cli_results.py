@@ -284,9 +284,27 @@ def test_ess_of_draws_that_never_change_is_zero():
     assert ess[0] == 0.0 and ess[1] == pytest.approx(raw[1]) and ess[1] > 100
 
 
+def test_one_chain_has_the_r_hat_of_its_halves():
+    """ArviZ computes no R-hat for one chain (a run of Rasmussen's one chain
+    warned that its chains had not met on every run): its halves count as two
+    chains. iid draws pass; a shift between the halves, or a stuck draw, fails."""
+    import arviz as az
+    from adaptive_hmc.diagnostics import RHAT_LIMIT, chain_statistics
+    y = np.random.default_rng(0).normal(size=(1, 2000, 3))
+    y[0, 1000:, 1] += 0.3
+    y[0, :, 2] = 0.3
+    r = chain_statistics(y)["rhat"]
+    assert r[0] < RHAT_LIMIT < r[1] and r[2] == np.inf
+    both = az.rhat(az.convert_to_dataset(y[0].reshape(2, 1000, 3)), method="rank")["x"].values
+    assert r[:2] == pytest.approx(both[:2])
+
+
 def test_the_end_of_run_warning_names_chains_that_have_not_met():
     from adaptive_hmc.metrics import rhat_warning
     assert rhat_warning({"chains": "full", "rhat_max": 1.004}) is None
     assert "is 1.050, above 1.01" in rhat_warning({"chains": "full", "rhat_max": 1.05})
     assert "not finite (a chain never moved)" in rhat_warning({"chains": "full", "rhat_max": None})
     assert rhat_warning({}) is None
+    one = {"chains": "full", "rhat_max": 1.05, "test": {"test": {"chains": 1}}}
+    assert "between the halves of the one 'full' chain is 1.050" in rhat_warning(one)
+    assert rhat_warning({**one, "rhat_max": 1.003}) is None
