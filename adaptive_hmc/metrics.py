@@ -157,13 +157,12 @@ def rhat_warning(diagnostics: dict) -> str | None:
         return None
     shown = "not finite (a chain never moved)" if r is None else f"{r:.3f}"
     tests = diagnostics.get("test") or {}
-    if tests and all(t["chains"] == 1 for t in tests.values()):
-        return (f"the largest R-hat between the halves of the one {diagnostics['chains']!r} chain is {shown}, above "
-                f"{RHAT_LIMIT}: its halves disagree, so its answer is not yet the posterior's (run longer, or see "
-                f"the log for stuck super-transitions)")
-    return (f"the largest R-hat across the {diagnostics['chains']!r} chains is {shown}, above {RHAT_LIMIT}: the "
-            f"chains have not met, so their answer is not yet the posterior's (run longer, or see the log for "
-            f"stuck chains)")
+    c = diagnostics["chains"]
+    where, what, stuck = (f"between the halves of the one {c!r} chain", "its halves disagree", "super-transitions") \
+        if tests and all(t["chains"] == 1 for t in tests.values()) else \
+        (f"across the {c!r} chains", "the chains have not met", "chains")
+    return (f"the largest R-hat {where} is {shown}, above {RHAT_LIMIT}: {what}, so the answer is not yet the "
+            f"posterior's (run longer, or see the log for stuck {stuck})")
 
 
 def log_gradients(log: list) -> np.ndarray:

@@ -1,5 +1,7 @@
 """What the command-line tests share: the shipped configs, shrunk copies of them, bad-input cases, small
-tables and finished runs."""
+tables and finished runs; the repository's scripts (experiments, benchmarks) loaded as modules."""
+import importlib.util
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -9,9 +11,20 @@ from adaptive_hmc.cli import main
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "configs"
 QUICK = sorted(CONFIGS.glob("*_quick.yaml"))
 ROBOT_ARM_QUICK = [p for p in QUICK if not p.stem.startswith("dexter")]     # Dexter's: test_dexter_*
+
+
+def load_script(folder: str, name: str):
+    """The script ROOT/folder/name.py as a module, registered in sys.modules under its name before it runs:
+    Numba's cache records a cached function's module by that name ('<dynamic>' for an unregistered one,
+    which a later process cannot import when it loads the cache entry)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / folder / f"{name}.py")
+    module = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _raw(name="robot_arm_bandit_quick.yaml"):

@@ -1,23 +1,13 @@
 """The speed benchmarks run (their figures are printed, never asserted: the
 machine is shared): small forms of bench_core's measurement and
 bench_density's comparison, in process."""
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from cli_helpers import load_script
 
 
 def _load(name):
-    """The benchmark module, registered in sys.modules under its name before it runs: Numba's cache records
-    a cached function's module by that name ('<dynamic>' for an unregistered one, which a later process
-    cannot import when it loads the cache entry)."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
-    mod = sys.modules[name] = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks", name)
 
 
 @pytest.mark.slow

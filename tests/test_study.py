@@ -1,18 +1,13 @@
 """The tuning study's pipeline, shrunk (experiments/tuning_study.py --quick, one Gaussian target)."""
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+from cli_helpers import load_script
 
 
 def _study():
-    spec = importlib.util.spec_from_file_location("tuning_study", ROOT / "experiments" / "tuning_study.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("experiments", "tuning_study")
 
 
 def test_quick_study_on_a_gaussian_writes_its_table_figure_and_verdicts(tmp_path):

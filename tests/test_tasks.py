@@ -12,6 +12,7 @@ import yaml
 from adaptive_hmc.cli import main
 from adaptive_hmc.data import data_dir, load_split
 from adaptive_hmc.tasks import TASKS, TRAIN_CASES
+from cli_helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -104,11 +105,8 @@ def test_the_benchmark_runs_in_its_quick_form(tmp_path):
 
 def test_more_run_seeds_name_each_run_by_its_seed_as_the_sweep_does(tmp_path):
     """--seeds 1 2: the sweep grids run.seed, and the runs the report reads are the runs the sweep plans."""
-    import importlib.util
     from adaptive_hmc.sweep import prepare
-    spec = importlib.util.spec_from_file_location("rasmussen1996", ROOT / "experiments" / "rasmussen1996.py")
-    ras = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ras)
+    ras = load_script("experiments", "rasmussen1996")
     for seeds in ((1,), (1, 2)):
         out = tmp_path / f"s{len(seeds)}"
         sweep_file = ras.write_sweep(out, ("cpu",), (8, 1), False, seeds)

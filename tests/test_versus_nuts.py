@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_helpers import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -41,10 +43,7 @@ def test_quick_side_by_side_writes_both_samplers_figures_and_agreement(tmp_path)
 
 
 def test_reward_noise_falls_with_the_chains_averaged(capsys):
-    spec = importlib.util.spec_from_file_location("reward_noise", ROOT / "experiments" / "reward_noise.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    rows = module.main(["--quick", "--actions", "0.05:20"])
+    rows = load_script("experiments", "reward_noise").main(["--quick", "--actions", "0.05:20"])
     (row,) = rows
     assert row["chains"] == 8 and row["reward"] > 0
     assert row["ratio"] > 1                       # one chain's reward is noisier than the mean of 8
