@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
-from .models.priors import GammaPrior, PriorSpec
+from .models.priors import HYPER_MOVES, GammaPrior, PriorSpec
 from .general import sample
 from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, RunOptions
 from .tuners.options import BanditOptions, FixedOptions, bandit_default
@@ -92,13 +92,18 @@ class PriorsConfig(_Strict):
     ard_shape: Number = Field(0.5, gt=0, description="shape of the per-input ARD precisions")
     scale_hidden_output: bool = Field(True, description="scale the hidden-output precision by the number of "
                                       "hidden units")
+    hyper_moves: Literal[HYPER_MOVES] = Field(HYPER_MOVES[0], description="how the precisions are sampled: "
+                                              "interweave (each Gibbs update followed by slice updates of each "
+                                              "precision together with its weights' scale, and of each hidden "
+                                              "layer's incoming against its outgoing weights; docs/METHOD.md) or "
+                                              "gibbs (Neal's Gibbs updates given the weights alone)")
 
     def prior_spec(self) -> PriorSpec:
         groups = {g: getattr(self, g).gamma() for g in ("input_hidden", "hidden_hidden", "hidden_bias",
                                                        "hidden_output", "output_bias", "input_output", "noise")
                   if getattr(self, g) is not None}
         return PriorSpec(**groups, ard=self.ard, ard_shape=float(self.ard_shape),
-                         scale_hidden_output=self.scale_hidden_output)
+                         scale_hidden_output=self.scale_hidden_output, hyper_moves=self.hyper_moves)
 
 
 class SplitConfig(_Strict):

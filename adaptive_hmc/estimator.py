@@ -7,6 +7,7 @@ chains' weight vectors are kept (every ``thin``-th retained sample) so that
 """
 from __future__ import annotations
 
+import time
 import warnings
 
 import numpy as np
@@ -16,7 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .data import Standardizer
-from .metrics import kept_samples, log_gradients, rhat_warning, run_diagnostics
+from .metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
 from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
@@ -25,13 +26,22 @@ from .runner import DEFAULT_REWARD, Progress, RunOptions, can_draw_bar, compile_
 from .samplers.settings import HMCSettings
 from .tuners.options import BanditOptions
 
+#: Most super-transitions of a fit that runs until its chains meet (``max_seconds``).
+MAX_SUPER_TRANSITIONS = 100_000
+#: While running until the chains meet: the fewest super-transitions between checks, the most training cases
+#: whose fitted values the checks read (a seeded subset; the hyperparameters are read whole), and the
+#: fewest seconds of sampling between checks, in units of the last check's own seconds (checks cost at
+#: most about a fifth of the time).
+CHECK_EVERY, CHECK_CASES, CHECK_SHARE = 5, 200, 4.0
+
 
 class _BNN(BaseEstimator):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
-                 num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
+                 num_steps_bounds=(10, 100), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True):
+                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400):
         self.reward, self.weight_by, self.jitter = reward, weight_by, jitter
+        self.max_seconds, self.target_ess = max_seconds, target_ess
         self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
         self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
         self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
@@ -51,32 +61,70 @@ class _BNN(BaseEstimator):
             raise ValueError(f"hidden={self.hidden!r}: a layer size (int >= 1) or a sequence of them")
         return hidden
 
+    def _burn_in(self, n_done: int) -> int:
+        """Super-transitions discarded from the answer of a fit of ``n_done``:
+        ``burn_in_super_transitions``, or by default a third of
+        ``super_transitions`` (a fit that ran until its chains met: the first
+        half of what it ran, at least that)."""
+        if self.burn_in_super_transitions is not None:
+            return self.burn_in_super_transitions
+        return self.super_transitions // 3 if self.max_seconds is None else max(self.super_transitions // 3,
+                                                                                 n_done // 2)
+
     def _fit(self, X, Y, spec, metric):
         if not (isinstance(self.thin, (int, np.integer)) and self.thin >= 1):
             raise ValueError(f"thin={self.thin!r}: keep every thin-th sample, an integer >= 1 (predict needs them)")
-        n_burn = self.burn_in_super_transitions
-        if n_burn is None:
-            n_burn = self.super_transitions // 3
+        until = self.max_seconds is not None
+        if until and not (float(self.max_seconds) > 0 and float(self.target_ess) > 0):
+            raise ValueError(f"max_seconds={self.max_seconds!r}, target_ess={self.target_ess!r}: both > 0 (or "
+                             f"max_seconds=None: exactly super_transitions)")
         bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": tuple(int(v) for v in self.num_steps_bounds)}
         setup = make_run(
             spec, X, Y, tuner=BanditOptions(bounds),
-            run=RunOptions(self.super_transitions, self.budget, self.seed, self.reward, metric),
+            run=RunOptions(MAX_SUPER_TRANSITIONS if until else self.super_transitions, self.budget, self.seed,
+                           self.reward, metric),
             replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
                                     priors=self.priors or PriorSpec(),
                                     settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
                                                          jitter=bool(self.jitter)),
-                                    thin=self.thin, burn_in_super_transitions=n_burn, threads=self.threads,
-                                    weight_by=self.weight_by))
+                                    thin=self.thin, burn_in_super_transitions=0 if until else self._burn_in(0),
+                                    threads=self.threads, weight_by=self.weight_by))
         self.replicas_, self.tuner_ = setup.replicas, setup.tuner
+        self.spec_ = spec
+        rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
         compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
-        progress = Progress(self.super_transitions, 0, quiet=not self.verbose)
+        progress = Progress(None if until else self.super_transitions, 0, quiet=not self.verbose)
+        check = X[np.sort(np.random.default_rng(self.seed).permutation(len(X))[:CHECK_CASES])]
+        self.convergence_ = None
+        log = []
+        t0 = time.perf_counter()
+        last = {"n": 0, "at": t0, "cost": 0.0}                     # the last check: super-transitions, when, seconds
+
+        def callback(e, result):
+            progress.update(e)
+            n = e["i"] + 1
+            if not until or n < self.super_transitions:
+                return False
+            now = time.perf_counter()
+            out_of_time = now - t0 > self.max_seconds
+            if not out_of_time and (n - last["n"] < CHECK_EVERY or now - last["at"] < CHECK_SHARE * last["cost"]):
+                return False
+            met, line = convergence(self._diagnostics(check, rows, n, log), self.target_ess)
+            last.update(n=n, at=time.perf_counter(), cost=time.perf_counter() - now)
+            self.convergence_ = {"met": met, "super_transitions": n, "status": line}
+            if self.verbose:
+                print(f"after {n} super-transitions: {line}"
+                      + ("; done" if met else "; the time limit (max_seconds) is reached" if out_of_time
+                         else "; going on"), flush=True)
+            return met or out_of_time
+
         try:
-            self.log_ = setup.loop(callback=lambda e, r: progress.update(e))
+            self.log_ = setup.loop(callback=callback, log=log)
         finally:
             progress.close()
-        self.spec_ = spec
-        kept = kept_samples(self.replicas_)
-        rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
+        n_done = self.replicas_.n_super
+        n_burn = self._burn_in(n_done)
+        kept = kept_samples(self.replicas_, after=n_burn)
         posterior = np.isin(kept["chain"], rows)
         self.weights_, self.noise_ = kept["weights"][posterior], kept["noise_precision"][posterior]
         self.sample_weights_ = kept["weight"][posterior]
@@ -87,13 +135,14 @@ class _BNN(BaseEstimator):
                                     np.ones(n_out) if scale is None else scale.sd)
         # R-hat and ESS of the fitted values (the predictions at the training inputs) across the posterior's
         # chains, per 1000 of every gradient the fit computed and per second of sampling.
-        self.diagnostics_ = run_diagnostics(
-            spec, kept, rows, "full", {"X_test": X, "history_pred": [], "history_count": []},
-            {"training": slice(0, len(X))}, self.replicas_.history_hyper,
-            int(log_gradients(self.log_).sum()), sum(e["seconds"] for e in self.log_))
+        self.diagnostics_ = self._diagnostics(X, rows, n_done, self.log_)
         warning = rhat_warning(self.diagnostics_)
         if warning:
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)
+        if until and self.convergence_ is not None and not self.convergence_["met"]:
+            warnings.warn(f"stopped at the time limit, max_seconds={self.max_seconds:g}, after {n_done} "
+                          f"super-transitions, before the chains met: {self.convergence_['status']} (raise "
+                          f"max_seconds)", ConvergenceWarning, stacklevel=3)
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
         stuck = sum(1 for e in self.log_ if e["stuck_chains"])
@@ -101,10 +150,21 @@ class _BNN(BaseEstimator):
             warnings.warn(f"in {stuck} of {len(self.log_)} super-transitions a chain accepted no trajectory; its "
                           f"samples repeat one state (narrow step_factor_bounds or num_steps_bounds)",
                           ConvergenceWarning, stacklevel=3)
-        if self.super_transitions - n_burn < 5:
-            warnings.warn(f"only {self.super_transitions - n_burn} super-transitions after burn-in: the predictions "
+        if n_done - n_burn < 5:
+            warnings.warn(f"only {n_done - n_burn} super-transitions after burn-in: the predictions "
                           f"rest on a very short run (raise super_transitions)", ConvergenceWarning, stacklevel=3)
         return self
+
+    def _diagnostics(self, X, rows, n_done: int, log: list) -> dict:
+        """R-hat and ESS across the posterior's chains of the fitted values at
+        ``X`` and of the log hyperparameters, from the samples after the
+        burn-in of a fit of ``n_done`` super-transitions (``log``: its
+        entries, for the gradients and seconds)."""
+        n_burn = self._burn_in(n_done)
+        return run_diagnostics(self.spec_, kept_samples(self.replicas_, after=n_burn), rows, "full",
+                               {"X_test": X, "history_pred": [], "history_count": []}, {"training": slice(0, len(X))},
+                               self.replicas_.history_hyper[n_burn:], int(log_gradients(log).sum()),
+                               sum(e["seconds"] for e in log))
 
     def _inputs(self, X):
         check_is_fitted(self)
@@ -117,13 +177,22 @@ _COMMON_DOC = """
         cases; their samples predict). With ``reward="cv"``, k cross-validation replicas that give the
         reward, and a full-data chain that predicts.
     reward : "esjd" (ESJD/sqrt(L), the default) or "cv" (minus the held-out error, the thesis's).
-    super_transitions, budget : number of super-transitions and leapfrog steps per replica in each.
+    super_transitions, budget : number of super-transitions (with ``max_seconds``, the fewest) and leapfrog
+        steps per replica in each.
+    max_seconds, target_ess : run until the chains meet: after ``super_transitions``, every 5 more the
+        largest R-hat of the fitted values (at up to 200 seeded training cases) and of the log
+        hyperparameters and the smallest bulk ESS of those fitted values are measured on the samples after
+        burn-in (by default the first half of the run), and the fit stops once R-hat <= 1.01 and the ESS >=
+        ``target_ess``, or when ``max_seconds`` of sampling have passed (then with a ConvergenceWarning
+        saying how far it got); ``convergence_`` holds the last check. ``max_seconds=None``: exactly
+        ``super_transitions``.
     step_factor_bounds, num_steps_bounds : the box the bandit tunes (eps, L) in.
     window : acceptance window of the HMC transitions.
     jitter : draw each trajectory's length uniformly from 1..L (the budget is then spent on average), so
         that the tuned L does not lock onto a period of the posterior; False: every trajectory has L steps.
     initial_phase_steps : leapfrog steps with the hyperparameters fixed before Gibbs updates start.
-    burn_in_super_transitions : discarded from predictions (default a third).
+    burn_in_super_transitions : discarded from predictions (default a third of ``super_transitions``;
+        running until the chains meet, the first half of the run if that is more).
     thin : keep every thin-th retained sample for ``predict`` (and for ``diagnostics_``).
     weight_by : "gradients" (each retained sample weighs its iteration's leapfrog steps; the default) or
         "iterations" (each once, as the thesis).
@@ -173,12 +242,13 @@ class BNNClassifier(ClassifierMixin, _BNN):
                + '    cv_metric : with ``reward="cv"``, the held-out error rewarded: "log_loss" or "error_rate".\n')
 
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
-                 num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
+                 num_steps_bounds=(10, 100), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, cv_metric="log_loss"):
+                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
+                 cv_metric="log_loss"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
                          initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
-                         reward, weight_by, jitter)
+                         reward, weight_by, jitter, max_seconds, target_ess)
         self.cv_metric = cv_metric
 
     def fit(self, X, y):

@@ -23,13 +23,31 @@ LOW_ACCEPTANCE = 0.2
 MIN_KEPT = 50
 
 
-def kept_samples(replicas: ReplicaSet) -> dict:
+def kept_samples(replicas: ReplicaSet, after: int = 0) -> dict:
     """The kept samples of every chain as :func:`prediction_draws` and
-    :func:`hyper_draws` take them (the arrays samples.npz stores)."""
+    :func:`hyper_draws` take them (the arrays samples.npz stores); with
+    ``after``, only those of the super-transitions numbered ``after`` and up
+    (from 0)."""
     W, noise, chain = replicas.samples()
-    A, _, _ = replicas.kept_rows()
-    return {"weights": W, "noise_precision": noise, "chain": chain, "weight": replicas.kept_weights(),
-            "hyper": A[:, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd}
+    A, _, st = replicas.kept_rows()
+    k = st >= after
+    return {"weights": W[k], "noise_precision": noise[k], "chain": chain[k], "weight": replicas.kept_weights()[k],
+            "hyper": A[k, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd}
+
+
+def convergence(diagnostics: dict, target_ess: float) -> tuple:
+    """(met, line): whether the largest R-hat of ``diagnostics``
+    (:func:`run_diagnostics`: the predictions and the log hyperparameters) is
+    at most :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT` and the smallest bulk
+    ESS of every test set's predictions at least ``target_ess``; and a line
+    saying how far each is."""
+    if not diagnostics or not diagnostics.get("test"):
+        return False, "too few draws to judge yet"
+    r = diagnostics["rhat_max"]
+    ess = min(t["ess_bulk"]["min"] for t in diagnostics["test"].values())
+    met = r is not None and r <= RHAT_LIMIT and ess >= target_ess
+    return met, (f"R-hat max {'not finite' if r is None else f'{r:.3f}'} (target <= {RHAT_LIMIT}), smallest ESS of "
+                 f"the predictions {ess:.0f} (target >= {target_ess:g})")
 
 
 def _spaced_draws(kept: dict, rows, values) -> np.ndarray:
@@ -161,8 +179,19 @@ def rhat_warning(diagnostics: dict) -> str | None:
     where, what, stuck = (f"between the halves of the one {c!r} chain", "its halves disagree", "super-transitions") \
         if tests and all(t["chains"] == 1 for t in tests.values()) else \
         (f"across the {c!r} chains", "the chains have not met", "chains")
-    return (f"the largest R-hat {where} is {shown}, above {RHAT_LIMIT}: {what}, so the answer is not yet the "
-            f"posterior's (run longer, or see the log for stuck {stuck})")
+    parts = [f"the {name} predictions {_shown_rhat(t)}" for name, t in tests.items()]
+    if diagnostics.get("hyper") is not None:
+        parts.append(f"the log hyperparameters {_shown_rhat(diagnostics['hyper'])}")
+    of = f" ({'; '.join(parts)})" if parts else ""
+    return (f"the largest R-hat {where} is {shown}{of}, above {RHAT_LIMIT}: {what}, so the answer is not yet the "
+            f"posterior's. Run longer (more super-transitions); where the hyperparameters' R-hat is the larger, "
+            f"model.priors.hyper_moves: interweave (the default) mixes them faster than gibbs; a chain that never "
+            f"moved shows in the log as stuck {stuck}")
+
+
+def _shown_rhat(d: dict) -> str:
+    r = d.get("rhat_max")
+    return "not finite" if r is None else f"{r:.3f}"
 
 
 def log_gradients(log: list) -> np.ndarray:

@@ -607,7 +607,8 @@ class SuperTransitionResult(NamedTuple):
     @property
     def gradients(self) -> int:
         """Every energy and gradient evaluation of the chains: the leapfrog
-        steps, the one after each Gibbs update, the step calibration's."""
+        steps, the one after each Gibbs update (and the forward passes of the
+        interweaving moves), the step calibration's."""
         return int(self.record.gradients.sum()) + self.calibration_gradients
 
 

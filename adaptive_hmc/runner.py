@@ -249,9 +249,10 @@ def compile_kernels(replicas: ReplicaSet, quiet: bool = False) -> float:
 
 
 class Progress:
-    """tqdm bar on a terminal that can draw one, plain log lines otherwise."""
+    """tqdm bar on a terminal that can draw one, plain log lines otherwise
+    (``total`` None: a run whose length is not known in advance)."""
 
-    def __init__(self, total: int, initial: int, quiet: bool = False):
+    def __init__(self, total: int | None, initial: int, quiet: bool = False):
         self.quiet = quiet
         self.bar = None
         if not quiet and can_draw_bar():
@@ -270,7 +271,8 @@ class Progress:
                                      + (f" stuck={len(e['stuck_chains'])}" if stuck else ""))
             self.bar.update(1)
         elif not self.quiet:
-            print(f"super-transition {e['i'] + 1}/{self.total} (log i={e['i']}): eps={e['step_factor']:.4f} "
+            of = "" if self.total is None else f"/{self.total}"
+            print(f"super-transition {e['i'] + 1}{of} (log i={e['i']}): eps={e['step_factor']:.4f} "
                   f"L={e['num_steps']} reward={reward} acceptance={acc:.3f} divergences={e['divergences']} "
                   f"{e['seconds']:.2f}s{stuck}{probed}",
                   flush=True)

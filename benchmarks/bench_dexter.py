@@ -43,7 +43,7 @@ def main(argv=None):
     cols = select_features(X[train], y[train], 295)
     Xs = np.log1p(X[train][:, cols].toarray())
     spec = MLPSpec(295, (20, 8), 1, "logistic")
-    priors = PriorSpec(ard=True)
+    priors = PriorSpec(ard=True, hyper_moves="gibbs")   # as configs/dexter_*.yaml
     sparse = BayesianMLP(spec, Xs, y[train], priors, sparse=True)
     dense = BayesianMLP(spec, Xs, y[train], priors, sparse=False)
     n, repeats = (200, 2) if args.quick else (3000, 5)

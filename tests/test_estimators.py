@@ -11,7 +11,7 @@ from sklearn.utils.estimator_checks import check_classifiers_train, check_estima
 from adaptive_hmc import BNNClassifier, BNNRegressor
 
 TINY = dict(hidden=(4,), k=2, super_transitions=3, budget=60, num_steps_bounds=(5, 20), initial_phase_steps=0,
-            thin=1, threads=1)
+            thin=1, threads=1, max_seconds=None)
 FAIR = dict(TINY, super_transitions=12, budget=400, num_steps_bounds=(5, 40))
 ACCURACY = "an accuracy check: a 3-super-transition fit of 60 leapfrog steps cannot learn (run at a fair budget below)"
 
@@ -41,8 +41,8 @@ def test_clear_errors_and_warnings():
         BNNRegressor().predict(X)
     with pytest.raises(ValueError, match="Unknown label type"):
         BNNClassifier(**TINY).fit(X, y)                         # continuous y is not 30 classes
-    with pytest.raises(ValueError, match=r"longest trajectory, L = 500, must be <= the budget \(100\)"):
-        BNNRegressor(budget=100).fit(X, y)
+    with pytest.raises(ValueError, match=r"longest trajectory, L = 100, must be <= the budget \(50\)"):
+        BNNRegressor(budget=50).fit(X, y)
     with pytest.raises(ValueError, match="Reshape your data"):
         BNNRegressor(**TINY).fit(X[:, 0], y)
     with pytest.raises(ValueError, match="thin=0: keep every thin-th sample, an integer >= 1"):   # before sampling
@@ -87,3 +87,29 @@ def test_every_documented_parameter_is_accepted(cls):
     params = cls().get_params()
     assert names and names <= set(params), names - set(params)
     assert cls(weight_by="iterations").get_params()["weight_by"] == "iterations"
+
+
+def test_a_fit_runs_until_its_chains_meet_or_its_time_is_up():
+    """With ``max_seconds`` a fit goes on past ``super_transitions`` until R-hat
+    <= 1.01 and the ESS of the fitted values reach ``target_ess`` (checked on the
+    samples after the first half of the run), or stops at the time limit with a
+    warning that says how far it got."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40, 2))
+    y = np.sin(X[:, 0]) + 0.3 * rng.normal(size=40)
+    opts = dict(FAIR, super_transitions=6, max_seconds=120.0, target_ess=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)          # it converges: no warning
+        m = BNNRegressor(**opts).fit(X, y)
+    c, n = m.convergence_, m.replicas_.n_super
+    assert c["met"] and c["super_transitions"] == n > 6 and len(m.log_) == n
+    st = m.replicas_.kept_rows()[2]
+    assert len(m.weights_) == int((st >= n // 2).sum())                   # the first half is burn-in
+    d = m.diagnostics_
+    assert d["rhat_max"] <= 1.01 and d["test"]["training"]["ess_bulk"]["min"] > 50
+    with pytest.warns(ConvergenceWarning, match=r"stopped at the time limit, max_seconds=1e-06, after 6 "
+                                                r"super-transitions, before the chains met: R-hat max"):
+        m = BNNRegressor(**dict(opts, max_seconds=1e-6)).fit(X, y)
+    assert m.replicas_.n_super == 6 and not m.convergence_["met"]
+    with pytest.raises(ValueError, match="max_seconds=0, target_ess=100: both > 0"):
+        BNNRegressor(**dict(opts, max_seconds=0)).fit(X, y)

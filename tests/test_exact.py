@@ -180,7 +180,7 @@ def test_divergent_trajectory_is_rejected_without_nan():
     hmc = make_hmc(model)
     for params in (hmc_settings(20, step_size=1e6), hmc_settings(20, step_size=1e6, window=5),
                    hmc_settings(20, step_size=1e160)):
-        new, info = hmc(st, params, rng)
+        new, info = hmc(st, params._replace(gibbs=False), rng)       # the interweaving moves would move the weights
         assert info.divergent and not info.accepted
         np.testing.assert_array_equal(new.position, st.position)
         assert np.isfinite(new.energy[0]) and np.all(np.isfinite(new.grad)) and np.all(np.isfinite(new.momentum))
@@ -396,19 +396,23 @@ def test_gibbs_with_the_energy_is_the_gibbs_update_then_the_energy(spec, sparse)
     """The fused kernel (one forward pass read by the noise's update and the
     gradient) draws the same hyperparameters and returns the same energy and
     gradient, bit for bit, as the Gibbs update followed by a fresh evaluation,
-    with the same random stream; and the chain loop counts it as one evaluation."""
+    with the same random stream (the interweaving moves included), and counts
+    the gradient and the moves' forward passes."""
     from adaptive_hmc.models.base import energy_grad, gibbs, gibbs_energy_grad
     rng = np.random.default_rng(5)
     X, Y = (_sparse_data if sparse else _data)(spec, 29, rng)
     model = BayesianMLP(spec, X, Y, PriorSpec(ard=True))
     assert bool(model.sparse) == sparse
     q = 0.5 * rng.normal(size=model.dim)
+    q1, q2 = q.copy(), q.copy()                     # the interweaving moves change the weights too
     h1, h2 = model.initial_hyper(), model.initial_hyper()
     g1, g2 = np.empty(model.dim), np.empty(model.dim)
-    u1 = gibbs_energy_grad(q, g1, model.target, h1, np.random.default_rng(9))
-    gibbs(q, model.target, h2, np.random.default_rng(9))
-    u2 = energy_grad(q, g2, model.target, h2)
-    assert u1 == u2 and np.array_equal(g1, g2)
+    u1, n1 = gibbs_energy_grad(q1, g1, model.target, h1, np.random.default_rng(9))
+    gibbs(q2, model.target, h2, np.random.default_rng(9))
+    u2 = energy_grad(q2, g2, model.target, h2)
+    assert u1 == u2 and np.array_equal(g1, g2) and np.array_equal(q1, q2) and not np.array_equal(q1, q)
+    assert n1 > 1 + len(model.target.scale_dirs)     # the gradient, and each move's forward passes
+    q = q1
     assert all(np.array_equal(a, b) for a, b in zip(h1, h2)) and not np.array_equal(h1.tau, model.initial_hyper().tau)
     e_ref, g_ref = reference.energy_grad(spec, q, X, model.Y, h1.prec, h1.noise)
     assert abs(u1 - e_ref) < 1e-10 * max(1.0, abs(e_ref))

@@ -10,6 +10,7 @@ import pytest
 from adaptive_hmc.data import kfold, load_robot_arm
 from adaptive_hmc.estimator import BNNClassifier, BNNRegressor
 from adaptive_hmc.models.mlp import MLPSpec, predict
+from adaptive_hmc.models.priors import PriorSpec
 from adaptive_hmc.replicas import ReplicaSet, chain_arrays
 from adaptive_hmc.rewards import cv_error, cv_reward, esjd_reward, held_out_error
 from adaptive_hmc.runner import fallback_reward, run_super_transitions
@@ -326,7 +327,7 @@ def test_regressor_fit_predict():
     X = rng.uniform(-3, 3, size=(60, 1))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
     m = BNNRegressor(hidden=(8,), k=3, super_transitions=8, budget=400, num_steps_bounds=(5, 50),
-                     initial_phase_steps=200, seed=1).fit(X, y)
+                     initial_phase_steps=200, seed=1, max_seconds=None).fit(X, y)
     Xs = np.linspace(-2.5, 2.5, 30)[:, None]
     mean, sd = m.predict(Xs, return_std=True)
     assert mean.shape == sd.shape == (30,)
@@ -342,7 +343,7 @@ def test_classifier_fit_predict():
     X = rng.normal(size=(80, 2))
     y = np.where(X[:, 0] + X[:, 1] > 0, "a", "b")
     m = BNNClassifier(hidden=(4,), k=3, super_transitions=6, budget=300, num_steps_bounds=(5, 50),
-                      initial_phase_steps=200, seed=2).fit(X, y)
+                      initial_phase_steps=200, seed=2, max_seconds=None).fit(X, y)
     P = m.predict_proba(X)
     assert P.shape == (80, 2) and np.allclose(P.sum(1), 1)
     assert set(m.predict(X)) <= {"a", "b"} and m.score(X, y) > 0.9
@@ -572,11 +573,17 @@ def test_every_gradient_evaluation_is_counted():
     held = _replicas(settings=HMCSettings(initial_phase_steps=10 ** 6))
     res = held.run(0.3, 5, 100)
     assert res.gradients == res.leapfrog_steps + held.n_replicas                 # one at each chain's start
-    gibbs = _replicas(settings=HMCSettings(initial_phase_steps=0), calibrate_after=1)
+    gibbs = _replicas(settings=HMCSettings(initial_phase_steps=0), calibrate_after=1,
+                      priors=PriorSpec(hyper_moves="gibbs"))
     res = gibbs.run(0.3, 5, 100)
     assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * res.n_iter   # one after each Gibbs update
     res = gibbs.run(0.3, 5, 100)
     assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (res.n_iter + CURVATURE_EVALUATIONS)
+    moves = _replicas(settings=HMCSettings(initial_phase_steps=0))               # with the interweaving moves,
+    res = moves.run(0.3, 5, 100)                                                # their forward passes count too
+    n_dirs = len(moves.replicas[0].model.target.scale_dirs)
+    assert res.gradients >= res.leapfrog_steps + moves.n_replicas * res.n_iter * (1 + 2 * n_dirs)
+    assert res.record.gradients.sum() == res.gradients
     log = run_super_transitions(_replicas(), FixedTuner(step_factor=0.3, num_steps=5), 2, 100)
     assert all(e["gradients"] > e["leapfrog_steps"] for e in log)
 
@@ -636,7 +643,8 @@ def test_a_move_past_the_tried_step_factors_is_probed_and_a_failed_probe_is_not_
     actions = [{"step_factor": 0.1, "num_steps": 10}, {"step_factor": 40.0, "num_steps": 10},
                {"step_factor": 0.15, "num_steps": 10}]
     tuner = _Scripted(actions)
-    log = run_super_transitions(_replicas(k=4, data="full", test_sets=None), tuner, 2, 200)
+    log = run_super_transitions(_replicas(k=4, data="full", test_sets=None, priors=PriorSpec(hyper_moves="gibbs")),
+                                tuner, 2, 200)
     assert [e["step_factor"] for e in log] == [0.1, 0.15]
     (first,) = log[0]["probes"]
     assert first["step_factor"] == 0.1 and first["passed"]

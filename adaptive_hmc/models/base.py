@@ -32,15 +32,18 @@ class TargetKernels(NamedTuple):
     step_scales(target, hyper, out) -> out : per-parameter step scales (estimates of
         (d^2 U/dq_k^2)^-1/2) from the hyperparameters and data only, never from q.
     gibbs(q, target, hyper, rng) : Gibbs update of ``hyper`` given q, in place
-        (a function that does nothing where there are none).
+        (a function that does nothing where there are none); an update may
+        move q with the hyperparameters (the network's interweaving moves).
     hyper_values(hyper, out) : the hyperparameters as one flat row (for records).
     accumulate(q, target, hyper, acc) : add the predictions of the sample (q, hyper)
         on the cases of ``acc`` (an :class:`~adaptive_hmc.models.predictive.Accumulator`);
         ``None`` for targets that predict nothing.
-    gibbs_energy_grad(q, grad, target, hyper, rng) -> U : ``gibbs`` then
-        ``energy_grad`` at the new hyperparameters, the same numbers, in one
+    gibbs_energy_grad(q, grad, target, hyper, rng) -> (U, evaluations) : ``gibbs``
+        then ``energy_grad`` at the new hyperparameters, the same numbers, in one
         evaluation where the update reads what the energy computes (the
-        network's outputs for the noise); ``None``: the two in turn.
+        network's outputs for the noise), and the number of energy evaluations
+        both made (1, plus those of updates that move q with the
+        hyperparameters); ``None``: the two in turn (one evaluation).
     """
 
     energy_grad: Callable
@@ -147,13 +150,14 @@ def gibbs(q, target, hyper, rng):
 
 
 def gibbs_energy_grad(q, grad, target, hyper, rng):
-    """Gibbs update of ``hyper`` given ``q`` (in place), then U(q) at the new
-    hyperparameters, with dU/dq written into ``grad``: one energy and gradient evaluation."""
+    """Gibbs update of ``hyper`` given ``q`` (in place; a model's update may
+    move ``q`` with it), then U(q) at the new hyperparameters, with dU/dq
+    written into ``grad``: returns (U, energy evaluations made)."""
     k = _kernels(type(target))
     if k.gibbs_energy_grad is not None:
         return k.gibbs_energy_grad(q, grad, target, hyper, rng)
     k.gibbs(q, target, hyper, rng)
-    return k.energy_grad(q, grad, target, hyper)
+    return k.energy_grad(q, grad, target, hyper), 1
 
 
 def hyper_values(target, hyper, out):
@@ -195,7 +199,7 @@ def _gibbs_energy_grad(q, grad, target, hyper, rng):
 
     def impl(q, grad, target, hyper, rng):
         update(q, target, hyper, rng)
-        return energy(q, grad, target, hyper)
+        return energy(q, grad, target, hyper), 1
     return impl
 
 

@@ -6,6 +6,7 @@ Flow position: data -> **model** -> samplers. Ties together
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -13,10 +14,11 @@ import numpy as np
 from ..data import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
-from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, forward, mlp_energy_grad, mlp_energy_grad_from,
-                  mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
+from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, forward, mlp_data_energy, mlp_energy_grad,
+                  mlp_energy_grad_from, mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
 from .predictive import accumulate
-from .priors import Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper
+from .priors import (Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper, log_precision_prior,
+                     precisions, scale_directions)
 
 
 def check_data(spec: MLPSpec, X, Y, name: str = "data"):
@@ -53,6 +55,7 @@ class MLPTarget(NamedTuple):
     prior: Prior
     sumsq: np.ndarray   # (n_in,) sum over training cases of each squared input
     sparse: SparseInputs | None  # the nonzero training inputs (None: the first layer reads XT)
+    scale_dirs: np.ndarray  # (n, S) directions of the interweaving moves (priors.scale_directions; n 0: none)
 
 
 @njit(inline="always")
@@ -65,17 +68,111 @@ def _step_scales(t, hyper, out):
     return mlp_step_scales(t.arch, hyper.prec, hyper.noise, t.sumsq, float(t.YT.shape[1]), out)
 
 
+#: Slice sampling of the interweaving moves (Neal 2003): initial width (in log weight scale: 1 is a
+#: factor e), most intervals of stepping out, most shrinkage steps (then the move stays put).
+SLICE_WIDTH, SLICE_STEPS, SLICE_SHRINKS = 1.0, 10, 60
+
+
+@njit
+def _line_log_density(x, q, d, t, hyper, logtau, qn, factor):
+    """Log density, up to a constant, of the move x along direction ``d``
+    (:func:`~adaptive_hmc.models.priors.scale_directions`) in non-centred
+    coordinates (each weight's z-score fixed, so that its prior does not
+    change): minus the data energy at the weights q_k exp(x d_s(k)) plus each
+    free log precision's prior at log tau_s - 2 x d_s (the joint density, so
+    that its value at a point reached along one direction is the start of the
+    next); -inf where not finite."""
+    prior = t.prior
+    for s in range(d.size):
+        factor[s] = math.exp(x * d[s])
+    for k in range(q.size):
+        qn[k] = q[k] * factor[prior.param_slot[k]]
+    lp = -mlp_data_energy(qn, t.arch, t.XT, t.YT, hyper.noise, t.work, t.sparse)
+    for s in range(d.size):
+        if math.isfinite(prior.slot_shape[s]):
+            lp += log_precision_prior(prior, hyper.top, s, logtau[s] - 2.0 * x * d[s])
+    return lp if math.isfinite(lp) else -math.inf
+
+
+@njit
+def scale_moves(q, t, hyper, rng):
+    """The interweaving moves: along each of ``t.scale_dirs`` in turn, one
+    univariate slice-sampling update (stepping out at most
+    :data:`SLICE_STEPS` intervals of :data:`SLICE_WIDTH`, then shrinkage;
+    Neal 2003, figs 3 and 5) of the weights' scale and their precisions
+    together, in place on ``q`` and ``hyper`` (whose ``prec`` is refreshed).
+    Each update leaves the posterior invariant: it samples the posterior's
+    conditional along a fixed line of the non-centred coordinates, where the
+    map is volume-preserving. Returns the number of data-energy evaluations
+    (forward passes) it made."""
+    n_dirs, S = t.scale_dirs.shape
+    if n_dirs == 0:
+        return 0
+    logtau = np.log(hyper.tau)
+    qn = np.empty_like(q)
+    factor = np.empty(S)
+    evaluations = 1
+    f0 = _line_log_density(0.0, q, t.scale_dirs[0], t, hyper, logtau, qn, factor)
+    for r in range(n_dirs):
+        d = t.scale_dirs[r]
+        y = f0 - rng.exponential()
+        left = -SLICE_WIDTH * rng.random()
+        right = left + SLICE_WIDTH
+        j = int(SLICE_STEPS * rng.random())
+        k = SLICE_STEPS - 1 - j
+        while j > 0:
+            evaluations += 1
+            if _line_log_density(left, q, d, t, hyper, logtau, qn, factor) <= y:
+                break
+            left -= SLICE_WIDTH
+            j -= 1
+        while k > 0:
+            evaluations += 1
+            if _line_log_density(right, q, d, t, hyper, logtau, qn, factor) <= y:
+                break
+            right += SLICE_WIDTH
+            k -= 1
+        x = 0.0
+        for _ in range(SLICE_SHRINKS):
+            x1 = left + rng.random() * (right - left)
+            evaluations += 1
+            f1 = _line_log_density(x1, q, d, t, hyper, logtau, qn, factor)
+            if f1 > y:
+                x = x1
+                f0 = f1                      # the joint density there: the next direction's start
+                break
+            if x1 < 0.0:
+                left = x1
+            else:
+                right = x1
+        if x != 0.0:
+            for s in range(S):
+                factor[s] = math.exp(x * d[s])
+                if d[s] != 0.0:
+                    logtau[s] -= 2.0 * x * d[s]
+                    hyper.tau[s] = math.exp(logtau[s])
+            for k2 in range(q.size):
+                q[k2] *= factor[t.prior.param_slot[k2]]
+    precisions(t.prior, hyper.tau, hyper.prec)
+    return evaluations
+
+
 @njit(inline="always")
 def _gibbs(q, t, hyper, rng):
     out = forward(q, t.arch, t.XT, t.work, t.sparse) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
+    scale_moves(q, t, hyper, rng)
 
 
 @njit(inline="always")
 def _gibbs_energy_grad(q, grad, t, hyper, rng):
     out = forward(q, t.arch, t.XT, t.work, t.sparse)       # read by the noise's update and by the gradient
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
-    return mlp_energy_grad_from(out, q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
+    moved = scale_moves(q, t, hyper, rng)
+    if moved > 0:
+        out = forward(q, t.arch, t.XT, t.work, t.sparse)
+    energy = mlp_energy_grad_from(out, q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
+    return energy, 1 + moved
 
 
 @njit
@@ -114,7 +211,9 @@ class BayesianMLP(Model):
         self.sparse = use_sparse(X) if sparse is None else bool(sparse)
         nonzero = sparse_inputs(X) if self.sparse else None   # None: the sparse code is not even compiled
         self.target = MLPTarget(spec.arch, XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]),
-                                self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero)
+                                self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero,
+                                scale_directions(spec, self.prior) if priors.hyper_moves == "interweave"
+                                else np.zeros((0, self.prior.slot_shape.size)))
         self.n_cases = X.shape[0]
         self.dim = spec.n_params
 

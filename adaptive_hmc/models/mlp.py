@@ -381,6 +381,18 @@ def _likelihood_and_deriv(out, YT, noise, lik, dout):
     return e
 
 
+@njit
+def mlp_data_energy(q, arch, XT, YT, noise, work, sparse):
+    """Minus log likelihood at ``q`` (no prior term; up to the constant of
+    :func:`mlp_energy_grad`), by one forward pass and no backward pass."""
+    sum_h = 0
+    for l in range(arch[N_LAYERS]):
+        sum_h += arch[HIDDEN + l]
+    n_out = arch[N_OUT]
+    out = forward(q, arch, XT, work, sparse)
+    return _likelihood_and_deriv(out, YT, noise, arch[LIKELIHOOD], work[2 * sum_h + n_out:2 * sum_h + 2 * n_out])
+
+
 @njit(inline="always")
 def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
     """Potential energy U(q) = -log p(q | hyperparameters, data) + const and its

@@ -41,6 +41,12 @@ class GammaPrior:
         return cls(1.0 / sd ** 2, math.inf)
 
 
+#: How the precisions are sampled: "gibbs", Neal's conjugate Gibbs updates given
+#: the weights alone; "interweave", each Gibbs update followed by slice updates
+#: of the precisions jointly with their weights' scale (:func:`scale_directions`).
+HYPER_MOVES = ("interweave", "gibbs")
+
+
 @dataclass(frozen=True)
 class PriorSpec:
     """Priors of every weight group and of the noise (defaults: Neal's robot-arm
@@ -51,6 +57,11 @@ class PriorSpec:
     not depend on it. ``ard`` gives the weights out of each input (input-hidden
     and, separately, input-output) a precision tau_i ~ Gamma(mu, ``ard_shape``),
     with one group-level mean mu ~ ``ard_top`` per group (Rasmussen's 3-level prior).
+    ``hyper_moves`` (:data:`HYPER_MOVES`): "gibbs" updates the precisions as
+    Neal does, by Gibbs sampling given the weights; "interweave" (the default)
+    adds, after each Gibbs update, slice updates of each free precision
+    together with the scale of its weights, and of each hidden layer's
+    incoming against its outgoing weights (:func:`scale_directions`).
     """
 
     input_hidden: GammaPrior = field(default_factory=GammaPrior)
@@ -64,6 +75,11 @@ class PriorSpec:
     ard_top: GammaPrior = field(default_factory=lambda: GammaPrior(400.0, 1.0))
     ard_shape: float = 0.5
     scale_hidden_output: bool = True
+    hyper_moves: str = "interweave"
+
+    def __post_init__(self):
+        if self.hyper_moves not in HYPER_MOVES:
+            raise ValueError(f"hyper_moves={self.hyper_moves!r}: allowed are {', '.join(HYPER_MOVES)}")
 
 
 class Prior(NamedTuple):
@@ -131,6 +147,57 @@ def build_prior(spec: MLPSpec, priors: PriorSpec):
                   np.array(tops, np.int64), np.array(top_shape, float), np.array(top_mean, float),
                   noise_shape, np.full(n_out, priors.noise.mean_precision))
     return prior, names
+
+
+#: Most per-input directions of an ARD group (:func:`scale_directions`).
+MAX_SLOT_DIRECTIONS = 16
+
+
+def scale_directions(spec: MLPSpec, prior: Prior) -> np.ndarray:
+    """The directions (n, S) in which the "interweave" moves update the log
+    precisions together with their weights: a move of t along d multiplies
+    every weight of slot s by exp(t d_s) and its precision by exp(-2 t d_s),
+    which leaves each weight's prior z-score sqrt(precision) w unchanged (the
+    non-centred parameterisation, Yu & Meng 2011's interweaving). One
+    direction per free slot, and one per hidden layer that scales its incoming
+    weights and biases up and its outgoing weights down: a move that leaves a
+    network in tanh's linear range computing nearly the same function, along
+    which the data hardly hold the two scales apart. A group with ARD over
+    more than :data:`MAX_SLOT_DIRECTIONS` inputs gets one direction for all
+    its inputs together instead of one each (each direction costs a few
+    forward passes). Fixed slots never move."""
+    S = prior.slot_shape.size
+    free = np.isfinite(prior.slot_shape)
+    slots = {g.name: np.unique(prior.param_slot[g.slice]) for g in spec.groups}
+    rows = []
+    for g in spec.groups:
+        own = slots[g.name][free[slots[g.name]]]
+        if own.size > MAX_SLOT_DIRECTIONS:             # ARD on many inputs: one direction for the group
+            rows.append(np.isin(np.arange(S), own).astype(np.float64))
+        else:
+            rows.extend(np.eye(S)[s] for s in own)
+    n_layers = len(spec.hidden)
+    for layer in range(1, n_layers + 1):
+        d = np.zeros(S)
+        for g in spec.groups:
+            if g.layer == layer and g.kind in ("input_hidden", "hidden_hidden", "hidden_bias"):
+                d[slots[g.name]] = 1.0
+            if (g.kind == "hidden_hidden" and g.layer == layer + 1) or (g.kind == "hidden_output"
+                                                                        and layer == n_layers):
+                d[slots[g.name]] = -1.0
+        d[~free] = 0.0
+        if (d > 0).any() and (d < 0).any():
+            rows.append(d)
+    return np.array(rows, dtype=np.float64).reshape(-1, S)
+
+
+@njit(inline="always")
+def log_precision_prior(prior, top, s, v):
+    """Log density (up to a constant) of v = log tau_s under its Gamma prior,
+    the Jacobian of the log included: (alpha/2) v - (alpha / (2 mu)) e^v."""
+    a = prior.slot_shape[s]
+    mu = top[prior.slot_top[s]] if prior.slot_top[s] >= 0 else prior.slot_mean[s]
+    return 0.5 * a * v - 0.5 * a / mu * math.exp(v)
 
 
 def initial_hyper(prior: Prior, value: float | None = None) -> Hyper:

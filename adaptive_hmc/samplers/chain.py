@@ -65,7 +65,7 @@ class Record(NamedTuple):
     squared_jump: np.ndarray
     temperature: np.ndarray     # measured from the momenta after the iteration: (K_s + K_d) / D annealed, else 2 K_s / D
     hyper: np.ndarray
-    gradients: np.ndarray       # energy and gradient evaluations: num_steps, plus one after a Gibbs update (or at the start)
+    gradients: np.ndarray       # energy evaluations: num_steps, plus those of a Gibbs update (or one at the start)
 
 
 def new_record(n_chains: int, n_iter: int, n_hyper: int) -> Record:
@@ -175,9 +175,8 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
     for i in range(n_iter):
         evaluations = 0
         if settings.gibbs and chain.counters[0] >= settings.initial_phase_steps:
-            u = gibbs_energy_grad(chain.position, chain.grad, target, chain.hyper, rng)
+            u, evaluations = gibbs_energy_grad(chain.position, chain.grad, target, chain.hyper, rng)
             fill_step_sizes(target, chain.hyper, settings, step_sizes)
-            evaluations = 1
         elif not current:
             u = energy_grad(chain.position, chain.grad, target, chain.hyper)
             evaluations = 1
