@@ -172,3 +172,21 @@ def test_hierarchical_posterior_agrees_with_importance_sampling(hierarchical_tin
     se = np.sqrt(batch_means_mcse(draws) ** 2 + is_se ** 2)
     assert np.all(se < 0.1 * draws.std(axis=0)), (se, draws.std(axis=0))
     assert np.all(np.abs(draws.mean(axis=0) - is_mean) < Z * se), (draws.mean(axis=0), is_mean, se)
+
+
+@pytest.mark.slow
+def test_the_mixing_experiment_runs_quick(capsys):
+    """experiments/hierarchical_mixing.py --quick: a small fit of each row on
+    diabetes, one JSON line each with its R-hat, ESS and test figures; a fit
+    that runs until its chains meet discards the first half of what it ran."""
+    import json
+    from cli_helpers import load_script
+    script = load_script("experiments", "hierarchical_mixing")
+    assert script.main(["--quick", "--rows", "default", "gibbs-30"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["row"] for r in rows] == ["default", "gibbs-30"]
+    for r in rows:
+        assert r["rhat_test"] >= 1.0 and r["ess_test_min"] > 0 and r["rmse"] > 0 and np.isfinite(r["nll"])
+    default, gibbs = rows
+    assert default["burn_in"] == max(2, default["super_transitions"] // 2) and default["converged"] is not None
+    assert gibbs["super_transitions"] == 6 and gibbs["burn_in"] == 2 and gibbs["converged"] is None

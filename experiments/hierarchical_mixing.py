@@ -1,0 +1,151 @@
+"""Whether the hierarchical model's chains meet on real data: the estimators
+(`BNNClassifier`, `BNNRegressor`) on scikit-learn's breast_cancer, diabetes
+and digits, each a 75/25 split (random_state 0), with their defaults or with
+what a row changes; for each fit the largest R-hat across the posterior's
+chains of the test predictions and of the log hyperparameters, the smallest
+and median bulk ESS of the test predictions (on the samples the fit keeps after
+its burn-in), its gradients and wall time (compiling apart), and the test log
+loss and expected calibration error (classification) or RMSE and mean negative
+log predictive density (regression).
+
+Rows (`--rows`; each a data set and the estimator's keyword arguments):
+  default       the estimators' defaults: interweaving moves, L up to 100, run
+                until the chains meet (R-hat <= 1.01, ESS >= 400) within 600 s
+  gibbs-30      Neal's Gibbs updates alone, L up to 500, 30 super-transitions
+                (the estimators' defaults before the interweaving moves)
+  interweave-30 the interweaving moves, L up to 500, 30 super-transitions
+  interweave-100, interweave-100-short
+                100 super-transitions, L up to 500 or up to 100
+
+Run: python experiments/hierarchical_mixing.py [--data breast_cancer diabetes]
+     [--rows default gibbs-30] [--docs] [--quick]
+--docs writes docs/hierarchical_mixing.md and .json; --quick (the tests) runs
+a small fit of each row on 120 diabetes cases and writes no docs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from scipy import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from adaptive_hmc import BNNClassifier, BNNRegressor  # noqa: E402
+from adaptive_hmc.metrics import kept_samples, log_gradients, run_diagnostics  # noqa: E402
+from adaptive_hmc.models.priors import PriorSpec  # noqa: E402
+
+ROWS = {
+    "default": {},
+    "gibbs-30": dict(priors=PriorSpec(hyper_moves="gibbs"), num_steps_bounds=(10, 500), max_seconds=None),
+    "interweave-30": dict(num_steps_bounds=(10, 500), max_seconds=None),
+    "interweave-100": dict(num_steps_bounds=(10, 500), super_transitions=100, max_seconds=None),
+    "interweave-100-short": dict(super_transitions=100, max_seconds=None),
+}
+QUICK = dict(hidden=4, budget=200, super_transitions=6, num_steps_bounds=(5, 40), initial_phase_steps=100)
+
+
+def load(name: str):
+    """(X, y, estimator class) of a scikit-learn data set."""
+    from sklearn import datasets
+    X, y = getattr(datasets, f"load_{name}")(return_X_y=True)
+    return X, y, BNNRegressor if name == "diabetes" else BNNClassifier
+
+
+def expected_calibration_error(P, y, classes, bins: int = 10) -> float:
+    """The gap between confidence and accuracy over 10 equal-width confidence bins, weighted by their cases."""
+    conf = P.max(axis=1)
+    right = classes[P.argmax(axis=1)] == y
+    b = np.minimum((conf * bins).astype(int), bins - 1)
+    return float(sum(abs(right[b == k].mean() - conf[b == k].mean()) * (b == k).mean() for k in np.unique(b)))
+
+
+def measure(data: str, row: str, quick: bool) -> dict:
+    """One fit of ``row`` on ``data`` and what it buys."""
+    from sklearn.model_selection import train_test_split
+    X, y, cls = load(data)
+    if quick:
+        X, y = X[:120], y[:120]
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
+    options = dict(ROWS[row], **QUICK, **({"max_seconds": 5.0, "target_ess": 20} if quick and row == "default"
+                                          else {})) if quick else ROWS[row]
+    model = cls(**options)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X_train, y_train)
+    wall = time.perf_counter() - t0
+    n = model.replicas_.n_super
+    burn = model._burn_in(n)
+    d = run_diagnostics(model.spec_, kept_samples(model.replicas_, after=burn), model.replicas_.chain_indices("full"),
+                        "full", {"X_test": model.x_scale_.transform(X_test), "history_pred": [], "history_count": []},
+                        {"test": slice(0, len(X_test))}, model.replicas_.history_hyper[burn:],
+                        int(log_gradients(model.log_).sum()), sum(e["seconds"] for e in model.log_))
+    test, hyper = d["test"]["test"], d["hyper"]
+    out = {"data": data, "row": row, "super_transitions": n, "burn_in": burn, "rhat_test": test["rhat_max"],
+           "rhat_hyper": hyper["rhat_max"] if hyper else None, "ess_test_min": test["ess_bulk"]["min"],
+           "ess_test_median": test["ess_bulk"]["median"], "ess_hyper_min": hyper["ess_bulk"]["min"] if hyper else None,
+           "gradients": d["gradients"], "sampling_s": d["sampling_s"], "wall_s": round(wall, 1),
+           "converged": None if model.convergence_ is None else model.convergence_["met"]}
+    if cls is BNNClassifier:
+        P = model.predict_proba(X_test)
+        codes = np.searchsorted(model.classes_, y_test)
+        out["log_loss"] = float(-np.mean(np.log(np.clip(P[np.arange(len(codes)), codes], 1e-300, None))))
+        out["ece"] = expected_calibration_error(P, y_test, model.classes_)
+    else:
+        mean, sd = model.predict(X_test, return_std=True)
+        out["rmse"] = float(np.sqrt(np.mean((mean - y_test) ** 2)))
+        out["nll"] = float(-stats.norm.logpdf(y_test, mean, sd).mean())
+    return out
+
+
+def _cell(v, fmt="{:.3f}"):
+    return "-" if v is None else fmt.format(v)
+
+
+def markdown(results: list, seconds: float) -> str:
+    lines = ["# Hierarchical mixing on real data", "",
+             "Written by `python experiments/hierarchical_mixing.py --docs` "
+             f"({seconds / 60:.0f} min on a 2-core machine); what the rows are: the script's docstring and "
+             "[RESULTS.md](RESULTS.md#hierarchical-mixing-on-real-data).", "",
+             "| data | row | super-transitions (burn-in) | R-hat test / hyper | ESS test min / median | "
+             "ESS hyper min | gradients | sampling s | test error |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        err = (f"log loss {r['log_loss']:.4f}, ECE {r['ece']:.4f}" if "log_loss" in r
+               else f"RMSE {r['rmse']:.2f}, NLL {r['nll']:.4f}")
+        lines.append(f"| {r['data']} | {r['row']} | {r['super_transitions']} ({r['burn_in']}) | "
+                     f"{_cell(r['rhat_test'])} / {_cell(r['rhat_hyper'])} | {r['ess_test_min']:.0f} / "
+                     f"{r['ess_test_median']:.0f} | {_cell(r['ess_hyper_min'], '{:.0f}')} | {r['gradients']:,} | "
+                     f"{r['sampling_s']:.0f} | {err} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", nargs="+", default=["breast_cancer", "diabetes"],
+                   choices=["breast_cancer", "diabetes", "digits"])
+    p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    p.add_argument("--docs", action="store_true", help="write docs/hierarchical_mixing.md and .json")
+    p.add_argument("--quick", action="store_true", help="small fits (the tests); writes no docs")
+    a = p.parse_args(argv)
+    t0 = time.perf_counter()
+    results = []
+    for data in (["diabetes"] if a.quick else a.data):
+        for row in a.rows:
+            results.append(measure(data, row, a.quick))
+            print(json.dumps(results[-1]), flush=True)
+    if a.docs and not a.quick:
+        (ROOT / "docs" / "hierarchical_mixing.json").write_text(json.dumps(results, indent=1) + "\n")
+        (ROOT / "docs" / "hierarchical_mixing.md").write_text(markdown(results, time.perf_counter() - t0))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
