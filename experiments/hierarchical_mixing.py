@@ -9,8 +9,9 @@ loss and expected calibration error (classification) or RMSE and mean negative
 log predictive density (regression).
 
 Rows (`--rows`; each a data set and the estimator's keyword arguments):
-  default       the estimators' defaults: interweaving moves, L up to 100, run
+  default       the estimators' defaults: interweaving moves, L up to 500, run
                 until the chains meet (R-hat <= 1.01, ESS >= 400) within 600 s
+  until-short   the same with L up to 100
   gibbs-30      Neal's Gibbs updates alone, L up to 500, 30 super-transitions
                 (the estimators' defaults before the interweaving moves)
   interweave-30 the interweaving moves, L up to 500, 30 super-transitions
@@ -43,6 +44,7 @@ from adaptive_hmc.models.priors import PriorSpec  # noqa: E402
 
 ROWS = {
     "default": {},
+    "until-short": dict(num_steps_bounds=(10, 100)),
     "gibbs-30": dict(priors=PriorSpec(hyper_moves="gibbs"), num_steps_bounds=(10, 500), max_seconds=None),
     "interweave-30": dict(num_steps_bounds=(10, 500), max_seconds=None),
     "interweave-100": dict(num_steps_bounds=(10, 500), super_transitions=100, max_seconds=None),
