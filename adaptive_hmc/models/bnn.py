@@ -166,7 +166,9 @@ def _gibbs(q, t, hyper, rng):
 
 @njit(inline="always")
 def _gibbs_energy_grad(q, grad, t, hyper, rng):
-    out = forward(q, t.arch, t.XT, t.work, t.sparse)       # read by the noise's update and by the gradient
+    # The outputs are read by the noise's update and, unless the moves change q, by the gradient.
+    needed = t.arch[LIKELIHOOD] == GAUSSIAN or t.scale_dirs.shape[0] == 0
+    out = forward(q, t.arch, t.XT, t.work, t.sparse) if needed else t.work[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     moved = scale_moves(q, t, hyper, rng)
     if moved > 0:
