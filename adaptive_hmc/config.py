@@ -23,7 +23,7 @@ from .data import DataError, Split, load_split
 from .models.mlp import MLPSpec
 from .models.priors import HYPER_MOVES, GammaPrior, PriorSpec
 from .general import sample
-from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, RunOptions
+from .runner import DEFAULT_REWARD, DEFAULT_WARMUP, MAX_SUPER_TRANSITIONS, RunOptions
 from .tuners.options import BanditOptions, FixedOptions, bandit_default
 from .replicas import MODELS, ReplicaOptions, default_data
 from .tasks import LOADERS
@@ -355,9 +355,21 @@ class BurnInConfig(_Strict):
                                              "predictions (default: the first third of the run, as the estimators)")
 
 
+class UntilConfig(_Strict):
+    max_seconds: float = Field(600.0, gt=0, description="stop when this much sampling time (resumes included) "
+                               "has passed, met or not")
+    target_ess: float = Field(400.0, gt=0, description="the smallest bulk ESS of the test predictions wanted")
+
+
 class RunConfig(_Strict):
     budget: int = Field(ge=1, description="leapfrog steps per chain in each super-transition")
-    super_transitions: int = Field(ge=1, description="number of super-transitions")
+    super_transitions: int = Field(ge=1, description="number of super-transitions (with run.until, the fewest)")
+    until: Optional[UntilConfig] = Field(None, description="go on after run.super_transitions until the largest "
+                                         "R-hat of the test predictions and the log hyperparameters is at most 1.01 "
+                                         "and the test predictions' smallest bulk ESS reaches target_ess, checking "
+                                         "every 5 super-transitions and a quarter more than at the last check, "
+                                         "within max_seconds (the section below; the burn-in stays as set); null: "
+                                         "exactly super_transitions")
     burn_in: BurnInConfig = Field(default_factory=BurnInConfig, description="the section below")
     seed: int = Field(0, ge=0, description="decides every random number (also --seed)")
     checkpoint_every: int = Field(1, ge=1, description="super-transitions between checkpoints")
@@ -431,7 +443,8 @@ class Config(_Strict):
     def run_options(self) -> RunOptions:
         """The ``run`` argument of :func:`~adaptive_hmc.runner.make_run`."""
         r, t = self.run, self.tuner
-        return RunOptions(r.super_transitions, r.budget, r.seed, t.reward, t.cv_metric, t.warmup_super_transitions)
+        return RunOptions(MAX_SUPER_TRANSITIONS if r.until else r.super_transitions, r.budget, r.seed, t.reward,
+                          t.cv_metric, t.warmup_super_transitions)
 
 
 def _sample_default(name: str):

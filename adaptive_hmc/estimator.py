@@ -22,17 +22,14 @@ from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
 from .replicas import DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
-from .runner import DEFAULT_REWARD, Progress, RunOptions, can_draw_bar, compile_kernels, make_run
+from .runner import (DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, Progress, RunOptions, can_draw_bar, check_due,
+                     compile_kernels, make_run)
 from .samplers.settings import HMCSettings
 from .tuners.options import BanditOptions
 
-#: Most super-transitions of a fit that runs until its chains meet (``max_seconds``).
-MAX_SUPER_TRANSITIONS = 100_000
-#: While running until the chains meet: the fewest super-transitions between checks (and at least a quarter
-#: of those run before, so that the checks' cost shrinks as the run grows, at the same super-transitions on
-#: any machine), and the most training cases whose fitted values the checks read (a seeded subset; the
-#: hyperparameters are read whole).
-CHECK_EVERY, CHECK_CASES = 5, 200
+#: While running until the chains meet (:func:`~adaptive_hmc.metrics.check_due`): the most training cases
+#: whose fitted values the checks read (a seeded subset; the hyperparameters are read whole).
+CHECK_CASES = 200
 
 
 class _BNN(BaseEstimator):
@@ -98,7 +95,6 @@ class _BNN(BaseEstimator):
         self.convergence_ = None
         log = []
         t0 = time.perf_counter()
-        last = [0]                                                   # the super-transitions at the last check
 
         def callback(e, result):
             progress.update(e)
@@ -106,10 +102,9 @@ class _BNN(BaseEstimator):
             if not until or n < self.super_transitions:
                 return False
             out_of_time = time.perf_counter() - t0 > self.max_seconds
-            if not out_of_time and n - last[0] < max(CHECK_EVERY, last[0] // 4):
+            if not out_of_time and not check_due(n, self.super_transitions):
                 return False
             met, line = convergence(self._diagnostics(check, rows, n, log), self.target_ess)
-            last[0] = n
             self.convergence_ = {"met": met, "super_transitions": n, "status": line}
             if self.verbose:
                 print(f"after {n} super-transitions: {line}"

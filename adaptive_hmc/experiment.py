@@ -15,9 +15,9 @@ import numpy as np
 from .config import Config, ConfigError
 from .data import Standardizer, select_features
 from .replicas import iterations, memory_estimate
-from .metrics import diagnostics_line, rhat_warning
+from .metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
 from .results import RunDir, RunError
-from .runner import Progress, compile_kernels, make_run, run_super_transitions
+from .runner import Progress, check_due, compile_kernels, make_run, run_super_transitions
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
@@ -64,6 +64,9 @@ def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int) -> N
                           f"these are real numbers (use gaussian for regression)")
     if m.likelihood == "softmax" and not (np.all(Y >= 0) and np.all(Y == np.round(Y))):
         raise ConfigError(f"{source}: model.likelihood = 'softmax': needs class indices 0, 1, 2, ... as targets")
+    if cfg.run.until is not None and not sum(len(a) for a, _ in tests.values()):
+        raise ConfigError(f"{source}: run.until: checks the R-hat and ESS of the test predictions, and this data has "
+                          f"no test cases (data.split, data.test_sets); set run.until: null or add a test set")
     spec = m.spec(X.shape[1], n_outputs)
     t, run = cfg.tuner, cfg.run
     shortest = t.num_steps if t.kind == "fixed" else int(t.bounds["num_steps"][0])
@@ -146,10 +149,25 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
     unsaved: list = []     # the steps of the super-transitions not yet in the sample store
     meta["compile_s"] = round(meta.get("compile_s", 0.0) + compile_kernels(replicas, quiet), 2)   # kept out of wall_s
-    progress = Progress(cfg.run.super_transitions, len(log), quiet)
+    until, first = cfg.run.until, cfg.run.super_transitions
+    progress = Progress(None if until else first, len(log), quiet)
     done_here = 0
     warned_stuck: list = []
+    stopped: list = []           # a run that goes on until its chains meet: why it stopped
     last = time.perf_counter()
+
+    def met_or_out_of_time(n: int) -> bool:
+        """With run.until, after super-transition ``n``: whether the chains met or the time is up (saying so)."""
+        out_of_time = wall > until.max_seconds
+        if n < first or not (out_of_time or check_due(n, first)):
+            return False
+        met, line = convergence(replica_diagnostics(replicas, log, wall, cfg.replicas.predict_from), until.target_ess)
+        if met or out_of_time:
+            stopped.append({"met": met, "super_transitions": n, "status": line})
+        if not quiet:
+            print(f"{rd.path}: after {n} super-transitions: {line}" + ("; done" if met else "; the time limit "
+                  "(run.until.max_seconds) is reached" if out_of_time else "; going on"), file=sys.stderr, flush=True)
+        return met or out_of_time
 
     def after_each(entry, result):
         nonlocal wall, done_here, last
@@ -163,30 +181,37 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
                   f"L {entry['num_steps']}) chains {entry['stuck_chains']} accepted no trajectory; the run goes "
                   f"on (the log's stuck_chains lists every such one)", file=sys.stderr, flush=True)
         done_here += 1
-        if replicas.n_super % cfg.run.checkpoint_every == 0 or replicas.n_super == cfg.run.super_transitions:
+        n = replicas.n_super
+        end = met_or_out_of_time(n) if until else n == first
+        if n % cfg.run.checkpoint_every == 0 or end:
             rd.save_checkpoint(replicas, tuner, log, wall, unsaved)
         last = time.perf_counter()
-        return stop_after is not None and done_here >= stop_after
+        return end or (stop_after is not None and done_here >= stop_after)
 
     try:
         setup._replace(tuner=tuner).loop(callback=after_each, log=log)
     except KeyboardInterrupt:
         saved = rd.load_checkpoint()[0].replicas["n_super"] if rd.has_checkpoint else 0
         raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "
-                          f"{cfg.run.super_transitions}; the last checkpoint holds {saved}; resume with: "
+                          f"{'at least ' if until else ''}{first}; the last checkpoint holds {saved}; resume with: "
                           f"adaptive-hmc run {source} --out {rd.path} --resume") from None
     finally:
         progress.close()
-    if replicas.n_super < cfg.run.super_transitions:
+    if not (stopped if until else replicas.n_super >= first):
         return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rd.write_metadata(meta)
-    summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale, compile_s=meta["compile_s"])
+    summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale, compile_s=meta["compile_s"],
+                               convergence=stopped[0] if stopped else None)
     if not quiet:
         print(f"{rd.path}: {diagnostics_line(summary)}", file=sys.stderr, flush=True)
     warning = rhat_warning(summary["diagnostics"])
     if warning:
         print(f"{rd.path}: warning: {warning}", file=sys.stderr, flush=True)
+    if stopped and not stopped[0]["met"]:
+        print(f"{rd.path}: warning: stopped at the time limit, run.until.max_seconds = {until.max_seconds:g}, after "
+              f"{stopped[0]['super_transitions']} super-transitions, before the chains met: {stopped[0]['status']} "
+              f"(raise run.until.max_seconds)", file=sys.stderr, flush=True)
     if summary["stuck_super_transitions"]:
         print(f"{rd.path}: warning: in {summary['stuck_super_transitions']} of {len(log)} super-transitions some "
               f"chain accepted no trajectory (see stuck_chains in {rd.path / 'log.jsonl'}); its samples repeat "

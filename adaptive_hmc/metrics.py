@@ -194,6 +194,19 @@ def _shown_rhat(d: dict) -> str:
     return "not finite" if r is None else f"{r:.3f}"
 
 
+def replica_diagnostics(replicas: ReplicaSet, log: list, wall_s: float, chains: str, kept: dict | None = None) -> dict:
+    """:func:`run_diagnostics` of a run's replicas now: the predicting
+    ``chains``' test predictions and hyperparameters after the burn-in, costed
+    by every gradient in ``log`` and ``wall_s`` of sampling ({} before any test
+    prediction)."""
+    if not replicas.history_pred:
+        return {}
+    return run_diagnostics(replicas.spec, kept or kept_samples(replicas), replicas.chain_indices(chains), chains,
+                           {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
+                            "history_count": replicas.history_count}, replicas.test_slices,
+                           replicas.history_hyper, int(log_gradients(log).sum()), wall_s)
+
+
 def log_gradients(log: list) -> np.ndarray:
     """Every energy and gradient evaluation of each super-transition of a
     run's ``log``, all chains (leapfrog steps, the Gibbs updates' and the step
@@ -214,10 +227,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
     rows = replicas.chain_indices(chains)
     metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
     gradients = int(log_gradients(log).sum())
-    diagnostics = run_diagnostics(replicas.spec, kept or kept_samples(replicas), rows, chains,
-                                  {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
-                                   "history_count": replicas.history_count}, replicas.test_slices,
-                                  replicas.history_hyper, gradients, wall_s) if replicas.history_pred else {}
+    diagnostics = replica_diagnostics(replicas, log, wall_s, chains, kept)
     burn = cfg.run.burn_in.super_transitions
     cv = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
     key = "mse" if replicas.spec.likelihood == "gaussian" else "error_rate"

@@ -265,7 +265,7 @@ class RunDir:
         return tuner, log[:ck.n_log], ck.wall_s, note
 
     def write_results(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, cfg: Config,
-                      x_scale: Standardizer, compile_s: float = 0.0) -> dict:
+                      x_scale: Standardizer, compile_s: float = 0.0, convergence: dict | None = None) -> dict:
         arrays = {"history_pred": np.array(replicas.history_pred),
                   "history_count": np.array(replicas.history_count),
                   "history_hyper": np.array(replicas.history_hyper), "X_test": replicas.X_test,
@@ -294,6 +294,7 @@ class RunDir:
                                               target_mean=replicas.target_mean, target_sd=replicas.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
         summary = summarize(replicas, log, wall_s, cfg, compile_s, kept)
+        summary["convergence"] = convergence       # run.until: whether and where the chains met (else None)
         atomic_write(self.file(SUMMARY), _json(summary))
         return summary
 

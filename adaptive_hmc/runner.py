@@ -33,6 +33,23 @@ REWARDS = ("esjd", "cv")
 #: Super-transitions whose rewards are not told (configs and estimators alike).
 DEFAULT_WARMUP = 3
 
+#: Most super-transitions of a run that goes on until its chains meet.
+MAX_SUPER_TRANSITIONS = 100_000
+#: While running until the chains meet: the fewest super-transitions between checks (and at least a
+#: quarter of those run before, so that the checks' cost shrinks as the run grows).
+CHECK_EVERY = 5
+
+
+def check_due(n: int, first: int) -> bool:
+    """Whether a run that goes on until its chains meet checks them after its
+    ``n``-th super-transition: at ``first`` (at least :data:`CHECK_EVERY`),
+    then each time at least :data:`CHECK_EVERY` and a quarter more than at the
+    last check. The same super-transitions on any machine and across a resume."""
+    c = max(int(first), CHECK_EVERY)
+    while c < n:
+        c += max(CHECK_EVERY, c // 4)
+    return c == n
+
 
 class LogEntry(TypedDict):
     """One super-transition in the run's log (a line of ``log.jsonl``)."""

@@ -42,6 +42,7 @@ def _small(raw, n=6, budget=600):
         raw["run"].update(super_transitions=n, burn_in={"super_transitions": 2})
         return raw
     raw["run"].update(super_transitions=n, budget=budget, burn_in={"super_transitions": 2}, thin=5)
+    raw["run"].pop("until", None)                        # exactly n super-transitions
     if raw["tuner"]["kind"] == "bandit":
         raw["tuner"]["bounds"]["num_steps"] = [10, 100]
         raw["tuner"]["warmup_super_transitions"] = 1

@@ -150,7 +150,9 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
     assert done.returncode == 0, done.stderr
     raw = yaml.safe_load((tmp_path / "my.yaml").read_text())
     assert raw["data"]["path"] == "my_data.csv" and raw["data"]["target_columns"] == ["price"]
-    raw["run"].update(super_transitions=6, budget=600, burn_in={"super_transitions": 2}, thin=5)
+    assert raw["run"]["until"] == {"max_seconds": 600, "target_ess": 400}        # on until the chains meet
+    raw["run"].update(super_transitions=6, budget=600, burn_in={"super_transitions": 2}, thin=5,
+                      until={"max_seconds": 2, "target_ess": 400})
     raw["tuner"].update(bounds={"step_factor": [0.01, 1.01], "num_steps": [10, 100]}, warmup_super_transitions=1,
                         maxfun=200)
     raw["sampler"]["initial_phase_steps"] = 200

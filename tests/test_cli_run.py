@@ -103,6 +103,52 @@ def test_resume_after_interruption_gives_the_same_summary(tmp_path):
             assert np.array_equal(x[k], y[k]), k
 
 
+def test_a_run_until_its_chains_meet_stops_at_the_check_that_met_and_resumes_alike(tmp_path, monkeypatch, capsys):
+    """run.until: the run goes on past run.super_transitions, checks at the
+    super-transitions runner.check_due names, stops at the first check that
+    meets the targets (here: one that judges 10 draws a chain enough) and
+    reports it; interrupted and resumed, it ends as the uninterrupted run."""
+    from adaptive_hmc import experiment
+    from adaptive_hmc.runner import check_due
+    checks = []
+
+    def fake(diagnostics, target_ess):
+        n = next(iter(diagnostics["test"].values()))["draws_per_chain"] if diagnostics else 0
+        checks.append(n)
+        return n >= 10, f"{n} draws"
+    monkeypatch.setattr(experiment, "convergence", fake)
+    raw = _small(_raw(), n=5)
+    raw["run"].update(until={"max_seconds": 600, "target_ess": 50}, thin=0)     # draws: super-transition means
+    path = _write(tmp_path, raw)
+    cfg = read_config(path)
+    full = run_experiment(cfg, tmp_path / "full", source=str(path), quiet=True)
+    n = full["super_transitions"]
+    assert full["convergence"] == {"met": True, "super_transitions": n, "status": f"{checks[-1]} draws"}
+    assert checks == [0, 8, 13] and n == 15        # super-transition means after the burn-in of 2
+    assert [k for k in range(1, 40) if check_due(k, 5)] == [5, 10, 15, 20, 25, 31, 38]
+    part = tmp_path / "part"
+    assert run_experiment(cfg, part, source=str(path), quiet=True, stop_after=7) == {}
+    resumed = run_experiment(cfg, part, source=str(path), quiet=True, resume=True)
+    assert untimed(resumed) == untimed(full)
+
+
+def test_a_run_until_its_chains_meet_stops_at_its_time_limit_and_says_so(tmp_path, capsys):
+    raw = _small(_raw(), n=4)
+    raw["run"]["until"] = {"max_seconds": 1e-3, "target_ess": 400}
+    path = _write(tmp_path, raw)
+    out = tmp_path / "run"
+    assert main(["run", str(path), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    s = json.loads((out / "summary.json").read_text())
+    assert s["super_transitions"] == 4 and s["convergence"]["met"] is False
+    assert "after 4 super-transitions: too few draws to judge yet; the time limit (run.until.max_seconds) is " \
+           "reached" in err and "raise run.until.max_seconds" in err
+    raw["data"] = {"dataset": "robot_arm", "train_rows": [1, 200]}                   # no test cases to judge
+    assert main(["run", str(_write(tmp_path, raw, "d.yaml")), "--out", str(tmp_path / "none")]) == 2
+    assert "run.until: checks the R-hat and ESS of the test predictions" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+
 def test_resume_refuses_a_changed_config(tmp_path, capsys):
     raw = _small(_raw(), n=3)
     path = _write(tmp_path, raw)

@@ -29,19 +29,23 @@ def _model(spec, rng, ard=False, n=17):
     return BayesianMLP(spec, X, Y, PriorSpec(ard=ard))
 
 
-def test_directions_are_each_free_precision_and_each_layer_against_the_next():
+def test_directions_are_each_free_precision_each_layers_inputs_and_each_layer_against_the_next():
     spec = MLPSpec(2, (3, 4), 1)
     model = BayesianMLP(spec, np.zeros((3, 2)), np.zeros((3, 1)))
     names = model.slot_names
     D = model.target.scale_dirs
     free = np.isfinite(model.prior.slot_shape)
-    assert D.shape == (free.sum() + 2, len(names))
+    assert D.shape == (free.sum() + 4, len(names))
     np.testing.assert_array_equal(D[:free.sum()], np.eye(len(names))[free])
     assert not D[:, ~free].any()                                   # the fixed output bias never moves
-    by = dict(zip(names, D[-2])), dict(zip(names, D[-1]))
-    assert by[0] == {"input_hidden": 1, "hidden_bias_1": 1, "hidden_hidden_1_2": -1, "hidden_bias_2": 0,
+    by = [dict(zip(names, d)) for d in D[free.sum():]]
+    assert by[0] == {"input_hidden": 1, "hidden_bias_1": 1, "hidden_hidden_1_2": 0, "hidden_bias_2": 0,
+                     "hidden_output": 0, "output_bias": 0}         # a layer's incoming weights and biases together
+    assert by[1] == {"input_hidden": 1, "hidden_bias_1": 1, "hidden_hidden_1_2": -1, "hidden_bias_2": 0,
+                     "hidden_output": 0, "output_bias": 0}         # ... against its outgoing weights
+    assert by[2] == {"input_hidden": 0, "hidden_bias_1": 0, "hidden_hidden_1_2": 1, "hidden_bias_2": 1,
                      "hidden_output": 0, "output_bias": 0}
-    assert by[1] == {"input_hidden": 0, "hidden_bias_1": 0, "hidden_hidden_1_2": 1, "hidden_bias_2": 1,
+    assert by[3] == {"input_hidden": 0, "hidden_bias_1": 0, "hidden_hidden_1_2": 1, "hidden_bias_2": 1,
                      "hidden_output": -1, "output_bias": 0}
     gibbs_only = BayesianMLP(spec, np.zeros((3, 2)), np.zeros((3, 1)), PriorSpec(hyper_moves="gibbs"))
     assert gibbs_only.target.scale_dirs.shape == (0, len(names))

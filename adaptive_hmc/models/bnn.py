@@ -71,6 +71,8 @@ def _step_scales(t, hyper, out):
 #: Slice sampling of the interweaving moves (Neal 2003): initial width (in log weight scale: 1 is a
 #: factor e), most intervals of stepping out, most shrinkage steps (then the move stays put).
 SLICE_WIDTH, SLICE_STEPS, SLICE_SHRINKS = 1.0, 10, 60
+#: Rounds of updates along every direction per call of :func:`scale_moves`.
+SCALE_ROUNDS = 3
 
 
 @njit
@@ -113,8 +115,8 @@ def scale_moves(q, t, hyper, rng):
     factor = np.empty(S)
     evaluations = 1
     f0 = _line_log_density(0.0, q, t.scale_dirs[0], t, hyper, logtau, qn, factor)
-    for r in range(n_dirs):
-        d = t.scale_dirs[r]
+    for r in range(n_dirs * SCALE_ROUNDS):
+        d = t.scale_dirs[r % n_dirs]
         y = f0 - rng.exponential()
         left = -SLICE_WIDTH * rng.random()
         right = left + SLICE_WIDTH

@@ -159,8 +159,11 @@ def scale_directions(spec: MLPSpec, prior: Prior) -> np.ndarray:
     every weight of slot s by exp(t d_s) and its precision by exp(-2 t d_s),
     which leaves each weight's prior z-score sqrt(precision) w unchanged (the
     non-centred parameterisation, Yu & Meng 2011's interweaving). One
-    direction per free slot, and one per hidden layer that scales its incoming
-    weights and biases up and its outgoing weights down: a move that leaves a
+    direction per free slot; per hidden layer, one that scales its incoming
+    weights and biases up together (the units' boundaries stay where they are,
+    so a saturated layer's function hardly changes: alone, neither slot can
+    travel the long tail of small precisions that the data leave there), and
+    one that also scales its outgoing weights down: a move that leaves a
     network in tanh's linear range computing nearly the same function, along
     which the data hardly hold the two scales apart. A group with ARD over
     more than :data:`MAX_SLOT_DIRECTIONS` inputs gets one direction for all
@@ -182,6 +185,10 @@ def scale_directions(spec: MLPSpec, prior: Prior) -> np.ndarray:
         for g in spec.groups:
             if g.layer == layer and g.kind in ("input_hidden", "hidden_hidden", "hidden_bias"):
                 d[slots[g.name]] = 1.0
+        d[~free] = 0.0
+        if (d > 0).sum() > 1:                          # the layer's incoming weights and biases together
+            rows.append(d.copy())
+        for g in spec.groups:
             if (g.kind == "hidden_hidden" and g.layer == layer + 1) or (g.kind == "hidden_output"
                                                                         and layer == n_layers):
                 d[slots[g.name]] = -1.0
