@@ -432,8 +432,10 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     spec, X, Y = _toy()
     scores = {}
     for name, eps in (("stuck", 30.0), ("mixing", 0.3)):               # each from the same state (seeded)
+        # Neal's Gibbs updates: the interweaving moves would change a stuck chain's weights all the same
         runs = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), run=RunOptions(1, 2000, seed=4),
-                        replicas=ReplicaOptions(k=4, data="folds", settings=HMCSettings(window=3)))
+                        replicas=ReplicaOptions(k=4, data="folds", settings=HMCSettings(window=3),
+                                                priors=PriorSpec(hyper_moves="gibbs")))
         rs = runs.replicas
         rs.run(0.2, 20, 2000)                              # leave the start
         res = rs.run(eps, 20, 400, rng=np.random.SeedSequence(9))
