@@ -17,7 +17,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .data import Standardizer
-from .metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
+from .metrics import (check_line, convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics,
+                      time_limit_warning)
 from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
@@ -107,9 +108,7 @@ class _BNN(BaseEstimator):
             met, line = convergence(self._diagnostics(check, rows, n, log), self.target_ess)
             self.convergence_ = {"met": met, "super_transitions": n, "status": line}
             if self.verbose:
-                print(f"after {n} super-transitions: {line}"
-                      + ("; done" if met else "; the time limit (max_seconds) is reached" if out_of_time
-                         else "; going on"), flush=True)
+                print(check_line(n, line, met, out_of_time, "max_seconds"), flush=True)
             return met or out_of_time
 
         try:
@@ -134,9 +133,8 @@ class _BNN(BaseEstimator):
         if warning:
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)
         if until and self.convergence_ is not None and not self.convergence_["met"]:
-            warnings.warn(f"stopped at the time limit, max_seconds={self.max_seconds:g}, after {n_done} "
-                          f"super-transitions, before the chains met: {self.convergence_['status']} (raise "
-                          f"max_seconds)", ConvergenceWarning, stacklevel=3)
+            warnings.warn(time_limit_warning(self.convergence_, "max_seconds", self.max_seconds), ConvergenceWarning,
+                          stacklevel=3)
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
         stuck = sum(1 for e in self.log_ if e["stuck_chains"])

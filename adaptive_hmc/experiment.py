@@ -15,7 +15,8 @@ import numpy as np
 from .config import Config, ConfigError
 from .data import Standardizer, select_features
 from .replicas import iterations, memory_estimate
-from .metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
+from .metrics import (check_line, convergence, diagnostics_line, replica_diagnostics, rhat_warning,
+                      time_limit_warning)
 from .results import RunDir, RunError
 from .runner import Progress, check_due, compile_kernels, make_run, run_super_transitions
 
@@ -165,8 +166,8 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
         if met or out_of_time:
             stopped.append({"met": met, "super_transitions": n, "status": line})
         if not quiet:
-            print(f"{rd.path}: after {n} super-transitions: {line}" + ("; done" if met else "; the time limit "
-                  "(run.until.max_seconds) is reached" if out_of_time else "; going on"), file=sys.stderr, flush=True)
+            print(f"{rd.path}: {check_line(n, line, met, out_of_time, 'run.until.max_seconds')}", file=sys.stderr,
+                  flush=True)
         return met or out_of_time
 
     def after_each(entry, result):
@@ -209,9 +210,8 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     if warning:
         print(f"{rd.path}: warning: {warning}", file=sys.stderr, flush=True)
     if stopped and not stopped[0]["met"]:
-        print(f"{rd.path}: warning: stopped at the time limit, run.until.max_seconds = {until.max_seconds:g}, after "
-              f"{stopped[0]['super_transitions']} super-transitions, before the chains met: {stopped[0]['status']} "
-              f"(raise run.until.max_seconds)", file=sys.stderr, flush=True)
+        print(f"{rd.path}: warning: {time_limit_warning(stopped[0], 'run.until.max_seconds', until.max_seconds)}",
+              file=sys.stderr, flush=True)
     if summary["stuck_super_transitions"]:
         print(f"{rd.path}: warning: in {summary['stuck_super_transitions']} of {len(log)} super-transitions some "
               f"chain accepted no trajectory (see stuck_chains in {rd.path / 'log.jsonl'}); its samples repeat "
