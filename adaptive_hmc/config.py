@@ -64,27 +64,30 @@ NumberPair = Annotated[List[Number], Field(min_length=2, max_length=2)]
 
 class GammaPriorConfig(_Strict):
     """Gamma(mean precision, shape); ``shape: .inf`` fixes the precision. Give
-    either ``mean_precision`` or ``sd`` (= mean_precision^-1/2)."""
+    ``mean_precision`` or ``sd`` (= mean_precision^-1/2), or neither for the
+    group's default."""
 
     mean_precision: Optional[Number] = Field(None, gt=0, description="mean of the Gamma prior of the precision")
     sd: Optional[Number] = Field(None, gt=0, description="or the prior sd, mean_precision = sd^-2 (0.05 is 400)")
-    shape: Number = Field(0.5, gt=0, description="shape alpha (Rasmussen's parameterisation); `.inf` fixes the "
-                          "precision at its mean")
+    shape: Optional[Number] = Field(None, gt=0, description="shape alpha (Rasmussen's parameterisation; default "
+                                    "the group's: 2 for the weight groups, 0.5 for the noise); `.inf` fixes the "
+                                    "precision at its mean")
 
-    def gamma(self) -> GammaPrior:
-        mean = self.mean_precision if self.mean_precision is not None else 1.0 / self.sd ** 2
-        return GammaPrior(float(mean), float(self.shape))
+    def gamma(self, default: GammaPrior) -> GammaPrior:
+        mean = (self.mean_precision if self.mean_precision is not None else
+                1.0 / self.sd ** 2 if self.sd is not None else default.mean_precision)
+        return GammaPrior(float(mean), float(default.shape if self.shape is None else self.shape))
 
 
 class PriorsConfig(_Strict):
     input_hidden: Optional[GammaPriorConfig] = Field(None, description="input-to-hidden weights (default sd 0.05, "
-                                                     "shape 0.5)")
+                                                     "shape 2; Neal's papers 0.5)")
     hidden_hidden: Optional[GammaPriorConfig] = Field(None, description="hidden-to-hidden weights (same default)")
     hidden_bias: Optional[GammaPriorConfig] = Field(None, description="hidden biases (same default)")
     hidden_output: Optional[GammaPriorConfig] = Field(None, description="hidden-to-output weights (same default)")
     output_bias: Optional[GammaPriorConfig] = Field(None, description="output biases (default fixed sd 100)")
     input_output: Optional[GammaPriorConfig] = Field(None, description="direct input-to-output weights (default "
-                                                     "sd 0.05, shape 0.5)")
+                                                     "sd 0.05, shape 2)")
     noise: Optional[GammaPriorConfig] = Field(None, description="noise precision of each output (regression; "
                                               "default sd 0.05, shape 0.5)")
     ard: bool = Field(False, description="one precision per input (Automatic Relevance Determination) under a "
@@ -99,7 +102,8 @@ class PriorsConfig(_Strict):
                                               "gibbs (Neal's Gibbs updates given the weights alone)")
 
     def prior_spec(self) -> PriorSpec:
-        groups = {g: getattr(self, g).gamma() for g in ("input_hidden", "hidden_hidden", "hidden_bias",
+        defaults = PriorSpec()
+        groups = {g: getattr(self, g).gamma(getattr(defaults, g)) for g in ("input_hidden", "hidden_hidden", "hidden_bias",
                                                        "hidden_output", "output_bias", "input_output", "noise")
                   if getattr(self, g) is not None}
         return PriorSpec(**groups, ard=self.ard, ard_shape=float(self.ard_shape),

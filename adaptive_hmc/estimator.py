@@ -191,7 +191,8 @@ _COMMON_DOC = """
     weight_by : "gradients" (each retained sample weighs its iteration's leapfrog steps; the default) or
         "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.
-    priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default Neal's).
+    priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default: the package's, mean precision 400 and shape 2 for
+        the weight groups; Neal's papers use shape 0.5).
 
     Every parameter, the attributes set by ``fit`` and an example: docs/ESTIMATORS.md.
     seed : decides every random number; threads do not change results.

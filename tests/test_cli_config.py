@@ -275,3 +275,26 @@ def test_jitter_is_on_for_the_tuned_hmc_sampler_only(tmp_path):
     assert jitter("d.yaml", sampler__kind="metropolis", sampler__window=1) is False
     assert jitter("e.yaml", sampler__anneal=[[10, 0.0, 2.0]], sampler__window=1) is False
     assert BNNRegressor().jitter is True
+
+
+def test_hyperpriors_default_to_shape_2_for_the_weights_in_every_entry_point(tmp_path):
+    """A config that names no prior, one that gives a group's sd alone or its
+    shape alone, the estimators and the init templates: weight groups mean
+    precision 400 and shape 2, the noise Neal's 0.5; a shape given is kept."""
+    import importlib.resources
+    from adaptive_hmc.models.priors import GammaPrior, PriorSpec, WEIGHT_SHAPE
+    assert WEIGHT_SHAPE == 2.0
+    raw = _raw()
+    raw["model"]["priors"] = {}
+    spec = read_config(_write(tmp_path, raw)).model.priors.prior_spec()
+    assert spec == PriorSpec()
+    assert spec.input_hidden == spec.hidden_bias == spec.hidden_output == GammaPrior(400.0, 2.0)
+    assert spec.noise == GammaPrior(400.0, 0.5) and spec.output_bias == GammaPrior(1e-4, float("inf"))
+    raw["model"]["priors"] = {"input_hidden": {"sd": 0.5}, "hidden_bias": {"shape": 0.5}, "noise": {"sd": 0.25}}
+    spec = read_config(_write(tmp_path, raw, "partial.yaml")).model.priors.prior_spec()
+    assert spec.input_hidden == GammaPrior(4.0, 2.0) and spec.hidden_bias == GammaPrior(400.0, 0.5)
+    assert spec.noise == GammaPrior(16.0, 0.5)
+    for kind in ("regression", "classification"):
+        text = importlib.resources.files("adaptive_hmc").joinpath(f"templates/{kind}.yaml").read_text()
+        priors = yaml.safe_load(text)["model"]["priors"]
+        assert all(priors[g] == {"sd": 0.05, "shape": 2} for g in ("input_hidden", "hidden_bias", "hidden_output"))

@@ -682,3 +682,16 @@ def test_which_moves_are_probed():
     assert _untried_high(t, {"step_factor": 0.01})
     t.accept_floor = None
     assert not _untried_high(t, {"step_factor": 5.0})
+
+
+def test_class_probabilities_of_extreme_logits_are_exact_and_silent():
+    """Logits far past exp's range (a saturated network's) give probabilities
+    without an overflow warning, each class's from its own sign (no 1 - p)."""
+    import warnings
+    from adaptive_hmc.models.predictive import class_probabilities
+    F = np.array([[[-1000.0], [0.0], [800.0], [-40.0]]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        P = class_probabilities(F, "logistic")
+    assert np.array_equal(P[0, :3], [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
+    assert P[0, 3, 1] == pytest.approx(math.exp(-40.0), rel=1e-12) and P[0, 3, 0] == 1.0

@@ -119,7 +119,7 @@ def test_a_failing_run_is_reported_and_the_others_finish(tmp_path, capsys):
 
 
 def test_a_killed_sweep_resumes_where_it_stopped(tmp_path):
-    _base(tmp_path, n=8, budget=3000)
+    _base(tmp_path, n=8, budget=1500)
     path, out = _sweep(tmp_path, grid={"run.seed": [1, 2, 3, 4, 5, 6]}), tmp_path / "out"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "adaptive_hmc.cli", "sweep", str(path), "--out", str(out), "--workers", "2"]

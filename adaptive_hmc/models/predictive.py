@@ -12,6 +12,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from scipy.special import expit
 from scipy.stats import norm
 
 from ..jit import njit
@@ -135,9 +136,8 @@ def squared_errors(mean, Y) -> np.ndarray:
 
 def class_probabilities(F, likelihood: str) -> np.ndarray:
     """Class probabilities (..., N, K) of network outputs (logits) F (..., N, n_out)."""
-    if likelihood == "logistic":
-        p1 = 1.0 / (1.0 + np.exp(-F[..., 0]))
-        return np.stack([1.0 - p1, p1], axis=-1)
+    if likelihood == "logistic":                 # the logistic function of each sign: no overflow, no 1 - p
+        return np.stack([expit(-F[..., 0]), expit(F[..., 0])], axis=-1)
     E = np.exp(F - F.max(axis=-1, keepdims=True))
     return E / E.sum(axis=-1, keepdims=True)
 

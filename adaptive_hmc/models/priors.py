@@ -41,6 +41,19 @@ class GammaPrior:
         return cls(1.0 / sd ** 2, math.inf)
 
 
+#: Default shape (alpha above) of each weight group's precision prior: 2, an exponential prior on the
+#: precision (Gamma shape 1) around the mean 400 (sd 0.05). Neal's 0.5 (shape 0.25) is so vague that on
+#: real data the group precisions' posterior is about as wide as their prior (sd 4 in log tau) and the
+#: chains take thousands of super-transitions to cross it (docs/RESULTS.md, hierarchical mixing); the
+#: papers' configs spell 0.5. The noise keeps 0.5 (the data determine it).
+WEIGHT_SHAPE = 2.0
+
+
+def weight_prior() -> GammaPrior:
+    """A weight group's default precision prior: Gamma(mean 400, shape :data:`WEIGHT_SHAPE`)."""
+    return GammaPrior(400.0, WEIGHT_SHAPE)
+
+
 #: How the precisions are sampled: "gibbs", Neal's conjugate Gibbs updates given
 #: the weights alone; "interweave", each Gibbs update followed by slice updates
 #: of the precisions jointly with their weights' scale (:func:`scale_directions`).
@@ -49,8 +62,10 @@ HYPER_MOVES = ("interweave", "gibbs")
 
 @dataclass(frozen=True)
 class PriorSpec:
-    """Priors of every weight group and of the noise (defaults: Neal's robot-arm
-    specification, ``0.05:0.5`` for every group and the noise, output bias sd 100).
+    """Priors of every weight group and of the noise (defaults: mean precision 400
+    (sd 0.05) for every group and the noise, shape :data:`WEIGHT_SHAPE` (2) for
+    the weight groups and Neal's 0.5 for the noise, output bias fixed at sd 100;
+    Neal's robot-arm specification is ``0.05:0.5`` for every group).
 
     ``scale_hidden_output`` multiplies the hidden-output precision by the number
     of units of the last hidden layer, so that the prior output magnitude does
@@ -64,12 +79,12 @@ class PriorSpec:
     incoming against its outgoing weights (:func:`scale_directions`).
     """
 
-    input_hidden: GammaPrior = field(default_factory=GammaPrior)
-    hidden_hidden: GammaPrior = field(default_factory=GammaPrior)
-    hidden_bias: GammaPrior = field(default_factory=GammaPrior)
-    hidden_output: GammaPrior = field(default_factory=GammaPrior)
+    input_hidden: GammaPrior = field(default_factory=weight_prior)
+    hidden_hidden: GammaPrior = field(default_factory=weight_prior)
+    hidden_bias: GammaPrior = field(default_factory=weight_prior)
+    hidden_output: GammaPrior = field(default_factory=weight_prior)
     output_bias: GammaPrior = field(default_factory=lambda: GammaPrior.fixed_sd(100.0))
-    input_output: GammaPrior = field(default_factory=GammaPrior)
+    input_output: GammaPrior = field(default_factory=weight_prior)
     noise: GammaPrior = field(default_factory=GammaPrior)
     ard: bool = False
     ard_top: GammaPrior = field(default_factory=lambda: GammaPrior(400.0, 1.0))
