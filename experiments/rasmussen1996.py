@@ -81,7 +81,7 @@ def write_sweep(out: Path, tasks, sizes, quick: bool, seeds=(1,)) -> Path:
         entries.append({"label": label(t, p, j), "data.dataset": t, "data.split": split_of(t, p, j),
                         "model.hidden": [hidden_units(len(X), X.shape[1])]})
     spec = {"name": out.name, "base": [str(ROOT / "configs" / f"rasmussen1996_{m}.yaml") for m in ("hand", "bandit")],
-            "grid": {"run.budget": [1000], "run.super_transitions": [9], "run.checkpoint_every": [1]} if quick else {},
+            "grid": {"run.budget": [1000], "run.super_transitions": [6], "run.checkpoint_every": [1]} if quick else {},
             "cases": entries}
     if seeded(seeds):
         spec["grid"]["run.seed"] = [int(s) for s in seeds]

@@ -295,6 +295,7 @@ def test_other_transitions_run_on_the_replicas_from_a_config(kind, tmp_path, cap
     assert "sampler.window = 5: windows and jitter are for kind hmc, not " + kind in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_dexter_runs_through_the_cli_and_predicts_from_raw_word_counts(tmp_path, capsys):
     """Dexter's quick config, shortened: 295 of the 20,000 features selected on
     the training cases, log(1 + count) inputs kept sparse (the first layer runs

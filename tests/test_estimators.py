@@ -27,6 +27,7 @@ def test_scikit_learn_estimator_checks(cls):
     assert len(results) > 50 and not failed, failed
 
 
+@pytest.mark.slow
 def test_accuracy_checks_at_a_fair_budget():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)

@@ -94,7 +94,7 @@ def test_killed_and_resumed_runs_end_as_uninterrupted_ones(tmp_path, warm_cache)
     into an empty cache: before any checkpoint), each time followed by
     --resume, and a SIGTERM after a checkpoint, which says how to resume (exit
     130): every run ends exactly as an uninterrupted one."""
-    config = _config(tmp_path, super_transitions=12, budget=1500)
+    config = _config(tmp_path, super_transitions=10, budget=1000)
     cache = warm_cache[0]
     rng = random.Random(2026)
     out = tmp_path / "killed"

@@ -76,6 +76,7 @@ def test_a_task_config_validates_and_its_mistakes_are_named(tmp_path, capsys):
                "(105 cases)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_benchmark_runs_in_its_quick_form(tmp_path):
     out = tmp_path / "bench"
     r = subprocess.run([sys.executable, str(ROOT / "experiments" / "rasmussen1996.py"), "--quick", "--out",
@@ -127,6 +128,7 @@ def test_an_input_that_never_varies_in_training_maps_to_zero():
     assert np.isinf(sc.sd).sum() >= 1 and np.all(sc.transform(np.eye(12))[:, np.isinf(sc.sd)] == 0)
 
 
+@pytest.mark.slow
 def test_neal_1992_grid_runs_in_its_quick_form(tmp_path):
     out = tmp_path / "grid"
     r = subprocess.run([sys.executable, str(ROOT / "experiments" / "neal1992_grid.py"), "--quick", "--out", str(out),
@@ -164,6 +166,7 @@ def test_neal_1992_full_runs_in_their_quick_form(tmp_path):
     assert (out / "neal1992_full.png").stat().st_size > 5_000
 
 
+@pytest.mark.slow
 def test_neal_1993_runs_in_their_quick_form(tmp_path):
     out = tmp_path / "n93"
     r = subprocess.run([sys.executable, str(ROOT / "experiments" / "neal1993.py"), "--quick", "--out", str(out),
@@ -206,6 +209,7 @@ def test_dexter_loads_sparse_and_its_feature_filter_is_a_chi_squared_test():
     assert picked.tolist() == [5] and 7 not in select_features(Z, y[rows], 295)
 
 
+@pytest.mark.slow
 def test_the_dexter_benchmark_and_table_run_in_their_quick_forms(tmp_path):
     r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_dexter.py"), "--quick"],
                        capture_output=True, text=True, timeout=900)

@@ -81,6 +81,7 @@ def _synthetic(seed):
     return opt, f
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("transform", ["standardize", "rank"])
 def test_bandit_finds_the_optimum_of_noisy_rewards(transform):
     """Rule: after 60 tells the best action (the maximiser of the GP posterior
