@@ -28,8 +28,9 @@ from .runner import (DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, Progress, RunOptions
 from .samplers.settings import HMCSettings
 from .tuners.options import BanditOptions
 
-#: While running until the chains meet (:func:`~adaptive_hmc.metrics.check_due`): the most training cases
-#: whose fitted values the checks read (a seeded subset; the hyperparameters are read whole).
+#: The most training cases whose fitted values the diagnostics read, at the checks of a run until the chains
+#: meet (:func:`~adaptive_hmc.metrics.check_due`) and at the end (a seeded subset, the same throughout;
+#: ``diagnostics_["fitted_cases"]`` says how many of how many; the hyperparameters are read whole).
 CHECK_CASES = 200
 
 
@@ -91,8 +92,10 @@ class _BNN(BaseEstimator):
         self.spec_ = spec
         rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
         compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
-        progress = Progress(None if until else self.super_transitions, 0, quiet=not self.verbose)
+        progress = Progress(None if until else self.super_transitions, 0, quiet=not self.verbose,
+                            limit_s=self.max_seconds if until else None)
         check = X[np.sort(np.random.default_rng(self.seed).permutation(len(X))[:CHECK_CASES])]
+        cases = {"cases": len(check), "of": len(X)}
         self.convergence_ = None
         log = []
         t0 = time.perf_counter()
@@ -126,9 +129,12 @@ class _BNN(BaseEstimator):
         self.posterior_ = Posterior(spec, self.weights_, self.noise_, self.sample_weights_, self.x_scale_,
                                     np.zeros(n_out) if scale is None else scale.mean,
                                     np.ones(n_out) if scale is None else scale.sd)
-        # R-hat and ESS of the fitted values (the predictions at the training inputs) across the posterior's
-        # chains, per 1000 of every gradient the fit computed and per second of sampling.
-        self.diagnostics_ = self._diagnostics(X, rows, n_done, self.log_)
+        # R-hat and ESS of the fitted values (the predictions at a seeded subset of the training inputs) across
+        # the posterior's chains, per 1000 of every gradient the fit computed and per second of sampling.
+        if self.verbose:
+            print(f"computing R-hat and ESS of {len(check)} of {len(X)} fitted values and the hyperparameters",
+                  flush=True)
+        self.diagnostics_ = {**self._diagnostics(check, rows, n_done, self.log_), "fitted_cases": cases}
         warning = rhat_warning(self.diagnostics_)
         if warning:
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)
@@ -199,7 +205,7 @@ _COMMON_DOC = """
     threads : worker threads for the chains (default: every core available).
 
     After ``fit``, ``diagnostics_`` holds R-hat and the bulk and tail ESS of the fitted values (the
-    predictions at the training inputs) and of the hyperparameters across the posterior's chains, the
+    predictions at a seeded subset of at most 200 training inputs, ``fitted_cases``) and of the hyperparameters across the posterior's chains, the
     ESS per 1000 of every gradient the fit computed and per second of sampling (as a run's
     summary.json); a ConvergenceWarning says when the largest R-hat exceeds 1.01.
 """

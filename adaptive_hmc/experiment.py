@@ -151,7 +151,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     unsaved: list = []     # the steps of the super-transitions not yet in the sample store
     meta["compile_s"] = round(meta.get("compile_s", 0.0) + compile_kernels(replicas, quiet), 2)   # kept out of wall_s
     until, first = cfg.run.until, cfg.run.super_transitions
-    progress = Progress(None if until else first, len(log), quiet)
+    progress = Progress(None if until else first, len(log), quiet, until.max_seconds if until else None)
     done_here = 0
     warned_stuck: list = []
     stopped: list = []           # a run that goes on until its chains meet: why it stopped
@@ -202,6 +202,9 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
         return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rd.write_metadata(meta)
+    if not quiet:
+        print(f"{rd.path}: computing the predictions, R-hat and ESS of the test sets and hyperparameters",
+              file=sys.stderr, flush=True)
     summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale, compile_s=meta["compile_s"],
                                convergence=stopped[0] if stopped else None)
     if not quiet:

@@ -266,16 +266,28 @@ def compile_kernels(replicas: ReplicaSet, quiet: bool = False) -> float:
 
 
 class Progress:
-    """tqdm bar on a terminal that can draw one, plain log lines otherwise
-    (``total`` None: a run whose length is not known in advance)."""
+    """tqdm bar on a terminal that can draw one (it shows the elapsed and
+    remaining time), plain log lines otherwise, each with the elapsed time and,
+    when the length is known, the time left at the pace so far (``total``
+    None: a run whose length is not known in advance; ``limit_s``: its time
+    limit, said beside the elapsed time)."""
 
-    def __init__(self, total: int | None, initial: int, quiet: bool = False):
+    def __init__(self, total: int | None, initial: int, quiet: bool = False, limit_s: float | None = None):
         self.quiet = quiet
         self.bar = None
         if not quiet and can_draw_bar():
             from tqdm import tqdm
             self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions")
-        self.total = total
+        self.total, self.initial, self.limit_s = total, initial, limit_s
+        self.t0 = time.perf_counter()
+
+    def timing(self, done: int) -> str:
+        """Elapsed time after ``done`` super-transitions (of this process) and what is left."""
+        elapsed = time.perf_counter() - self.t0
+        if self.total is not None:
+            left = elapsed / max(done, 1) * (self.total - self.initial - done)
+            return f"elapsed {elapsed:.0f} s, about {left:.0f} s left"
+        return f"elapsed {elapsed:.0f} s" + ("" if self.limit_s is None else f" of at most {self.limit_s:g} s")
 
     def update(self, e: dict):
         acc = float(np.mean(e["acceptance"]))
@@ -291,7 +303,7 @@ class Progress:
             of = "" if self.total is None else f"/{self.total}"
             print(f"super-transition {e['i'] + 1}{of} (log i={e['i']}): eps={e['step_factor']:.4f} "
                   f"L={e['num_steps']} reward={reward} acceptance={acc:.3f} divergences={e['divergences']} "
-                  f"{e['seconds']:.2f}s{stuck}{probed}",
+                  f"{e['seconds']:.2f}s; {self.timing(e['i'] + 1 - self.initial)}{stuck}{probed}",
                   flush=True)
 
     def close(self):

@@ -301,6 +301,42 @@ def test_one_chain_has_the_r_hat_of_its_halves():
     assert r[:2] == pytest.approx(both[:2])
 
 
+def test_vectorised_r_hat_and_ess_are_arviz_figures():
+    """chain_statistics computes all variables at once (blocks of CHUNK,
+    threads); each figure is ArviZ's, per variable, to 1e-9: chains 1-5,
+    draws 4-60 (odd counts, fewer than Geyer's pairs need), iid, random
+    walks (long autocorrelation), ties, chains at different levels; more
+    variables than one block."""
+    import warnings
+    import arviz as az
+    from adaptive_hmc import diagnostics
+    rng = np.random.default_rng(1)
+
+    def arviz_figures(y):
+        halves = y[:, : y.shape[1] // 2 * 2].reshape(2, y.shape[1] // 2, -1) if y.shape[0] == 1 else y
+        ds = az.convert_to_dataset(y)
+        out = {"rhat": az.rhat(az.convert_to_dataset(halves), method="rank")["x"].values,
+               "ess_bulk": az.ess(ds, method="bulk")["x"].values, "ess_tail": az.ess(ds, method="tail")["x"].values}
+        return {k: np.nan_to_num(v, nan=np.inf if k == "rhat" else 0.0) for k, v in out.items()}
+    for trial in range(120):
+        c, n, v = int(rng.integers(1, 6)), int(rng.integers(4, 60)), int(rng.integers(1, 4))
+        y = rng.normal(size=(c, n, v))
+        y = [y, y.cumsum(1) * rng.uniform(0.01, 2), np.round(y.cumsum(1)), y + 3 * rng.normal(size=(c, 1, v))][trial % 4]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            want = arviz_figures(y)
+        got = diagnostics.chain_statistics(y)
+        for k in want:
+            assert got[k] == pytest.approx(want[k], rel=1e-9, abs=1e-9), (trial, k)
+    y = rng.normal(size=(3, 40, diagnostics.CHUNK + 5)).cumsum(1)
+    got = diagnostics.chain_statistics(y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = arviz_figures(y[:, :, -7:])
+    assert got["ess_bulk"][-7:] == pytest.approx(want["ess_bulk"], rel=1e-9)
+    assert got["rhat"][-7:] == pytest.approx(want["rhat"], rel=1e-9)
+
+
 def test_the_end_of_run_warning_names_chains_that_have_not_met():
     from adaptive_hmc.metrics import rhat_warning
     assert rhat_warning({"chains": "full", "rhat_max": 1.004}) is None

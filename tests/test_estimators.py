@@ -59,10 +59,13 @@ def test_clear_errors_and_warnings():
         BNNRegressor(**dict(TINY, step_factor_bounds=(30.0, 40.0))).fit(X, y)
 
 
-def test_a_fit_reports_the_diagnostics_of_its_posterior_chains():
-    """diagnostics_: R-hat and ESS of the fitted values across the k chains of
-    the posterior, per 1000 of every gradient the fit computed; chains that
-    cannot have met (too short a fit) are warned about."""
+def test_a_fit_reports_the_diagnostics_of_its_posterior_chains(monkeypatch):
+    """diagnostics_: R-hat and ESS of the fitted values (a seeded subset of at
+    most CHECK_CASES training cases) across the k chains of the posterior, per
+    1000 of every gradient the fit computed; chains that cannot have met (too
+    short a fit) are warned about."""
+    from adaptive_hmc import estimator
+    monkeypatch.setattr(estimator, "CHECK_CASES", 30)
     rng = np.random.default_rng(1)
     X = rng.normal(size=(40, 2))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=40)
@@ -71,7 +74,8 @@ def test_a_fit_reports_the_diagnostics_of_its_posterior_chains():
         m = BNNRegressor(**FAIR).fit(X, y)
     d = m.diagnostics_["test"]["training"]
     grads = sum(e["gradients"] for e in m.log_)
-    assert d["chains"] == 2 and d["variables"] == 40 and m.diagnostics_["gradients"] == grads
+    assert d["chains"] == 2 and d["variables"] == 30 and m.diagnostics_["gradients"] == grads
+    assert m.diagnostics_["fitted_cases"] == {"cases": 30, "of": 40}
     assert d["ess_per_1000_gradients"]["median"] == pytest.approx(1000 * d["ess_bulk"]["median"] / grads)
     assert len(m.weights_) == len(m.replicas_.kept_rows()[0])          # every chain is the posterior's
     with pytest.warns(ConvergenceWarning, match="R-hat across the 'full' chains"):
