@@ -74,13 +74,20 @@ def _starting(args) -> None:
 def _run(args) -> int:
     if args.dry_run:
         return _validate(args)
-    from .config import Config, read_config
+    from .config import Config, ConfigError, read_config
     from .experiment import run_experiment
+    from .results import RunError
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
     run = run_experiment
+    extra = {"extend": args.extend} if args.extend is not None else {}
+    if args.extend is not None and args.extend < 1:
+        raise RunError(f"--extend {args.extend}: the number of super-transitions to add, an integer >= 1")
     if not isinstance(cfg, Config):                      # model.kind: density
         from .density_run import run_density as run
+        if extra:
+            raise ConfigError(f"{args.config}: --extend {args.extend}: extends runs of network configs (model.kind "
+                              f"bnn, neal1992, neal1993); this one is a density's")
     if args.out:
         out = Path(args.out)
     else:   # a fresh directory: runs/NAME-seedS, then -2, -3, ...
@@ -89,7 +96,7 @@ def _run(args) -> int:
         while out.exists() and not args.resume:
             n += 1
             out = base.with_name(f"{base.name}-{n}")
-    summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet)
+    summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet, **extra)
     print(f"run directory: {out}")
     print(json.dumps(summary, indent=2))
     return 0
@@ -180,6 +187,9 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", help="run directory (default: a new runs/NAME-seedSEED[-n])")
     r.add_argument("--seed", type=int, help="override run.seed")
     r.add_argument("--resume", action="store_true", help="continue from the run directory's last checkpoint")
+    r.add_argument("--extend", type=int, metavar="N", help="add N super-transitions to the finished run in --out "
+                   "(the same draws and figures as a run asked for N more at the start with the same burn-in; "
+                   "run.until off)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
     r.add_argument("--dry-run", action="store_true", help="check the config and its data, print the resolved "
                                                           "config, run nothing (as validate)")

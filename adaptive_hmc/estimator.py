@@ -7,8 +7,10 @@ chains' weight vectors are kept (every ``thin``-th retained sample) so that
 """
 from __future__ import annotations
 
+import hashlib
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -34,12 +36,26 @@ from .tuners.options import BanditOptions
 CHECK_CASES = 200
 
 
+#: The parameters a warm start may change: how long the chains go on and what is said; the others decide the
+#: draws.
+WARM_START_MAY_CHANGE = frozenset({"super_transitions", "max_seconds", "target_ess", "burn_in_super_transitions",
+                                   "verbose", "threads", "warm_start"})
+
+
+def _same(a, b) -> bool:
+    """Whether two parameter values are equal (sequences compared as tuples, priors by their fields)."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return tuple(a) == tuple(b)
+    return a == b
+
+
 class _BNN(BaseEstimator):
     def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400):
-        self.reward, self.weight_by, self.jitter = reward, weight_by, jitter
+                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
+                 warm_start=False):
+        self.reward, self.weight_by, self.jitter, self.warm_start = reward, weight_by, jitter, warm_start
         self.max_seconds, self.target_ess = max_seconds, target_ess
         self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
         self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
@@ -77,27 +93,33 @@ class _BNN(BaseEstimator):
         if until and not (float(self.max_seconds) > 0 and float(self.target_ess) > 0):
             raise ValueError(f"max_seconds={self.max_seconds!r}, target_ess={self.target_ess!r}: both > 0 (or "
                              f"max_seconds=None: exactly super_transitions)")
-        bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": tuple(int(v) for v in self.num_steps_bounds)}
-        setup = make_run(
-            spec, X, Y, tuner=BanditOptions(bounds),
-            run=RunOptions(MAX_SUPER_TRANSITIONS if until else self.super_transitions, self.budget, self.seed,
-                           self.reward, metric),
-            replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
-                                    priors=self.priors or PriorSpec(),
-                                    settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
-                                                         jitter=bool(self.jitter)),
-                                    thin=self.thin, burn_in_super_transitions=0 if until else self._burn_in(0),
-                                    threads=self.threads, weight_by=self.weight_by))
+        setup, log = self._continued(X, Y) if self.warm_start and hasattr(self, "replicas_") else (None, [])
+        if setup is None:
+            bounds = {"step_factor": tuple(self.step_factor_bounds),
+                      "num_steps": tuple(int(v) for v in self.num_steps_bounds)}
+            setup = make_run(
+                spec, X, Y, tuner=BanditOptions(bounds),
+                run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, self.seed, self.reward, metric),
+                replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
+                                        priors=self.priors or PriorSpec(),
+                                        settings=HMCSettings(window=self.window,
+                                                             initial_phase_steps=self.initial_phase_steps,
+                                                             jitter=bool(self.jitter)),
+                                        thin=self.thin, threads=self.threads, weight_by=self.weight_by))
+        # Every sample is kept (the burn-in is left out at the end), so that a warm start continues the very
+        # run a longer fit would have made.
+        setup = setup._replace(run=replace(setup.run, super_transitions=MAX_SUPER_TRANSITIONS if until
+                                           else self.super_transitions))
+        self._setup, self._fitted_with = setup, (self._data_fingerprint(X, Y), self._fixed_params())
         self.replicas_, self.tuner_ = setup.replicas, setup.tuner
         self.spec_ = spec
         rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
         compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
-        progress = Progress(None if until else self.super_transitions, 0, quiet=not self.verbose,
+        progress = Progress(None if until else self.super_transitions, len(log), quiet=not self.verbose,
                             limit_s=self.max_seconds if until else None)
         check = X[np.sort(np.random.default_rng(self.seed).permutation(len(X))[:CHECK_CASES])]
         cases = {"cases": len(check), "of": len(X)}
         self.convergence_ = None
-        log = []
         t0 = time.perf_counter()
 
         def callback(e, result):
@@ -153,6 +175,30 @@ class _BNN(BaseEstimator):
                           f"rest on a very short run (raise super_transitions)", ConvergenceWarning, stacklevel=3)
         return self
 
+    def _fixed_params(self) -> dict:
+        """The parameters a warm start must not change (all but :data:`WARM_START_MAY_CHANGE`)."""
+        return {k: v for k, v in self.get_params().items() if k not in WARM_START_MAY_CHANGE}
+
+    @staticmethod
+    def _data_fingerprint(X, Y) -> str:
+        return hashlib.sha256(np.ascontiguousarray(X).tobytes() + np.ascontiguousarray(Y).tobytes()
+                              + str((X.shape, Y.shape)).encode()).hexdigest()
+
+    def _continued(self, X, Y) -> tuple:
+        """(the previous fit's run, its log) for a warm start on the same data and
+        settings; ValueError naming what changed otherwise."""
+        data, params = self._fitted_with
+        if self._data_fingerprint(X, Y) != data:
+            raise ValueError("warm_start=True continues the chains of the previous fit on the same data; X or y "
+                             "differ (set warm_start=False to fit anew)")
+        changed = [f"{k}={v!r} (was {params[k]!r})" for k, v in self._fixed_params().items()
+                   if not _same(v, params[k])]
+        if changed:
+            raise ValueError(f"warm_start=True continues the previous fit's chains; only "
+                             f"{', '.join(sorted(WARM_START_MAY_CHANGE - {'warm_start'}))} may change, and "
+                             f"{'; '.join(changed)} (set warm_start=False to fit anew)")
+        return self._setup, list(self.log_)
+
     def _diagnostics(self, X, rows, n_done: int, log: list) -> dict:
         """R-hat and ESS across the posterior's chains of the fitted values at
         ``X`` and of the log hyperparameters, from the samples after the
@@ -203,6 +249,10 @@ _COMMON_DOC = """
     Every parameter, the attributes set by ``fit`` and an example: docs/ESTIMATORS.md.
     seed : decides every random number; threads do not change results.
     threads : worker threads for the chains (default: every core available).
+    warm_start : a second ``fit`` on the same data continues the chains of the first, to
+        ``super_transitions`` in all (or, running until the chains meet, until they do): the same
+        draws as one fit asked for that length at the start. Only super_transitions, max_seconds,
+        target_ess, burn_in_super_transitions, verbose and threads may change in between.
 
     After ``fit``, ``diagnostics_`` holds R-hat and the bulk and tail ESS of the fitted values (the
     predictions at a seeded subset of at most 200 training inputs, ``fitted_cases``) and of the hyperparameters across the posterior's chains, the
@@ -246,10 +296,10 @@ class BNNClassifier(ClassifierMixin, _BNN):
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 cv_metric="log_loss"):
+                 warm_start=False, cv_metric="log_loss"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
                          initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
-                         reward, weight_by, jitter, max_seconds, target_ess)
+                         reward, weight_by, jitter, max_seconds, target_ess, warm_start)
         self.cv_metric = cv_metric
 
     def fit(self, X, y):

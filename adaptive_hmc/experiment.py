@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from .config import Config, ConfigError
+from .config import Config, ConfigError, parse, to_dict
 from .data import Standardizer, select_features
 from .replicas import iterations, memory_estimate
 from .metrics import (check_line, convergence, diagnostics_line, replica_diagnostics, rhat_warning,
@@ -87,10 +87,16 @@ class Interrupted(RunError):
     """The run was stopped by Ctrl-C or SIGTERM; its last checkpoint is intact."""
 
 
-def _prepare(rd: RunDir, resume: bool, say) -> bool:
+def _prepare(rd: RunDir, resume: bool, say, extend: int = 0) -> bool:
     """Decide from the directory's state whether the run resumes (True) or
     starts (False); RunError when neither is right. Writes nothing."""
     status = rd.status()
+    if extend and (resume or status != "finished"):
+        why = ("--resume continues an interrupted run or extension; --extend adds to a finished one: one or the "
+               "other" if resume else f"{rd.path}: --extend {extend}: adds super-transitions to a finished run, and "
+               + {"checkpointed": "this one is unfinished (--resume it first)",
+                  "foreign": "this is not a run directory of this package"}.get(status, "there is none here"))
+        raise RunError(why)
     if resume and not rd.path.exists():
         raise RunError(f"{rd.path}: no such run directory to resume (check --out); without --resume a new run "
                        f"starts there")
@@ -98,7 +104,10 @@ def _prepare(rd: RunDir, resume: bool, say) -> bool:
         raise RunError(f"{rd.path}: not a run directory of this package (it is not a directory, or holds files "
                        f"this package did not write); choose another --out")
     if status == "finished":
-        raise RunError(f"{rd.path}: holds a finished run (its results are there); use another --out to run again")
+        if extend:
+            return True
+        raise RunError(f"{rd.path}: holds a finished run (its results are there); use another --out to run again, "
+                       f"or --extend N to add N super-transitions to it")
     if status == "checkpointed":
         if not resume:
             raise RunError(f"{rd.path}: holds an unfinished run with a checkpoint; add --resume to continue it, "
@@ -111,11 +120,23 @@ def _prepare(rd: RunDir, resume: bool, say) -> bool:
     return False
 
 
+def lengthened(cfg: Config, source: str, total: int) -> Config:
+    """``cfg`` run for exactly ``total`` super-transitions (``run.until``
+    off), its burn-in the one it started with: the config an extended run
+    goes on with."""
+    raw = to_dict(cfg)
+    raw["run"].update(super_transitions=total, until=None)
+    return parse(raw, source)
+
+
 def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = False, quiet: bool = False,
-                   stop_after=None) -> dict:
+                   stop_after=None, extend: int = 0) -> dict:
     """Run ``cfg`` into directory ``out``, or resume it from its last
     checkpoint (``resume``); a directory whose run stopped before its first
-    checkpoint starts over. Returns the summary ({} when stopped early).
+    checkpoint starts over. ``extend``: add that many super-transitions to the
+    finished run in ``out`` (the same draws and figures as a run of ``cfg``
+    asked for that many more at the start with the burn-in it started with,
+    ``run.until`` off: :func:`lengthened`). Returns the summary ({} when stopped early).
     ``stop_after`` ends the process's work after that many super-transitions
     (as an interruption would), leaving the checkpoint behind. Ctrl-C or
     SIGTERM raise :class:`Interrupted`, saying how to resume."""
@@ -124,11 +145,20 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
     def say(message):
         print(message, file=sys.stderr, flush=True)
 
-    _prepare(rd, resume, say)                       # refusals come before any work or writing
-    setup, x_scale = build(cfg, source)   # all validation before any writing
+    if not (isinstance(extend, (int, np.integer)) and extend >= 0):
+        raise RunError(f"--extend {extend!r}: the number of super-transitions to add, an integer >= 1")
+    resuming = _prepare(rd, resume, say, extend)      # refusals come before any work or writing
+    if resuming:
+        rd.check_same_config(cfg)
+    total = rd.progress()[0] + extend if extend else rd.extended_to() if resuming else None
+    run_cfg = cfg if total is None else lengthened(cfg, source, total)
+    setup, x_scale = build(run_cfg, source)   # all validation before any writing
     lock = rd.lock()
     try:
-        return _run_locked(rd, cfg, source, _prepare(rd, resume, lambda m: None), quiet, stop_after, setup, x_scale)
+        resuming = _prepare(rd, resume, lambda m: None, extend)
+        if extend:
+            rd.begin_extension(extend)
+        return _run_locked(rd, run_cfg, source, resuming, quiet, stop_after, setup, x_scale)
     finally:
         lock.close()
 
@@ -136,7 +166,6 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
 def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) -> dict:
     replicas, tuner = setup.replicas, setup.tuner
     if resuming:
-        rd.check_same_config(cfg)
         tuner, log, wall, note = rd.restore(replicas, type(tuner))
         if note:
             print(f"{rd.path}: {note}", file=sys.stderr, flush=True)

@@ -234,10 +234,28 @@ class RunDir:
         total); RunError when either cannot be read."""
         ck, _ = self.load_checkpoint()
         try:
-            total = yaml.safe_load(self.file(CONFIG).read_text())["run"]["super_transitions"]
-        except (OSError, KeyError, TypeError, yaml.YAMLError) as e:
+            total = self.extended_to() or yaml.safe_load(self.file(CONFIG).read_text())["run"]["super_transitions"]
+        except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError) as e:
             raise RunError(f"{self.file(CONFIG)}: cannot be read ({e})") from None
         return ck.replicas["n_super"], total
+
+    def extended_to(self) -> int | None:
+        """The length an ``--extend`` set (the metadata's last extension), or None for a run never extended."""
+        extensions = self.read_metadata().get("extended") if self.file(METADATA).is_file() else None
+        return int(extensions[-1]["to"]) if extensions else None
+
+    def begin_extension(self, by: int) -> int:
+        """Make a finished run an unfinished one of ``by`` more super-transitions
+        than its checkpoint holds: record the new length in the metadata, then
+        remove the summary (the mark of a finished run; the other results are
+        rewritten at the end). Returns the new length. A kill after this leaves
+        a run that ``--resume`` continues to the new length."""
+        n = self.load_checkpoint()[0].replicas["n_super"]
+        meta = self.read_metadata()
+        meta.setdefault("extended", []).append({"from": n, "to": n + by, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
+        self.write_metadata(meta)
+        self.file(SUMMARY).unlink()
+        return n + by
 
     def restore(self, replicas: ReplicaSet, tuner_type) -> tuple:
         """(tuner, log, wall_s, note) from the newest intact checkpoint, with

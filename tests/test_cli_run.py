@@ -149,6 +149,41 @@ def test_a_run_until_its_chains_meet_stops_at_its_time_limit_and_says_so(tmp_pat
     assert not (tmp_path / "none").exists()
 
 
+def test_extend_gives_the_run_asked_for_the_longer_length_at_the_start(tmp_path, capsys):
+    """--extend N on a finished run of n: the draws, predictions and figures
+    of a run of n + N with the same burn-in (a third of n, the default, as
+    its config.yaml resolved it); an extension interrupted resumes to its new
+    length; a second extension adds again; --extend is refused, changing
+    nothing, where there is no finished run."""
+    raw = _small(_raw(), n=4)
+    raw["run"].pop("burn_in")                                   # the default: a third of the length
+    path = _write(tmp_path, raw)
+    long_raw = dict(raw, run=dict(raw["run"], super_transitions=7, burn_in={"super_transitions": 4 // 3}))
+    long_path = _write(tmp_path, long_raw, "long.yaml")
+    full = run_experiment(read_config(long_path), tmp_path / "full", source=str(long_path), quiet=True)
+    out = tmp_path / "ext"
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", str(path), "--out", str(out), "--extend", "0"]) == 2
+    assert "--extend 0: the number of super-transitions to add, an integer >= 1" in capsys.readouterr().err
+    cfg = read_config(path)
+    assert run_experiment(cfg, out, source=str(path), quiet=True, extend=2, stop_after=1) == {}
+    assert RunDir(out).status() == "checkpointed" and RunDir(out).progress() == (5, 6)
+    assert main(["run", str(path), "--out", str(out), "--extend", "1"]) == 2
+    assert "this one is unfinished (--resume it first)" in capsys.readouterr().err
+    assert run_experiment(cfg, out, source=str(path), quiet=True, resume=True)["super_transitions"] == 6
+    assert main(["run", str(path), "--out", str(out), "--extend", "1", "--quiet"]) == 0
+    extended = json.loads((out / "summary.json").read_text())
+    assert untimed(extended) == untimed(full)
+    for name in ("predictions.npz", "samples.npz"):
+        with np.load(tmp_path / "full" / name) as x, np.load(out / name) as y:
+            for k in x.files:
+                assert np.array_equal(x[k], y[k]), (name, k)
+    assert [e["to"] for e in RunDir(out).read_metadata()["extended"]] == [6, 7]
+    assert main(["run", str(path), "--out", str(tmp_path / "none"), "--extend", "3"]) == 2
+    assert "--extend 3: adds super-transitions to a finished run, and there is none here" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+
 def test_resume_refuses_a_changed_config(tmp_path, capsys):
     raw = _small(_raw(), n=3)
     path = _write(tmp_path, raw)

@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.estimator_checks import check_classifiers_train, check_estimator, check_regressors_train
 
 from adaptive_hmc import BNNClassifier, BNNRegressor
+from adaptive_hmc.metrics import untimed
 
 TINY = dict(hidden=(4,), k=2, super_transitions=3, budget=60, num_steps_bounds=(5, 20), initial_phase_steps=0,
             thin=1, threads=1, max_seconds=None)
@@ -77,7 +78,8 @@ def test_a_fit_reports_the_diagnostics_of_its_posterior_chains(monkeypatch):
     assert d["chains"] == 2 and d["variables"] == 30 and m.diagnostics_["gradients"] == grads
     assert m.diagnostics_["fitted_cases"] == {"cases": 30, "of": 40}
     assert d["ess_per_1000_gradients"]["median"] == pytest.approx(1000 * d["ess_bulk"]["median"] / grads)
-    assert len(m.weights_) == len(m.replicas_.kept_rows()[0])          # every chain is the posterior's
+    after_burn_in = m.replicas_.kept_rows()[2] >= m._burn_in(m.replicas_.n_super)
+    assert len(m.weights_) == int(after_burn_in.sum())                  # every chain is the posterior's
     with pytest.warns(ConvergenceWarning, match="R-hat across the 'full' chains"):
         BNNRegressor(**TINY).fit(X, y)
 
@@ -118,3 +120,29 @@ def test_a_fit_runs_until_its_chains_meet_or_its_time_is_up():
     assert m.replicas_.n_super == 6 and not m.convergence_["met"]
     with pytest.raises(ValueError, match="max_seconds=0, target_ess=100: both > 0"):
         BNNRegressor(**dict(opts, max_seconds=0)).fit(X, y)
+
+
+def test_warm_start_continues_the_chains_as_one_longer_fit():
+    """fit(6), then warm_start to 9: the kept samples, weights, diagnostics
+    and log of one fit of 9; changed data or a parameter that decides the
+    draws is refused, naming it."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(30, 2))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=30)
+    opts = dict(FAIR, max_seconds=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        long = BNNRegressor(**dict(opts, super_transitions=9)).fit(X, y)
+        m = BNNRegressor(**dict(opts, super_transitions=6, warm_start=True)).fit(X, y)
+        assert m.replicas_.n_super == 6
+        m.set_params(super_transitions=9).fit(X, y)
+    assert m.replicas_.n_super == 9 and np.array_equal(m.weights_, long.weights_)
+    assert np.array_equal(m.sample_weights_, long.sample_weights_)
+    assert np.array_equal(m.predict(X), long.predict(X))
+    strip = [{k: v for k, v in e.items() if k != "seconds"} for e in long.log_]
+    assert [{k: v for k, v in e.items() if k != "seconds"} for e in m.log_] == strip
+    assert untimed(m.diagnostics_) == untimed(long.diagnostics_)
+    with pytest.raises(ValueError, match="X or y differ"):
+        m.fit(X[:-1], y[:-1])
+    with pytest.raises(ValueError, match=r"budget=500 \(was 400\)"):
+        m.set_params(budget=500).fit(X, y)
