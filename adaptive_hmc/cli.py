@@ -41,7 +41,17 @@ def _validate(args) -> int:
     n_train = replicas.replicas[-1].model.n_cases if replicas.n_cv == 0 else sum(len(f) for f in replicas.folds)
     shape = "-".join(str(n) for n in (spec.n_inputs, *spec.hidden, spec.n_outputs))
     print(f"# {args.config}: valid. Network {shape} ({spec.likelihood}, {spec.n_params:,} parameters), "
-          f"{replicas.n_replicas} chains, {n_train} training cases; test sets: {tests}", file=sys.stderr)
+          f"{replicas.n_replicas} chains, {n_train} training cases; test sets: {tests}", file=sys.stderr, flush=True)
+    if not getattr(args, "no_estimate", False):
+        from .runner import compile_kernels
+        from .timing import describe, estimate
+        compile_kernels(replicas)
+        print(f"# {args.config}: measuring the sampler on this machine for a time estimate ...", file=sys.stderr,
+              flush=True)
+        until = cfg.run.until
+        e = estimate(replicas, cfg.tuner.options(), cfg.run.budget, cfg.run.super_transitions)
+        said = describe(e, cfg.run.super_transitions, until.max_seconds if until else None)
+        print(f"# {args.config}: the run will take {said}", file=sys.stderr)
     return 0
 
 
@@ -197,6 +207,8 @@ def parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a config and its data without running; print the resolved config")
     v.add_argument("config")
     v.add_argument("--seed", type=int, help="override run.seed")
+    v.add_argument("--no-estimate", action="store_true", help="skip the time estimate (a second's probe of the "
+                   "sampler, after compiling it if this model's first run has not)")
     v.set_defaults(fn=_validate)
     w = sub.add_parser("sweep", help="run every combination of a sweep file on a Dask cluster")
     w.add_argument("sweep", help="a sweep file: base config(s), a grid of overrides, cases (see docs/USAGE.md)")

@@ -29,10 +29,10 @@ from .models.mlp import MLPSpec
 from .models.predictive import new_accumulator
 from .replicas import SuperTransitionResult, as_seed_sequence, iterations
 from .rewards import esjd_reward
-from .runner import run_super_transitions
+from .runner import can_draw_bar, compile_kernels, run_super_transitions
 from .store import atomic_write, npz_bytes
 from .samplers.adaptation import DualAveraging, pooled_variance, windows
-from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain
+from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from .samplers.settings import HMCSettings, check_settings
 from .tuners.options import BanditOptions
 
@@ -86,14 +86,25 @@ class DensityChains:
                 fn(j)
         self.model.check()
 
+    def _compile_calls(self) -> list:
+        """Arguments of the calls of the chain loop, with and without
+        observers, that run no iteration and change nothing."""
+        s = check_settings(self.settings._replace(step_factor=1.0, num_steps=1))
+        rec = Record(*(a[0] for a in new_record(1, 0, 0)))
+        return [(self.targets[0], copy_chain(self.chains[0]), s, rec, obs, np.random.default_rng(0))
+                for obs in (None, Observers(_EMPTY, _EMPTY, -1, 1, np.empty((0, self.model.dim))))]
+
+    def kernels_ready(self) -> bool | None:
+        """Whether the chain loop is compiled or in the compile cache (None: unknown)."""
+        ready = [run_chain_ready(*call) for call in self._compile_calls()]
+        return None if None in ready else all(ready)
+
     def compile(self) -> float:
         """Compile (or load from the cache) the chain loop for this density
         with and without observers, running no iteration; its seconds."""
         t0 = time.perf_counter()
-        s = check_settings(self.settings._replace(step_factor=1.0, num_steps=1))
-        rec = Record(*(a[0] for a in new_record(1, 0, 0)))
-        for obs in (None, Observers(_EMPTY, _EMPTY, -1, 1, np.empty((0, self.model.dim)))):
-            run_chain(self.targets[0], copy_chain(self.chains[0]), s, 0, rec, obs, np.random.default_rng(0))
+        for target, chain, s, rec, obs, rng in self._compile_calls():
+            run_chain(target, chain, s, 0, rec, obs, rng)
         return time.perf_counter() - t0
 
     def warm_up(self, n: int, target_accept: float = 0.8) -> float:
@@ -257,7 +268,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         raise ValueError(f"trajectory_bounds={tuple(trajectory_bounds)}: need 0 < low < high")
     seed_chains, seed_tuner = as_seed_sequence(seed).spawn(2)
     chains = DensityChains(model, q0, seed_chains, threads)
-    compile_s = chains.compile()
+    compile_s = compile_kernels(chains, quiet=not verbose and not can_draw_bar())
     key = _key(q0, seed, warmup=int(warmup), super_transitions=int(super_transitions), budget=budget,
                step_factor_bounds=[flo, fhi], trajectory_bounds=[tlo, thi], target_accept=float(target_accept),
                tuner=None if tuner is None else repr(tuner))

@@ -234,8 +234,9 @@ def can_draw_bar() -> bool:
         return False
 
 
-def compile_kernels(replicas: ReplicaSet, quiet: bool = False) -> float:
-    """``replicas.compile()``, saying while it runs, when the kernels are not in
+def compile_kernels(replicas, quiet: bool = False) -> float:
+    """``replicas.compile()`` (of a :class:`ReplicaSet` or any chain set with
+    ``compile`` and ``kernels_ready``), saying while it runs, when the kernels are not in
     the compile cache yet, that the sampler is being compiled for this model,
     how long that usually takes and the seconds so far (a line that counts on
     a terminal, a line before and one after elsewhere). Returns its seconds."""

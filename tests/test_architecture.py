@@ -20,7 +20,7 @@ LAYERS = [
     ("rewards",),
     ("tuners",),
     ("runner",),
-    ("general",),
+    ("general", "timing"),
     ("config", "templates"),
     ("metrics",),
     ("results",),

@@ -95,6 +95,7 @@ def test_validate_and_dry_run_check_everything_and_write_nothing(tmp_path, capsy
     out = capsys.readouterr()
     assert yaml.safe_load(out.out)["run"]["super_transitions"] == 2
     assert "valid. Network 2-16-2 (gaussian, 82 parameters), 8 chains, 200 training cases" in out.err
+    assert "the run will take about" in out.err and "for 2 super-transitions, compiling apart" in out.err
     assert main(["run", str(path), "--dry-run"]) == 0
     assert "valid." in capsys.readouterr().err and not (tmp_path / "runs").exists()
     raw = _small(_raw(), n=2)

@@ -15,6 +15,7 @@ from adaptive_hmc.models.bnn import BayesianMLP, _line_log_density, scale_moves
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec
 from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc
+from adaptive_hmc.samplers.chain import HYPER_MOVE_STEPS
 
 Z = 4.0
 SPECS = [MLPSpec(2, (5,), 2), MLPSpec(3, (4, 3), 1, "logistic", direct=True), MLPSpec(3, (4,), 3, "softmax")]
@@ -117,6 +118,25 @@ def test_moves_keep_every_z_score_and_change_the_scales():
     np.testing.assert_array_equal(hyper.prec, hyper.tau[model.prior.param_slot] * model.prior.param_scale)
 
 
+def test_short_trajectories_make_the_moves_once_per_hyper_move_steps():
+    """A Gibbs update makes the interweaving moves when the trajectory after it
+    crosses a multiple of HYPER_MOVE_STEPS leapfrog steps: with L = 10 (no
+    jitter) from step 0, at iterations 9, 19, 29 (each then counts more than
+    the one evaluation of a plain Gibbs update); with L = HYPER_MOVE_STEPS,
+    at every one."""
+    from adaptive_hmc.samplers.chain import new_record, run_chain
+    rng = np.random.default_rng(6)
+    model = _model(SPECS[0], rng)
+    for L, want in [(10, [9, 19, 29]), (HYPER_MOVE_STEPS, list(range(30)))]:
+        st = init_state(model, 0.3 * rng.normal(size=model.dim))
+        settings = hmc_settings(L, step_factor=0.2, initial_phase_steps=0)
+        rec = new_record(1, 30, len(model.hyper_names()))
+        rec = type(rec)(*(a[0] for a in rec))
+        run_chain(model.target, st, settings, 30, rec, None, np.random.default_rng(7))
+        extra = rec.gradients - rec.num_steps
+        assert np.flatnonzero(extra > 1).tolist() == want, extra
+
+
 @pytest.fixture(scope="module")
 def hierarchical_tiny():
     """A 1-2-1 regression network on 6 cases whose three weight groups have
@@ -152,20 +172,22 @@ def hierarchical_tiny():
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("moves", ["interweave", "gibbs"])
-def test_hierarchical_posterior_agrees_with_importance_sampling(hierarchical_tiny, moves):
+@pytest.mark.parametrize("moves, num_steps", [("interweave", 15), ("interweave", HYPER_MOVE_STEPS), ("gibbs", 15)])
+def test_hierarchical_posterior_agrees_with_importance_sampling(hierarchical_tiny, moves, num_steps):
     """[Gibbs, interweaving moves, HMC] (and Neal's [Gibbs, HMC]) on the small
     hierarchical network: the means of the three log precisions and of the
     output at three inputs within Z combined standard errors of importance
-    sampling. Power: the standard errors are under a tenth of each quantity's
-    posterior sd."""
+    sampling; with trajectories of 15 steps the moves follow about every
+    HYPER_MOVE_STEPS / 15-th Gibbs update, with HYPER_MOVE_STEPS every one.
+    Power: the standard errors are under a tenth of each quantity's posterior
+    sd."""
     base, x_star, is_mean, is_se = hierarchical_tiny
     model = BayesianMLP(base.spec, base.X, base.Y, base.priors.__class__(**{**base.priors.__dict__,
                                                                               "hyper_moves": moves}))
     rng = np.random.default_rng(23)
     hmc = make_hmc(model)
     st = init_state(model, 0.5 * rng.normal(size=model.dim), model.initial_hyper())
-    settings = hmc_settings(15, step_factor=0.3, jitter=True)
+    settings = hmc_settings(num_steps, step_factor=0.3, jitter=True)
     n = 30_000
     draws = np.empty((n, 6))
     for i in range(n):

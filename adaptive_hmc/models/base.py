@@ -38,12 +38,13 @@ class TargetKernels(NamedTuple):
     accumulate(q, target, hyper, acc) : add the predictions of the sample (q, hyper)
         on the cases of ``acc`` (an :class:`~adaptive_hmc.models.predictive.Accumulator`);
         ``None`` for targets that predict nothing.
-    gibbs_energy_grad(q, grad, target, hyper, rng) -> (U, evaluations) : ``gibbs``
-        then ``energy_grad`` at the new hyperparameters, the same numbers, in one
-        evaluation where the update reads what the energy computes (the
-        network's outputs for the noise), and the number of energy evaluations
-        both made (1, plus those of updates that move q with the
-        hyperparameters); ``None``: the two in turn (one evaluation).
+    gibbs_energy_grad(q, grad, target, hyper, rng, moves) -> (U, evaluations) :
+        ``gibbs`` then ``energy_grad`` at the new hyperparameters, the same
+        numbers, in one evaluation where the update reads what the energy
+        computes (the network's outputs for the noise), and the number of
+        energy evaluations both made (1, plus those of updates that move q with
+        the hyperparameters, made only when ``moves`` is true); ``None``: the
+        two in turn (one evaluation).
     """
 
     energy_grad: Callable
@@ -149,13 +150,13 @@ def gibbs(q, target, hyper, rng):
     _kernels(type(target)).gibbs(q, target, hyper, rng)
 
 
-def gibbs_energy_grad(q, grad, target, hyper, rng):
+def gibbs_energy_grad(q, grad, target, hyper, rng, moves=True):
     """Gibbs update of ``hyper`` given ``q`` (in place; a model's update may
-    move ``q`` with it), then U(q) at the new hyperparameters, with dU/dq
-    written into ``grad``: returns (U, energy evaluations made)."""
+    move ``q`` with it, when ``moves``), then U(q) at the new hyperparameters,
+    with dU/dq written into ``grad``: returns (U, energy evaluations made)."""
     k = _kernels(type(target))
     if k.gibbs_energy_grad is not None:
-        return k.gibbs_energy_grad(q, grad, target, hyper, rng)
+        return k.gibbs_energy_grad(q, grad, target, hyper, rng, moves)
     k.gibbs(q, target, hyper, rng)
     return k.energy_grad(q, grad, target, hyper), 1
 
@@ -190,14 +191,14 @@ def _gibbs(q, target, hyper, rng):
 
 
 @overload(gibbs_energy_grad)
-def _gibbs_energy_grad(q, grad, target, hyper, rng):
+def _gibbs_energy_grad(q, grad, target, hyper, rng, moves=True):
     k = _kernels(target.instance_class)
     if k.gibbs_energy_grad is not None:
         fused = k.gibbs_energy_grad
-        return lambda q, grad, target, hyper, rng: fused(q, grad, target, hyper, rng)
+        return lambda q, grad, target, hyper, rng, moves=True: fused(q, grad, target, hyper, rng, moves)
     update, energy = k.gibbs, k.energy_grad
 
-    def impl(q, grad, target, hyper, rng):
+    def impl(q, grad, target, hyper, rng, moves=True):
         update(q, target, hyper, rng)
         return energy(q, grad, target, hyper), 1
     return impl

@@ -167,12 +167,12 @@ def _gibbs(q, t, hyper, rng):
 
 
 @njit(inline="always")
-def _gibbs_energy_grad(q, grad, t, hyper, rng):
+def _gibbs_energy_grad(q, grad, t, hyper, rng, moves):
     # The outputs are read by the noise's update and, unless the moves change q, by the gradient.
-    needed = t.arch[LIKELIHOOD] == GAUSSIAN or t.scale_dirs.shape[0] == 0
+    needed = t.arch[LIKELIHOOD] == GAUSSIAN or t.scale_dirs.shape[0] == 0 or not moves
     out = forward(q, t.arch, t.XT, t.work, t.sparse) if needed else t.work[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
-    moved = scale_moves(q, t, hyper, rng)
+    moved = scale_moves(q, t, hyper, rng) if moves else 0
     if moved > 0:
         out = forward(q, t.arch, t.XT, t.work, t.sparse)
     energy = mlp_energy_grad_from(out, q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)

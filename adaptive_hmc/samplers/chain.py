@@ -76,6 +76,15 @@ def new_record(n_chains: int, n_iter: int, n_hyper: int) -> Record:
                   np.zeros((R, n, n_hyper)), np.zeros((R, n), np.int64))
 
 
+#: The fewest leapfrog steps, on average, between two of a target's moves of its hyperparameters together
+#: with q (the network's interweaving moves): a Gibbs update makes them when the trajectory after it crosses
+#: a multiple of this many steps (every iteration for L >= 100; about every 100 / L-th for shorter ones, so
+#: that their forward passes stay a bounded share of the gradients). Which iterations make them depends on
+#: the step counts alone, never on the state: each update, with or without them, leaves the posterior
+#: invariant.
+HYPER_MOVE_STEPS = 100
+
+
 class Observers(NamedTuple):
     """What is done with each sample besides recording it: its predictions on
     ``held`` (every sample) and ``test`` (of the iterations numbered above
@@ -175,7 +184,9 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
     for i in range(n_iter):
         evaluations = 0
         if settings.gibbs and chain.counters[0] >= settings.initial_phase_steps:
-            u, evaluations = gibbs_energy_grad(chain.position, chain.grad, target, chain.hyper, rng)
+            steps = chain.counters[0]
+            moves = (steps + settings.num_steps) // HYPER_MOVE_STEPS > steps // HYPER_MOVE_STEPS
+            u, evaluations = gibbs_energy_grad(chain.position, chain.grad, target, chain.hyper, rng, moves)
             fill_step_sizes(target, chain.hyper, settings, step_sizes)
         elif not current:
             u = energy_grad(chain.position, chain.grad, target, chain.hyper)
