@@ -19,9 +19,10 @@ import yaml
 
 from .config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
-from .general import sample
+from .general import CheckpointError, previous_checkpoint, sample
 from .models.density import LogDensity
-from .results import RunError
+from .results import LOCK, RunDir, RunError
+from .store import atomic_write
 
 CHECKPOINT, POSTERIOR, SUMMARY, CONFIG = "checkpoint.npz", "posterior.nc", "summary.json", "config.resolved.yaml"
 
@@ -79,7 +80,7 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
     out = Path(out)
     if (out / SUMMARY).is_file():
         raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again")
-    if (out / CHECKPOINT).is_file() and not resume:
+    if ((out / CHECKPOINT).is_file() or (out / previous_checkpoint(Path(CHECKPOINT))).is_file()) and not resume:
         raise RunError(f"{out}: holds an unfinished run with a checkpoint; add --resume to continue it, or use "
                        f"another --out")
     if resume and not out.exists():
@@ -87,23 +88,38 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
                        f"there")
     if out.exists() and not out.is_dir():
         raise RunError(f"{out}: not a directory; choose another --out")
+    ours = {CONFIG, CHECKPOINT, previous_checkpoint(Path(CHECKPOINT)).name, POSTERIOR, SUMMARY, LOCK}
+    foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.endswith(".tmp")) \
+        if out.is_dir() else []
+    if foreign:
+        raise RunError(f"{out}: holds files this package did not write ({', '.join(foreign[:5])}); choose another "
+                       f"--out")
     fn, constrain, q0 = check(cfg, source)
     if (out / CONFIG).is_file():
         saved = yaml.safe_load((out / CONFIG).read_text())
         if saved != to_dict(cfg):
             raise RunError(f"{out}: its run has another config ({out / CONFIG}); resume with that config, or use "
                            f"another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / CONFIG).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+    lock = RunDir(out).lock()              # a second run into the directory is refused, naming the holder
     try:
-        idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
-                       constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet, **cfg.sample_options())
-    except KeyboardInterrupt:
-        raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the warm-up "
-                          f"once it ended); resume with: adaptive-hmc run {source} --out {out} --resume") from None
-    idata.to_netcdf(str(out / POSTERIOR))
-    summary = summarize(idata)
-    (out / SUMMARY).write_text(json.dumps(summary, indent=2))
+        if (out / SUMMARY).is_file():        # finished while this one waited to start
+            raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again")
+        atomic_write(out / CONFIG, yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
+        try:
+            idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
+                           constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet,
+                           **cfg.sample_options())
+        except KeyboardInterrupt:
+            raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the "
+                              f"warm-up once it ended); resume with: adaptive-hmc run {source} --out {out} "
+                              f"--resume") from None
+        except CheckpointError as e:
+            raise RunError(f"{out}: {e}") from None
+        idata.to_netcdf(str(out / POSTERIOR))
+        summary = summarize(idata)
+        atomic_write(out / SUMMARY, json.dumps(summary, indent=2).encode())
+    finally:
+        lock.close()
     if summary["rhat_max"] > 1.01:
         print(f"{out}: warning: the largest R-hat is {summary['rhat_max']:.3f} (above 1.01): the chains have not "
               f"met; run longer (run.super_transitions)", file=sys.stderr, flush=True)

@@ -16,7 +16,10 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
+import zipfile
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -173,22 +176,49 @@ def _save(path: Path, key: dict, chains: DensityChains, run: dict, bandit, log: 
     meta = dict(key=key, run=run, tuner=bandit.state_dict(), log=log, n_super=chains.n_super,
                 streams=[g.bit_generator.state for g in chains.streams], warmup_gradients=chains.warmup_gradients,
                 ends=[int(sum(len(x) for x in chains.draws[0][:i + 1])) for i in range(len(chains.draws[0]))])
-    atomic_write(path, npz_bytes(meta=np.array(json.dumps(meta)), scale=chains.scale, **arrays))
+    atomic_write(path, npz_bytes(meta=np.array(json.dumps(meta)), scale=chains.scale, **arrays),
+                 previous=previous_checkpoint(path))
+
+
+class CheckpointError(ValueError):
+    """A checkpoint of :func:`sample` that cannot be resumed (damaged, or another run's)."""
+
+
+def previous_checkpoint(path: Path) -> Path:
+    """Where the checkpoint before the newest is kept (``NAME.prev.npz`` beside ``NAME.npz``)."""
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def _read_checkpoint(path: Path) -> tuple:
+    """(arrays, meta, note) of the newest intact of checkpoint ``path`` and the
+    one before it (note: "" or why the newest was not used); CheckpointError
+    when neither is intact."""
+    problems = []
+    for p in (path, previous_checkpoint(path)):
+        try:
+            with np.load(p, allow_pickle=False) as f:
+                z = {k: f[k] for k in f.files}
+            meta = json.loads(str(z["meta"]))
+        except FileNotFoundError:
+            problems.append(f"{p}: missing")
+            continue
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+            problems.append(f"{p}: not a checkpoint of sample() ({type(e).__name__}: {e})")
+            continue
+        return z, meta, "" if p == path else f"{problems[0]}; resuming from the previous checkpoint ({p})"
+    raise CheckpointError(f"{'; '.join(problems)}; remove them or give another path to start again")
 
 
 def _restore(path: Path, key: dict, chains: DensityChains):
-    """(run, tuner, log, stats) of checkpoint ``path``, its chains put back into ``chains``."""
+    """(run, tuner, log, stats) of checkpoint ``path`` (or the one before it,
+    when it is damaged), its chains put back into ``chains``."""
     from .tuners.bandit import BanditTuner
-    try:
-        with np.load(path) as f:
-            z = {k: f[k] for k in f.files}
-        meta = json.loads(str(z["meta"]))
-    except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"checkpoint {path}: not a checkpoint of sample() ({e}); remove it or give another "
-                         f"path") from None
+    z, meta, note = _read_checkpoint(path)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     differ = sorted(k for k in set(key) | set(meta["key"]) if key.get(k) != meta["key"].get(k))
     if differ:
-        raise ValueError(f"checkpoint {path}: written by a run with other {', '.join(differ)}; resume with the "
+        raise CheckpointError(f"checkpoint {path}: written by a run with other {', '.join(differ)}; resume with the "
                          f"same arguments, or give another path")
     chains.scale = z["scale"]
     chains.targets = [chains.model.chain_target(chains.scale) for _ in range(chains.R)]
@@ -273,7 +303,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
                step_factor_bounds=[flo, fhi], trajectory_bounds=[tlo, thi], target_accept=float(target_accept),
                tuner=None if tuner is None else repr(tuner))
     path = None if checkpoint is None else Path(checkpoint)
-    if path is not None and path.exists():
+    if path is not None and (path.exists() or previous_checkpoint(path).exists()):
         run, bandit, log, stats = _restore(path, key, chains)
         step, budget, bounds = run["step"], run["budget"], run["bounds"]
     else:

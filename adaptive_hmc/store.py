@@ -25,6 +25,8 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -107,13 +109,13 @@ class SampleStore:
             try:
                 with np.load(p, allow_pickle=False) as z:
                     a = {k: z[k] for k in z.files}
-            except (OSError, ValueError, EOFError) as e:
-                raise ValueError(f"{p}: damaged ({e})") from None
-            R = a["count"].shape[1]
-            for i in range(a["count"].shape[0]):
-                mine = a["kept_step"] == first + i
-                kept = [a["kept_rows"][mine & (a["kept_chain"] == j)] for j in range(R)]
-                steps.append(Step(**{k: a[k][i] for k in _ARRAYS}, kept=kept))
+                R = a["count"].shape[1]
+                for i in range(a["count"].shape[0]):
+                    mine = a["kept_step"] == first + i
+                    kept = [a["kept_rows"][mine & (a["kept_chain"] == j)] for j in range(R)]
+                    steps.append(Step(**{k: a[k][i] for k in _ARRAYS}, kept=kept))
+            except (OSError, ValueError, EOFError, KeyError, IndexError, zipfile.BadZipFile, zlib.error) as e:
+                raise ValueError(f"{p}: damaged ({type(e).__name__}: {e})") from None
         if n_super is not None and len(steps) != n_super:
             raise ValueError(f"{self.path}: holds {len(steps)} super-transitions, the checkpoint {n_super}")
         return steps

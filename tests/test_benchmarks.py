@@ -35,3 +35,8 @@ def test_bench_threads_measures_a_short_loop_with_the_same_draws_on_any_thread_c
     one, two = (b.measure(t, 4, 2, 200) for t in (1, 2))
     assert one["gradients_per_s"] > 0 and 0 <= one["between_share"] < 1
     assert (one["final"] == two["final"]).all()
+
+
+def test_bench_diagnostics_agrees_with_arviz():
+    r = _load("bench_diagnostics").measure(10, True)
+    assert r["agree"] and r["seconds"] > 0

@@ -207,6 +207,18 @@ def test_a_damaged_checkpoint_is_refused_with_a_message(damage, tmp_path, capsys
     assert not (tmp_path / "pwned").exists()          # nothing in the file was executed
 
 
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_a_damaged_store_shard_is_refused_with_a_message(damage, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path, out = _checkpointed(tmp_path)
+    shard = sorted((out / "store").glob("*.npz"))[0]
+    shard.write_bytes(DAMAGE[damage](shard.read_bytes()))
+    assert main(["run", str(path), "--out", str(out), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "the sample store does not hold" in err and str(shard) in err and "Traceback" not in err, err
+    assert not (tmp_path / "pwned").exists()
+
+
 def test_missing_resolved_config_is_refused(tmp_path, capsys):
     path, out = _checkpointed(tmp_path)
     (out / "config.resolved.yaml").unlink()

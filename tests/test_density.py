@@ -214,6 +214,72 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_draws(tmp_pa
         sample(gaussian, starts, checkpoint=tmp_path / "junk.npz", **kw)
 
 
+def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory_is_locked(tmp_path, capsys):
+    """The checkpoint before the newest is kept: a damaged newest one resumes
+    from it, to the very draws of a run straight through (saying so); both
+    damaged is a CheckpointError naming each. A density's run directory is
+    locked, refuses a folder of someone else's files, and reports a damaged
+    checkpoint with exit 2, never a traceback."""
+    from adaptive_hmc.cli import main
+    from adaptive_hmc.general import CheckpointError, previous_checkpoint
+    from adaptive_hmc.results import RunDir
+    starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
+    kw = dict(warmup=200, super_transitions=5, budget=300, seed=5)
+    whole = sample(gaussian, starts, **kw)
+    path = tmp_path / "run.npz"
+    assert sample(gaussian, starts, checkpoint=path, stop_after=3, **kw) is None
+    path.write_bytes(path.read_bytes()[:100])
+    resumed = sample(gaussian, starts, checkpoint=path, **kw)
+    np.testing.assert_array_equal(resumed.posterior["q"].values, whole.posterior["q"].values)
+    assert "resuming from the previous checkpoint" in capsys.readouterr().err
+    for p in (path, previous_checkpoint(path)):
+        p.write_bytes(b"junk")
+    with pytest.raises(CheckpointError, match="run.npz: not a checkpoint of sample.*run.prev.npz: not a checkpoint"):
+        sample(gaussian, starts, checkpoint=path, **kw)
+
+    import shutil
+    import yaml
+    from pathlib import Path
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    shutil.copy(configs / "eight_schools.py", tmp_path / "eight_schools.py")
+    raw = yaml.safe_load((configs / "eight_schools_density.yaml").read_text())
+    raw["sampler"] = {"warmup": 100}
+    raw["run"].update(super_transitions=3)
+    cfg = tmp_path / "es.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "held"
+    held = RunDir(out).lock()
+    try:
+        assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 2
+        assert "in use by another run" in capsys.readouterr().err
+    finally:
+        held.close()
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "thesis.tex").write_text("x")
+    assert main(["run", str(cfg), "--out", str(tmp_path / "mine"), "--quiet"]) == 2
+    assert "holds files this package did not write (thesis.tex)" in capsys.readouterr().err
+    assert (tmp_path / "mine" / "thesis.tex").read_text() == "x" and len(list((tmp_path / "mine").iterdir())) == 1
+    from adaptive_hmc import general
+    real = general.run_super_transitions
+
+    def interrupted(*args, callback, **kw):
+        def stop(entry, result):
+            callback(entry, result)
+            raise KeyboardInterrupt
+        return real(*args, callback=stop, **kw)
+    general.run_super_transitions = interrupted
+    try:
+        assert main(["run", str(cfg), "--out", str(tmp_path / "d"), "--quiet"]) == 130
+    finally:
+        general.run_super_transitions = real
+    for name in ("checkpoint.npz", "checkpoint.prev.npz"):
+        (tmp_path / "d" / name).write_bytes(b"junk")
+    capsys.readouterr()
+    assert main(["run", str(cfg), "--out", str(tmp_path / "d"), "--quiet", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpoint.prev.npz: not a checkpoint of sample()" in err and "Traceback" not in err, err
+
+
 def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys):
     """configs/eight_schools_density.yaml on the command line (shortened): a run
     directory with the posterior and a summary agreeing with posteriordb's
