@@ -1,8 +1,9 @@
 """A configured run of a user's log density (``model.kind: density``): load
 the function from its file, check it at the starts, sample it with
 :func:`~adaptive_hmc.general.sample` into a run directory (``checkpoint.npz``
-after warm-up and every super-transition, then ``posterior.nc`` and
-``summary.json``), and resume an interrupted one.
+after warm-up and every super-transition, the one before it kept as
+``checkpoint.prev.npz``, the draws appended to ``checkpoint.draws/``, then
+``posterior.nc`` and ``summary.json``), and resume an interrupted one.
 
 Flow position: config -> **density_run** (general + results' run-directory conventions).
 """
@@ -19,7 +20,7 @@ import yaml
 
 from .config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
-from .general import CheckpointError, previous_checkpoint, sample
+from .general import CheckpointError, draws_dir, previous_checkpoint, sample
 from .models.density import LogDensity
 from .results import LOCK, RunDir, RunError
 from .store import atomic_write
@@ -88,7 +89,8 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
                        f"there")
     if out.exists() and not out.is_dir():
         raise RunError(f"{out}: not a directory; choose another --out")
-    ours = {CONFIG, CHECKPOINT, previous_checkpoint(Path(CHECKPOINT)).name, POSTERIOR, SUMMARY, LOCK}
+    ours = {CONFIG, CHECKPOINT, previous_checkpoint(Path(CHECKPOINT)).name, draws_dir(Path(CHECKPOINT)).name,
+            POSTERIOR, SUMMARY, LOCK}
     foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.endswith(".tmp")) \
         if out.is_dir() else []
     if foreign:

@@ -70,6 +70,7 @@ class DensityChains:
         self.streams = [np.random.Generator(np.random.PCG64(s)) for s in as_seed_sequence(seed).spawn(self.R)]
         self.threads = min(self.R, int(threads) if threads else len(os.sched_getaffinity(0)))
         self.n_super, self.draws, self.warmup_gradients = 0, [[] for _ in range(self.R)], 0
+        self.draws_stored = 0          # super-transitions whose draws a checkpoint's shards hold
 
     def rescale(self, scale):
         """Move every chain to coordinates scaled by ``scale`` (the same positions q)."""
@@ -167,17 +168,52 @@ def _key(q0, seed, **settings) -> dict:
                 starts=hashlib.sha256(np.ascontiguousarray(q0).tobytes()).hexdigest(), shape=list(q0.shape))
 
 
+def draws_dir(path: Path) -> Path:
+    """The folder beside checkpoint ``path`` that holds the draws, one shard a super-transition (``NAME.draws``)."""
+    return path.with_name(f"{path.stem}.draws")
+
+
 def _save(path: Path, key: dict, chains: DensityChains, run: dict, bandit, log: list, stats: list) -> None:
-    """The whole state of a run after warm-up or a super-transition, written atomically."""
+    """The state of a run after warm-up or a super-transition: the draws,
+    statistics and log entries of the super-transitions not yet stored, each
+    in a shard of its own (written once: what a run writes per
+    super-transition does not grow with it), then the checkpoint (the chains,
+    streams, tuner, counts), each atomically; the checkpoint before is kept."""
+    shards = draws_dir(path)
+    shards.mkdir(exist_ok=True)
+    for i in range(chains.draws_stored, len(stats)):
+        atomic_write(shards / f"{i:06d}.npz", npz_bytes(
+            draws=np.stack([d[i] for d in chains.draws]), log=np.array(json.dumps(log[i])),
+            **{f"stats/{k}": v for k, v in stats[i].items()}))
+    chains.draws_stored = len(stats)
     arrays = {f"chain{j}/{f}": getattr(c, f) for j, c in enumerate(chains.chains) for f in CHAIN_ARRAYS}
-    if stats:
-        arrays.update({f"stats/{k}": np.concatenate([st[k] for st in stats], axis=1) for k in stats[0]})
-        arrays["draws"] = np.stack([np.concatenate(d) for d in chains.draws])
-    meta = dict(key=key, run=run, tuner=bandit.state_dict(), log=log, n_super=chains.n_super,
-                streams=[g.bit_generator.state for g in chains.streams], warmup_gradients=chains.warmup_gradients,
-                ends=[int(sum(len(x) for x in chains.draws[0][:i + 1])) for i in range(len(chains.draws[0]))])
+    meta = dict(key=key, run=run, tuner=bandit.state_dict(), stored=len(stats), n_super=chains.n_super,
+                streams=[g.bit_generator.state for g in chains.streams], warmup_gradients=chains.warmup_gradients)
     atomic_write(path, npz_bytes(meta=np.array(json.dumps(meta)), scale=chains.scale, **arrays),
                  previous=previous_checkpoint(path))
+
+
+def _read_shards(path: Path, n: int) -> tuple:
+    """(draws per chain per super-transition, stats, log) of the first ``n``
+    shards beside checkpoint ``path``, those after them (written before a kill
+    reached the checkpoint) removed; CheckpointError when one is missing or damaged."""
+    shards = draws_dir(path)
+    found = sorted(shards.glob("*.npz")) if shards.is_dir() else []
+    for p in found[n:]:
+        p.unlink()
+    draws, stats, log = [], [], []
+    for i in range(n):
+        p = shards / f"{i:06d}.npz"
+        try:
+            with np.load(p, allow_pickle=False) as f:
+                z = {k: f[k] for k in f.files}
+            draws.append(z["draws"])
+            log.append(json.loads(str(z["log"])))
+            stats.append({k.removeprefix("stats/"): v for k, v in z.items() if k.startswith("stats/")})
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+            raise CheckpointError(f"{p}: the draws of super-transition {i} are missing or damaged "
+                                  f"({type(e).__name__}: {e}); remove {path} and {shards} to start again") from None
+    return [[d[j] for d in draws] for j in range(draws[0].shape[0])] if draws else None, stats, log
 
 
 class CheckpointError(ValueError):
@@ -228,13 +264,11 @@ def _restore(path: Path, key: dict, chains: DensityChains):
     for g, st in zip(chains.streams, meta["streams"]):
         g.bit_generator.state = st
     chains.n_super, chains.warmup_gradients = meta["n_super"], meta["warmup_gradients"]
-    stats = []
-    if "draws" in z:
-        cuts = [0] + meta["ends"]
-        chains.draws = [[z["draws"][j, a:b] for a, b in zip(cuts, cuts[1:])] for j in range(chains.R)]
-        stats = [{k.removeprefix("stats/"): v[:, a:b] for k, v in z.items() if k.startswith("stats/")}
-                 for a, b in zip(cuts, cuts[1:])]
-    return meta["run"], BanditTuner.from_state(meta["tuner"]), meta["log"], stats
+    draws, stats, log = _read_shards(path, meta["stored"])
+    if draws is not None:
+        chains.draws = draws
+    chains.draws_stored = meta["stored"]
+    return meta["run"], BanditTuner.from_state(meta["tuner"]), log, stats
 
 
 #: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
@@ -278,8 +312,10 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     scale, the gradient evaluations of the whole run (warm-up included) and
     the seconds of compiling (or loading from the cache), warm-up and sampling.
 
-    ``checkpoint``: a file the whole state is written to after warm-up and
-    after every super-transition (atomically); a run given the same arguments
+    ``checkpoint``: a file the state is written to after warm-up and after
+    every super-transition (atomically; the one before it kept as
+    ``NAME.prev.npz`` and taken when the newest is damaged), each
+    super-transition's draws appended once to ``NAME.draws/``; a run given the same arguments
     and an existing checkpoint resumes from it, to the very draws an
     uninterrupted run makes. ``stop_after``: return None after that many
     super-transitions of this call, leaving the checkpoint (as an interruption

@@ -280,6 +280,29 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     assert "checkpoint.prev.npz: not a checkpoint of sample()" in err and "Traceback" not in err, err
 
 
+def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):
+    """The checkpoint holds state only and each super-transition's draws go
+    to a shard of their own, once: 40 super-transitions write at most 1.5
+    times what their checkpoint files end at (rewriting every draw so far
+    at each would write about 20 times), about as much at the last as at
+    the first."""
+    from adaptive_hmc import general
+    written = []
+    real = general.atomic_write
+
+    def counting(path, data, previous=None):
+        written.append(len(data))
+        return real(path, data, previous)
+    monkeypatch.setattr(general, "atomic_write", counting)
+    starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
+    sample(gaussian, starts, checkpoint=tmp_path / "c.npz", warmup=100, super_transitions=40, budget=1000, seed=1)
+    final = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+    assert len(list((tmp_path / "c.draws").glob("*.npz"))) == 40
+    assert sum(written) <= 1.5 * final, (sum(written), final)
+    per_super_transition = np.add.reduceat(written[1:], np.arange(0, 80, 2))      # a shard and a checkpoint each
+    assert per_super_transition[-5:].mean() < 1.2 * per_super_transition[:5].mean(), per_super_transition
+
+
 def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys):
     """configs/eight_schools_density.yaml on the command line (shortened): a run
     directory with the posterior and a summary agreeing with posteriordb's
