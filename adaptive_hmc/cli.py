@@ -20,7 +20,8 @@ from . import COMPILE_TIME
 
 
 def _validate(args) -> int:
-    """Check a config and its data as a run would, without running; print the resolved config."""
+    """Check a config and its data as a run would, without running: the verdict first, then the resolved
+    config, then how long the run will take."""
     import yaml
 
     from .config import Config, read_config, to_dict
@@ -30,18 +31,19 @@ def _validate(args) -> int:
     if not isinstance(cfg, Config):                      # model.kind: density
         from .density_run import check
         check(cfg, args.config)
-        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         print(f"# {args.config}: valid. A log density of {cfg.model.dim} coordinates ({cfg.model.file}: "
-              f"{cfg.model.function}), finite at the {cfg.sampler.chains} chains' starts", file=sys.stderr)
+              f"{cfg.model.function}), finite at the {cfg.sampler.chains} chains' starts", file=sys.stderr, flush=True)
+        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
         return 0
     replicas = build(cfg, args.config)[0].replicas
-    print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
     tests = ", ".join(f"{n} ({s.stop - s.start} cases)" for n, s in replicas.test_slices.items()) or "none"
     spec = replicas.spec
     n_train = replicas.replicas[-1].model.n_cases if replicas.n_cv == 0 else sum(len(f) for f in replicas.folds)
     shape = "-".join(str(n) for n in (spec.n_inputs, *spec.hidden, spec.n_outputs))
     print(f"# {args.config}: valid. Network {shape} ({spec.likelihood}, {spec.n_params:,} parameters), "
-          f"{replicas.n_replicas} chains, {n_train} training cases; test sets: {tests}", file=sys.stderr, flush=True)
+          f"{replicas.n_replicas} chains, {n_train} training cases; test sets: {tests}; the resolved config "
+          f"follows", file=sys.stderr, flush=True)
+    print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", flush=True)
     if not getattr(args, "no_estimate", False):
         from .runner import compile_kernels
         from .timing import describe, estimate
@@ -153,10 +155,13 @@ def _predict(args) -> int:
     if not 0 < args.level < 1:
         raise ConfigError(f"--level {args.level}: must be between 0 and 1")
     run = read_run(args.dir)
+    notes: list = []
     try:
-        X = read_inputs(args.input, run.n_raw_inputs, run.input_map.names)
+        X = read_inputs(args.input, run.n_raw_inputs, run.input_map.names, notes)
     except ValueError as e:
         raise ConfigError(f"{e}") from None
+    for note in notes:
+        print(f"adaptive-hmc predict: warning: {note}", file=sys.stderr)
     names, values = prediction_table(run, X, args.chains, args.level)
     text = ",".join(names) + "\n" + "".join(",".join(f"{v:.10g}" for v in row) + "\n" for row in values)
     if args.out:

@@ -279,12 +279,13 @@ def read_table(path: Path, target_columns, key: str, value, delimiter=None, head
     return np.delete(A, cols, axis=1), A[:, cols], names
 
 
-def read_inputs(path, n_inputs: int, names=()):
+def read_inputs(path, n_inputs: int, names=(), notes: list | None = None):
     """Inputs (N, n_inputs) for prediction from a table (see :func:`parse_table`;
     no missing values); ValueError says what is wrong. When the file has a
     header and the run knows its input columns' ``names``, columns are matched
     by name (in any order; a missing or an unknown one is an error naming it);
-    otherwise they are read by position."""
+    otherwise they are read by position, and when the run knows the names, a
+    line appended to ``notes`` says the order assumed."""
     try:
         X, header = parse_table(Path(path), "input", str(path))
     except DataError as e:
@@ -298,6 +299,9 @@ def read_inputs(path, n_inputs: int, names=()):
                              + (f"; not inputs of the run: {extra}" if extra else "")
                              + ("; a name given twice" if len(set(header)) != len(header) else ""))
         X = X[:, [header.index(n) for n in names]]
+    elif header is None and names and notes is not None:
+        notes.append(f"{path}: no header row, so its columns are read by position as the run's inputs "
+                     f"{', '.join(names)} (a header with those names matches them by name, in any order)")
     if X.shape[1] != n_inputs:
         raise ValueError(f"{path}: {X.shape[1]} columns; the network takes {n_inputs} inputs (one column each)")
     problem = check_finite(X, "inputs", first_row=1)

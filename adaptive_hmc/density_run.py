@@ -13,10 +13,12 @@ import importlib.util
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import yaml
+from sklearn.exceptions import ConvergenceWarning
 
 from .config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
@@ -108,9 +110,11 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
             raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again")
         atomic_write(out / CONFIG, yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
         try:
-            idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
-                           constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet,
-                           **cfg.sample_options())
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always", ConvergenceWarning)
+                idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
+                               constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet,
+                               **cfg.sample_options())
         except KeyboardInterrupt:
             raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the "
                               f"warm-up once it ended); resume with: adaptive-hmc run {source} --out {out} "
@@ -122,9 +126,12 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
         atomic_write(out / SUMMARY, json.dumps(summary, indent=2).encode())
     finally:
         lock.close()
-    if summary["rhat_max"] > 1.01:
-        print(f"{out}: warning: the largest R-hat is {summary['rhat_max']:.3f} (above 1.01): the chains have not "
-              f"met; run longer (run.super_transitions)", file=sys.stderr, flush=True)
+    for w in said:
+        if issubclass(w.category, ConvergenceWarning):
+            print(f"{out}: warning: {w.message}".replace("more super_transitions", "run.super_transitions"),
+                  file=sys.stderr, flush=True)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return summary
 
 

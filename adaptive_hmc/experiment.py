@@ -56,11 +56,15 @@ def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int) -> N
         raise ConfigError(f"{source}: replicas.k = {k}: at most the number of training cases ({len(X)})")
     if m.likelihood == "logistic" and not np.isin(Y, (0.0, 1.0)).all():
         labels = np.unique(Y)
+        found = ", ".join(f"{v:g}" for v in labels[:10]) + (", ..." if labels.size > 10 else "")
         if np.array_equal(labels, np.arange(labels.size)):          # 0, 1, ..., K-1: softmax's class indices
-            found = ", ".join(f"{v:g}" for v in labels)
             raise ConfigError(f"{source}: model.likelihood = 'logistic': needs two classes labelled 0 and 1; the "
                               f"targets are the {labels.size} class indices {found} (use softmax for more than "
                               f"two classes)")
+        if labels.size <= min(10, len(Y) // 2) and np.all(labels == np.round(labels)):   # a few whole numbers
+            raise ConfigError(f"{source}: model.likelihood = 'logistic': needs two classes labelled 0 and 1; the "
+                              f"targets are the whole numbers {found} (recode them as 0 and 1, or 0, 1, ..., K-1 "
+                              f"with softmax for K classes)")
         raise ConfigError(f"{source}: model.likelihood = 'logistic': needs targets that are 0 or 1 labels; "
                           f"these are real numbers (use gaussian for regression)")
     if m.likelihood == "softmax" and not (np.all(Y >= 0) and np.all(Y == np.round(Y))):

@@ -18,6 +18,7 @@ import math
 import os
 import sys
 import time
+import warnings
 import zipfile
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +26,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
+from .diagnostics import RHAT_LIMIT, chain_statistics
 from .models.base import NoHyper
 from .models.density import LogDensity
 from .models.mlp import MLPSpec
@@ -383,5 +386,28 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
                  warmup_seconds=run["warmup_seconds"], sampling_seconds=sum(e["seconds"] for e in log),
                  tuner_log=[{k: e[k] for k in ("step_factor", "num_steps", "reward", "acceptance", "divergences")}
                             for e in log])
+    for message in trust_warnings(Q, stats["diverging"]):
+        warnings.warn(message, ConvergenceWarning, stacklevel=2)
     return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats,
                         attrs={k: str(v) if k == "tuner_log" else v for k, v in attrs.items()})
+
+
+def trust_warnings(Q, diverging) -> list:
+    """What says the answer of draws ``Q`` (chains, draws, coordinates; the
+    unconstrained ones) cannot be trusted yet: R-hat of a coordinate above
+    1.01 (naming the coordinates), and any divergent trajectory after warm-up
+    (a divergence marks a region the integrator cannot enter, such as a
+    funnel's neck, so the draws may be biased)."""
+    out = []
+    rhat = chain_statistics(Q)["rhat"]
+    if np.max(rhat) > RHAT_LIMIT:
+        worst = np.argsort(rhat)[::-1][:3]
+        shown = ", ".join(f"q[{k}] {rhat[k]:.3f}" if np.isfinite(rhat[k]) else f"q[{k}] not finite" for k in worst)
+        out.append(f"the largest R-hat of the unconstrained coordinates across the chains is above {RHAT_LIMIT} "
+                   f"({shown}): the chains have not met; run longer (more super_transitions)")
+    n_div, total = int(np.sum(diverging)), int(np.size(diverging))
+    if n_div:
+        out.append(f"{n_div} of {total} trajectories after warm-up diverged ({n_div / total:.1%}): the draws may "
+                   f"be biased away from where the integrator cannot go (a funnel's neck, a hard boundary); "
+                   f"reparameterise (non-centred scales, constraints as smooth transforms) or raise target_accept")
+    return out

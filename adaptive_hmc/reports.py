@@ -343,7 +343,9 @@ def export(d) -> Path:
     chain is an ArviZ chain named by its role (``full 0``, ``fold 3``), cut to
     the shortest chain's number of kept samples, so the draws are rectangular:
 
-    - posterior: ``weights`` (weight) and the log of every hyperparameter;
+    - posterior: ``weights`` (weight) and the log of every hyperparameter
+      that varies (a fixed one, whose R-hat would be NaN, is named with its
+      value in the attribute ``constant`` instead);
     - log_likelihood: ``y`` (case), log p(y_case | draw) of the **training**
       cases (outputs summed), what ``az.loo`` and ``az.waic`` need;
     - observed_data / constant_data: the training targets ``y`` (original
@@ -409,8 +411,11 @@ def export(d) -> Path:
             "divergences": np.array([log[i]["chain_divergences"][c] for i, c in zip(st, chain_of)]),
             "energy": np.array([log[i]["chain_energy"][c] for i, c in zip(st, chain_of)])}
     stat["diverging"] = stat["divergences"] > 0
+    logs = np.log(s["hyper"][pick])
+    varying = np.ptp(logs, axis=0) > 0 if len(logs) else np.zeros(len(names), bool)
+    constant = "; ".join(f"log_{v} = {logs[0, i]:.6g}" for i, v in enumerate(names) if not varying[i])
     groups = {"posterior": {"weights": shaped(W),
-                            **{f"log_{v}": shaped(np.log(s["hyper"][pick, i])) for i, v in enumerate(names)}},
+                            **{f"log_{v}": shaped(logs[:, i]) for i, v in enumerate(names) if varying[i]}},
               "posterior_predictive": {"y": shaped(y_rep)}, "observed_data": {"y": targets(Y)},
               "constant_data": {"x": X}, "sample_stats": {k: shaped(v) for k, v in stat.items()}}
     if posterior:
@@ -428,7 +433,8 @@ def export(d) -> Path:
                               "cross-validation replicas, each without its fold's cases: different posteriors, so "
                               "R-hat across them does not measure convergence, and there is no log_likelihood "
                               "group (leave-one-out needs the posterior of every training case)"),
-                   "note": f"posterior: the kept samples (every run.thin-th retained one), {n} per chain"})
+                   "note": f"posterior: the kept samples (every run.thin-th retained one), {n} per chain",
+                   "constant": constant or "none"})
         if len(P["X_test"]):              # the test cases: a group pair of their own ("case" is theirs there)
             y_hat, y_test_rep, _ = at(P["X_test"], P["Y_test"])
             coords = {"chain": roles, "case": [f"{name}[{i}]" for name, sl in run.test_sets()

@@ -16,27 +16,22 @@ size)
 """
 import argparse
 import json
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from adaptive_hmc.jit import njit
-from adaptive_hmc.models.base import energy_grad
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_core import _grad_loop  # noqa: E402  (the same timed loop of energy_grad calls)
 
 N_IN, N_OUT = 9, 1
 ROWS = (200, 2000, 20000)
 WIDTHS = (8, 32, 128)
-
-
-@njit(cache=False)
-def _grad_loop(n, q, g, target, hyper):
-    s = 0.0
-    for _ in range(n):
-        s += energy_grad(q, g, target, hyper)
-    return s
 
 
 def flops(N: int, H: int) -> float:

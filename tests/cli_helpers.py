@@ -190,6 +190,10 @@ CASES.update({
                                                                                            range(30)])),
                                                 r["model"].update(likelihood="logistic")),
                                   "the targets are the 3 class indices 0, 1, 2 (use softmax for more than two"),
+    "logistic on labels 1 and 2": (lambda r, t: (_use_table(r, t, path=_table(t, "l.csv", [[i, 1 + i % 2] for i in
+                                                                                            range(30)])),
+                                                 r["model"].update(likelihood="logistic")),
+                                   "the targets are the whole numbers 1, 2 (recode them as 0 and 1"),
     "softmax on real targets": (lambda r, t: (_use_table(r, t, path=_table(t, "s.csv", [[i, 0.5 * i] for i in
                                                                                          range(30)])),
                                               r["model"].update(likelihood="softmax")),

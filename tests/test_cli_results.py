@@ -173,9 +173,11 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
     assert main(["predict", "runs/my", "bad.csv"]) == 2
     err = capsys.readouterr().err
     assert "do not match the run's inputs ['size', 'age']; missing: ['age']; not inputs of the run: ['weight']" in err
-    (tmp_path / "plain.csv").write_text("0.5,1.0\n-1.0,0.0\n")                # no header: by position
+    (tmp_path / "plain.csv").write_text("0.5,1.0\n-1.0,0.0\n")                # no header: by position, said
     assert main(["predict", "runs/my", "plain.csv", "--out", "pred3.csv"]) == 0
     assert (tmp_path / "pred3.csv").read_text() == (tmp_path / "pred.csv").read_text()
+    assert "plain.csv: no header row, so its columns are read by position as the run's inputs size, age" in \
+        capsys.readouterr().err
     assert P.shape == (2, 4) and np.all(P[:, 1] > 0) and np.all(P[:, 2] < P[:, 0]) and np.all(P[:, 0] < P[:, 3])
     s = json.loads((tmp_path / "runs" / "my" / "summary.json").read_text())
     assert s["predict_from"] == "full" and set(s["test_mse"]) == {"test"}

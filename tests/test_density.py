@@ -31,6 +31,35 @@ def gaussian_py(q):
     return -0.5 * float(np.sum(z * z)), -z / SD
 
 
+def _eight_schools(tmp_path, warmup: int, super_transitions: int):
+    """configs/eight_schools_density.yaml with its density file copied to ``tmp_path``, shortened; its path."""
+    import shutil
+    import yaml
+    from pathlib import Path
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    shutil.copy(configs / "eight_schools.py", tmp_path / "eight_schools.py")
+    raw = yaml.safe_load((configs / "eight_schools_density.yaml").read_text())
+    raw["sampler"] = {"warmup": warmup}
+    raw["run"].update(super_transitions=super_transitions)
+    cfg = tmp_path / "es.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    return cfg
+
+
+def _interrupted_after(monkeypatch, i: int):
+    """Make sample()'s outer loop raise KeyboardInterrupt after super-transition ``i`` (as Ctrl-C would)."""
+    from adaptive_hmc import general
+    real = general.run_super_transitions
+
+    def interrupted(*args, callback, **kw):
+        def stop(entry, result):
+            callback(entry, result)
+            if entry["i"] >= i:
+                raise KeyboardInterrupt
+        return real(*args, callback=stop, **kw)
+    monkeypatch.setattr(general, "run_super_transitions", interrupted)
+
+
 @pytest.mark.parametrize("fn", [gaussian, gaussian_py], ids=["compiled", "python"])
 def test_the_target_is_minus_the_log_density_in_scaled_coordinates(fn):
     model = LogDensity(fn, 4)
@@ -166,6 +195,33 @@ def test_user_density_samples_a_known_gaussian():
     np.testing.assert_array_equal(py.posterior["q"].values, idata.posterior["q"].values)
 
 
+@numba.njit
+def funnel(q):
+    """Neal's funnel: v ~ N(0, 3^2), x_k ~ N(0, e^v), k = 1..8, centred (q = [v, x])."""
+    v, x = q[0], q[1:]
+    s = np.sum(x * x)
+    g = np.empty_like(q)
+    g[0] = -v / 9.0 + 0.5 * s * np.exp(-v) - 0.5 * x.size
+    g[1:] = -x * np.exp(-v)
+    return -v * v / 18.0 - 0.5 * s * np.exp(-v) - 0.5 * x.size * v, g
+
+
+def test_sample_says_when_its_answer_cannot_be_trusted():
+    """A centred funnel: sample() warns that trajectories diverged and the
+    draws may be biased (how many, and what to do); a Gaussian it samples
+    well: no such warning (the check does not fire on everything)."""
+    import warnings
+    from sklearn.exceptions import ConvergenceWarning
+    starts = np.random.default_rng(2).uniform(-2, 2, size=(4, 9))
+    with pytest.warns(ConvergenceWarning, match=r"trajectories after warm-up diverged .*reparameterise"):
+        sample(funnel, starts, warmup=300, super_transitions=6, seed=3)
+    starts = MEAN + SD * np.random.default_rng(5).normal(size=(4, 4))
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        sample(gaussian, starts, warmup=500, super_transitions=12, budget=1000, seed=7)
+    assert not [w for w in said if "diverged" in str(w.message)]
+
+
 @pytest.mark.slow
 def test_quick_posteriordb_experiment_agrees_with_the_references(tmp_path):
     """experiments/posteriordb.py --quick: two posteriors, short runs, each
@@ -214,7 +270,8 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_draws(tmp_pa
         sample(gaussian, starts, checkpoint=tmp_path / "junk.npz", **kw)
 
 
-def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory_is_locked(tmp_path, capsys):
+def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory_is_locked(tmp_path, capsys,
+                                                                                           monkeypatch):
     """The checkpoint before the newest is kept: a damaged newest one resumes
     from it, to the very draws of a run straight through (saying so); both
     damaged is a CheckpointError naming each. A density's run directory is
@@ -237,16 +294,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     with pytest.raises(CheckpointError, match="run.npz: not a checkpoint of sample.*run.prev.npz: not a checkpoint"):
         sample(gaussian, starts, checkpoint=path, **kw)
 
-    import shutil
-    import yaml
-    from pathlib import Path
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    shutil.copy(configs / "eight_schools.py", tmp_path / "eight_schools.py")
-    raw = yaml.safe_load((configs / "eight_schools_density.yaml").read_text())
-    raw["sampler"] = {"warmup": 100}
-    raw["run"].update(super_transitions=3)
-    cfg = tmp_path / "es.yaml"
-    cfg.write_text(yaml.safe_dump(raw))
+    cfg = _eight_schools(tmp_path, warmup=100, super_transitions=3)
     out = tmp_path / "held"
     held = RunDir(out).lock()
     try:
@@ -259,19 +307,9 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     assert main(["run", str(cfg), "--out", str(tmp_path / "mine"), "--quiet"]) == 2
     assert "holds files this package did not write (thesis.tex)" in capsys.readouterr().err
     assert (tmp_path / "mine" / "thesis.tex").read_text() == "x" and len(list((tmp_path / "mine").iterdir())) == 1
-    from adaptive_hmc import general
-    real = general.run_super_transitions
-
-    def interrupted(*args, callback, **kw):
-        def stop(entry, result):
-            callback(entry, result)
-            raise KeyboardInterrupt
-        return real(*args, callback=stop, **kw)
-    general.run_super_transitions = interrupted
-    try:
+    with monkeypatch.context() as m:
+        _interrupted_after(m, 0)
         assert main(["run", str(cfg), "--out", str(tmp_path / "d"), "--quiet"]) == 130
-    finally:
-        general.run_super_transitions = real
     for name in ("checkpoint.npz", "checkpoint.prev.npz"):
         (tmp_path / "d" / name).write_bytes(b"junk")
     capsys.readouterr()
@@ -303,23 +341,15 @@ def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):
     assert per_super_transition[-5:].mean() < 1.2 * per_super_transition[:5].mean(), per_super_transition
 
 
-def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys):
+def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys, monkeypatch):
     """configs/eight_schools_density.yaml on the command line (shortened): a run
     directory with the posterior and a summary agreeing with posteriordb's
     reference; an interrupted run resumes to the same draws; bad keys, files
     and functions are refused with exit 2 before any work, naming the key."""
     import json
-    import shutil
     import yaml
-    from pathlib import Path
     from adaptive_hmc.cli import main
-    configs = Path(__file__).resolve().parents[1] / "configs"
-    shutil.copy(configs / "eight_schools.py", tmp_path / "eight_schools.py")
-    raw = yaml.safe_load((configs / "eight_schools_density.yaml").read_text())
-    raw["sampler"] = {"warmup": 300}
-    raw["run"].update(super_transitions=8)
-    cfg = tmp_path / "es.yaml"
-    cfg.write_text(yaml.safe_dump(raw))
+    cfg = _eight_schools(tmp_path, warmup=300, super_transitions=8)
     assert main(["validate", str(cfg)]) == 0
     assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
@@ -330,20 +360,9 @@ def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys):
     whole = az.from_netcdf(str(tmp_path / "a" / "posterior.nc"))
     assert whole.posterior["theta"].shape[-1] == 8
     assert main(["run", str(cfg), "--out", str(tmp_path / "a")]) == 2                # finished: refused
-    from adaptive_hmc import general                                                 # an interruption after 3
-    real = general.run_super_transitions
-
-    def interrupted(*args, callback, **kw):
-        def stop(entry, result):
-            callback(entry, result)
-            if entry["i"] == 2:
-                raise KeyboardInterrupt
-        return real(*args, callback=stop, **kw)
-    general.run_super_transitions = interrupted
-    try:
+    with monkeypatch.context() as m:                                                 # an interruption after 3
+        _interrupted_after(m, 2)
         assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet"]) == 130
-    finally:
-        general.run_super_transitions = real
     assert "--resume" in capsys.readouterr().err
     assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet"]) == 2       # needs --resume
     assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet", "--resume"]) == 0

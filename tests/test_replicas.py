@@ -572,6 +572,7 @@ def test_every_gradient_evaluation_is_counted():
     hyperparameters are held, one at the start of each chain's super-transition),
     and the step calibration's; the run's log and summary carry the total."""
     from adaptive_hmc.samplers.calibration import CURVATURE_EVALUATIONS
+    from adaptive_hmc.samplers.chain import HYPER_MOVE_STEPS
     held = _replicas(settings=HMCSettings(initial_phase_steps=10 ** 6))
     res = held.run(0.3, 5, 100)
     assert res.gradients == res.leapfrog_steps + held.n_replicas                 # one at each chain's start
@@ -582,7 +583,7 @@ def test_every_gradient_evaluation_is_counted():
     res = gibbs.run(0.3, 5, 100)
     assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (res.n_iter + CURVATURE_EVALUATIONS)
     moves = _replicas(settings=HMCSettings(initial_phase_steps=0))               # with the interweaving moves,
-    res = moves.run(0.3, 5, 100)                                                # their forward passes count too
+    res = moves.run(0.3, HYPER_MOVE_STEPS, 3 * HYPER_MOVE_STEPS)                # their forward passes count too
     n_dirs = len(moves.replicas[0].model.target.scale_dirs)
     assert res.gradients >= res.leapfrog_steps + moves.n_replicas * res.n_iter * (1 + 2 * n_dirs)
     assert res.record.gradients.sum() == res.gradients
