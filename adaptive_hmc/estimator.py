@@ -116,7 +116,7 @@ class _BNN(BaseEstimator):
         rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
         compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
         progress = Progress(None if until else self.super_transitions, len(log), quiet=not self.verbose,
-                            limit_s=self.max_seconds if until else None)
+                            limit_s=self.max_seconds if until else None, limit_from=self.super_transitions)
         check = X[np.sort(np.random.default_rng(self.seed).permutation(len(X))[:CHECK_CASES])]
         cases = {"cases": len(check), "of": len(X)}
         self.convergence_ = None

@@ -184,7 +184,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     unsaved: list = []     # the steps of the super-transitions not yet in the sample store
     meta["compile_s"] = round(meta.get("compile_s", 0.0) + compile_kernels(replicas, quiet), 2)   # kept out of wall_s
     until, first = cfg.run.until, cfg.run.super_transitions
-    progress = Progress(None if until else first, len(log), quiet, until.max_seconds if until else None)
+    progress = Progress(None if until else first, len(log), quiet, until.max_seconds if until else None, first)
     done_here = 0
     warned_stuck: list = []
     stopped: list = []           # a run that goes on until its chains meet: why it stopped

@@ -271,15 +271,17 @@ class Progress:
     remaining time), plain log lines otherwise, each with the elapsed time and,
     when the length is known, the time left at the pace so far (``total``
     None: a run whose length is not known in advance; ``limit_s``: its time
-    limit, said beside the elapsed time)."""
+    limit, which applies from super-transition ``limit_from`` on, said beside
+    the elapsed time)."""
 
-    def __init__(self, total: int | None, initial: int, quiet: bool = False, limit_s: float | None = None):
+    def __init__(self, total: int | None, initial: int, quiet: bool = False, limit_s: float | None = None,
+                 limit_from: int = 0):
         self.quiet = quiet
         self.bar = None
         if not quiet and can_draw_bar():
             from tqdm import tqdm
             self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions")
-        self.total, self.initial, self.limit_s = total, initial, limit_s
+        self.total, self.initial, self.limit_s, self.limit_from = total, initial, limit_s, limit_from
         self.t0 = time.perf_counter()
 
     def timing(self, done: int) -> str:
@@ -288,7 +290,9 @@ class Progress:
         if self.total is not None:
             left = elapsed / max(done, 1) * (self.total - self.initial - done)
             return f"elapsed {elapsed:.0f} s, about {left:.0f} s left"
-        return f"elapsed {elapsed:.0f} s" + ("" if self.limit_s is None else f" of at most {self.limit_s:g} s")
+        if self.limit_s is None:
+            return f"elapsed {elapsed:.0f} s"
+        return f"elapsed {elapsed:.0f} s; time limit {self.limit_s:g} s, from super-transition {self.limit_from} on"
 
     def update(self, e: dict):
         acc = float(np.mean(e["acceptance"]))
