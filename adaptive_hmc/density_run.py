@@ -23,7 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
 from .general import CheckpointError, draws_dir, previous_checkpoint, sample
-from .models.density import LogDensity
+from .models.density import DensityError, LogDensity
 from .results import LOCK, RunDir, RunError
 from .store import atomic_write
 
@@ -34,6 +34,8 @@ def load(cfg: DensityConfig, source: str) -> tuple:
     """(the log density, the constrain function or None) named by ``cfg.model``; ConfigError naming the key."""
     m = cfg.model
     path = Path(m.file) if Path(m.file).is_absolute() else Path(source).resolve().parent / m.file
+    if path.suffix != ".py":
+        raise ConfigError(f"{source}: model.file = {m.file!r}: a Python file (NAME.py) defining the function")
     if not path.is_file():
         raise ConfigError(f"{source}: model.file = {m.file!r}: no such file ({path})")
     spec = importlib.util.spec_from_file_location(f"adaptive_hmc_density_{path.stem}", path)
@@ -75,6 +77,17 @@ def check(cfg: DensityConfig, source: str) -> tuple:
         LogDensity(fn, cfg.model.dim, cfg.model.names).check_start(q0)
     except ValueError as e:
         raise ConfigError(f"{source}: model.function = {cfg.model.function!r}: {e}") from None
+    if constrain is not None:                    # found now, not after all the sampling
+        try:
+            out = constrain(q0)
+            bad = not isinstance(out, dict) or any(np.shape(v)[:1] != (len(q0),) for v in out.values())
+        except Exception as e:                   # noqa: BLE001 - any error of the user's function, named
+            raise ConfigError(f"{source}: model.constrain = {cfg.model.constrain!r}: at the {len(q0)} starts it "
+                              f"raised {type(e).__name__}: {e}") from None
+        if bad:
+            raise ConfigError(f"{source}: model.constrain = {cfg.model.constrain!r}: given draws Q ({len(q0)}, "
+                              f"{cfg.model.dim}) it must return {{name: array with {len(q0)} rows}}; it returned "
+                              f"{type(out).__name__} {repr(out)[:80]}")
     return fn, constrain, q0
 
 
@@ -121,6 +134,10 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
                               f"--resume") from None
         except CheckpointError as e:
             raise RunError(f"{out}: {e}") from None
+        except DensityError as e:                # the Python log density raised during the run
+            then = ("the checkpoint holds the run up to there: fix the function, then --resume"
+                    if (out / CHECKPOINT).is_file() else "nothing was checkpointed: fix the function, then run again")
+            raise RunError(f"{out}: model.function = {cfg.model.function!r}: {e}; {then}") from None
         idata.to_netcdf(str(out / POSTERIOR))
         summary = summarize(idata)
         atomic_write(out / SUMMARY, json.dumps(summary, indent=2).encode())

@@ -326,7 +326,15 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     """
     import arviz as az
 
-    q0 = np.atleast_2d(np.asarray(initial_positions, dtype=np.float64))
+    for name, value, least in (("warmup", warmup, 0), ("super_transitions", super_transitions, 1),
+                               ("budget", 1 if budget is None else budget, 1),
+                               ("threads", 1 if threads is None else threads, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"{name}={value!r}: an integer >= {least}")
+    raw = np.asarray(initial_positions)
+    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ValueError(f"initial_positions: real numbers, got dtype {raw.dtype}")
+    q0 = np.atleast_2d(raw.astype(np.float64))
     model = LogDensity(logp_grad, q0.shape[1], names)
     model.check_start(q0)
     flo, fhi = (float(v) for v in step_factor_bounds)

@@ -222,6 +222,60 @@ def test_sample_says_when_its_answer_cannot_be_trusted():
     assert not [w for w in said if "diverged" in str(w.message)]
 
 
+def test_bad_arguments_and_user_functions_are_clear_errors(tmp_path, capsys, monkeypatch):
+    """sample() refuses a negative warm-up, no super-transitions and complex
+    starts at once; a density config names the key when its file is not a
+    .py, its function returns a string, its constrain raises or returns the
+    wrong shape (before any sampling), or its Python function raises mid-run
+    (exit 2, saying whether a checkpoint is there to --resume): never a
+    traceback."""
+    from adaptive_hmc.cli import main
+    starts = MEAN + SD * np.random.default_rng(3).normal(size=(2, 4))
+    for kw, message in ((dict(warmup=-1), "warmup=-1: an integer >= 0"),
+                        (dict(super_transitions=0), "super_transitions=0: an integer >= 1"),
+                        (dict(budget=2.5), "budget=2.5: an integer >= 1")):
+        with pytest.raises(ValueError, match=message):
+            sample(gaussian, starts, **kw)
+    with pytest.raises(ValueError, match="initial_positions: real numbers, got dtype complex128"):
+        sample(gaussian, starts + 1j)
+    cfg = _eight_schools(tmp_path, warmup=50, super_transitions=2)
+    (tmp_path / "es.txt").write_text("x")
+    (tmp_path / "funcs.py").write_text(
+        "import numpy as np\n"
+        "def text(q):\n    return 'abc', q\n"
+        "def raises(Q):\n    raise KeyError('tau')\n"
+        "def short(Q):\n    return {'mu': Q[:1, 0]}\n"
+        "calls = [0]\n"
+        "def later(q):\n    calls[0] += 1\n    if calls[0] > 400:\n        raise ZeroDivisionError('late')\n"
+        "    return -0.5 * float(q @ q), -q\n")
+    import yaml
+    base = yaml.safe_load(cfg.read_text())
+    for change, message in (({"file": "es.txt"}, "model.file = 'es.txt': a Python file (NAME.py)"),
+                            ({"file": "funcs.py", "function": "text"},
+                             "model.function = 'text': the log density at initial position 0 returned ('abc'"),
+                            ({"file": "funcs.py", "function": "later", "constrain": "raises"},
+                             "model.constrain = 'raises': at the 4 starts it raised KeyError: 'tau'"),
+                            ({"file": "funcs.py", "function": "later", "constrain": "short"},
+                             "model.constrain = 'short': given draws Q (4, 10) it must return")):
+        raw = dict(base, model={**{k: v for k, v in base["model"].items() if k not in ("constrain", "names")},
+                                **change})
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump(raw))
+        assert main(["run", str(path), "--out", str(tmp_path / "never"), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+        assert not (tmp_path / "never").exists()
+    raw = dict(base, model={**base["model"], "file": "funcs.py", "function": "later"})
+    raw["model"].pop("constrain", None)
+    raw["model"].pop("names", None)
+    path = tmp_path / "late.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(path), "--out", str(tmp_path / "late"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "model.function = 'later': the log density raised ZeroDivisionError: late" in err, err
+    assert "Traceback" not in err and ("--resume" in err) == (tmp_path / "late" / "checkpoint.npz").is_file()
+
+
 @pytest.mark.slow
 def test_quick_posteriordb_experiment_agrees_with_the_references(tmp_path):
     """experiments/posteriordb.py --quick: two posteriors, short runs, each

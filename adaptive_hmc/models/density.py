@@ -43,6 +43,10 @@ def _data(typingctx, arr):
     return types.CPointer(types.float64)(arr), codegen
 
 
+class DensityError(RuntimeError):
+    """A user's Python log density raised during a run (the message names the exception)."""
+
+
 class DensityData(NamedTuple):
     """One chain's view of a user density: the function pointer ``fn``, the
     ``scale`` of each coordinate (q = scale * z) and scratch space for q and
@@ -134,7 +138,7 @@ class _PythonCallback(types.WrapperAddressProtocol):
         """Raise the first exception the function raised, if any."""
         if self.error is not None:
             e, self.error = self.error, None
-            raise RuntimeError(f"the log density raised {type(e).__name__}: {e}") from e
+            raise DensityError(f"the log density raised {type(e).__name__}: {e}") from e
 
 
 class LogDensity(Model):
@@ -182,10 +186,17 @@ class LogDensity(Model):
         gradient of ``dim`` finite numbers at each of ``positions`` (dim,)."""
         for j, q in enumerate(np.atleast_2d(positions)):
             try:
-                lp, g = self.evaluate(np.array(q, dtype=np.float64))
+                out = self.evaluate(np.array(q, dtype=np.float64))
             except Exception as e:                   # noqa: BLE001 - reported with the start that failed
                 raise ValueError(f"the log density at initial position {j} raised {type(e).__name__}: {e}") from e
-            g = np.asarray(g)
+            try:
+                lp, g = out
+                lp, g = float(lp), np.asarray(g, dtype=np.float64)
+            except (TypeError, ValueError):
+                shown = repr(out)
+                raise ValueError(f"the log density at initial position {j} returned "
+                                 f"{shown[:80] + ('...' if len(shown) > 80 else '')}; it must return the log "
+                                 f"density (a number) and its gradient ({self.dim} numbers)") from None
             if g.shape != (self.dim,):
                 raise ValueError(f"the log density's gradient at initial position {j} has shape {g.shape}; "
                                  f"expected ({self.dim},), one entry per coordinate of the position")
