@@ -19,8 +19,6 @@ import os
 import sys
 import time
 import warnings
-import zipfile
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -36,7 +34,7 @@ from .models.predictive import new_accumulator
 from .replicas import SuperTransitionResult, as_seed_sequence, iterations
 from .rewards import esjd_reward
 from .runner import can_draw_bar, compile_kernels, run_super_transitions
-from .store import atomic_write, npz_bytes
+from .store import DAMAGED_NPZ, atomic_write, npz_bytes
 from .samplers.adaptation import DualAveraging, pooled_variance, windows
 from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from .samplers.settings import HMCSettings, check_settings
@@ -213,7 +211,7 @@ def _read_shards(path: Path, n: int) -> tuple:
             draws.append(z["draws"])
             log.append(json.loads(str(z["log"])))
             stats.append({k.removeprefix("stats/"): v for k, v in z.items() if k.startswith("stats/")})
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        except DAMAGED_NPZ as e:
             raise CheckpointError(f"{p}: the draws of super-transition {i} are missing or damaged "
                                   f"({type(e).__name__}: {e}); remove {path} and {shards} to start again") from None
     return [[d[j] for d in draws] for j in range(draws[0].shape[0])] if draws else None, stats, log
@@ -241,7 +239,7 @@ def _read_checkpoint(path: Path) -> tuple:
         except FileNotFoundError:
             problems.append(f"{p}: missing")
             continue
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as e:
+        except DAMAGED_NPZ as e:
             problems.append(f"{p}: not a checkpoint of sample() ({type(e).__name__}: {e})")
             continue
         return z, meta, "" if p == path else f"{problems[0]}; resuming from the previous checkpoint ({p})"

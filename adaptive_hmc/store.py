@@ -34,6 +34,8 @@ import numpy as np
 from .replicas import Step
 
 STORE = "store"
+#: What reading a damaged npz file (truncated, bit-flipped, another file's arrays) raises.
+DAMAGED_NPZ = (OSError, ValueError, EOFError, KeyError, IndexError, zipfile.BadZipFile, zlib.error)
 _ARRAYS = tuple(f for f in Step._fields if f != "kept")      # the kept rows are stored by row, with their chain
 
 
@@ -114,7 +116,7 @@ class SampleStore:
                     mine = a["kept_step"] == first + i
                     kept = [a["kept_rows"][mine & (a["kept_chain"] == j)] for j in range(R)]
                     steps.append(Step(**{k: a[k][i] for k in _ARRAYS}, kept=kept))
-            except (OSError, ValueError, EOFError, KeyError, IndexError, zipfile.BadZipFile, zlib.error) as e:
+            except DAMAGED_NPZ as e:
                 raise ValueError(f"{p}: damaged ({type(e).__name__}: {e})") from None
         if n_super is not None and len(steps) != n_super:
             raise ValueError(f"{self.path}: holds {len(steps)} super-transitions, the checkpoint {n_super}")
