@@ -163,7 +163,8 @@ def _predict(args) -> int:
     for note in notes:
         print(f"adaptive-hmc predict: warning: {note}", file=sys.stderr)
     names, values = prediction_table(run, X, args.chains, args.level)
-    text = ",".join(names) + "\n" + "".join(",".join(f"{v:.10g}" for v in row) + "\n" for row in values)
+    text = ",".join(names) + "\n" + "".join(",".join(v if isinstance(v, str) else f"{v:.10g}" for v in row) + "\n"
+                                           for row in values)
     if args.out:
         Path(args.out).write_text(text)
         print(f"predictions for {len(X)} cases: {args.out}")

@@ -98,6 +98,7 @@ class Standardizer(NamedTuple):
     width: int = 0          # columns of a raw row (0: as many as mean)
     names: tuple = ()       # the raw row's column names, from the training table's header (or none)
     target_names: tuple = ()  # the names of the table's target columns (predictions are named after them)
+    classes: tuple = ()     # a classification's labels as the table writes them, class k the k-th (or none)
 
     @classmethod
     def identity(cls, n_columns: int, columns=None, log1p: bool = False):
@@ -188,6 +189,7 @@ class Split(NamedTuple):
     notes: tuple = ()
     input_names: tuple = ()     # the input columns' names, when the table has a header
     target_names: tuple = ()    # the target columns' names, likewise
+    classes: tuple = ()         # text labels of a classification, sorted: class k is classes[k] (coded k)
 
 
 #: Cells read as missing values (case does not matter).
@@ -209,12 +211,17 @@ def _sniff(line: str) -> str | None:
     return best if counts[best] else None
 
 
-def parse_table(path: Path, key: str, value, delimiter: str | None = None, header: bool | None = None) -> tuple:
-    """(A (rows, columns) with NaN for missing cells, column names or None) of a
-    text table: the delimiter is detected from the first line unless given;
-    a first row holding text (not numbers or missing markers) is a header unless
-    ``header`` says otherwise; empty lines and lines starting with # are skipped.
-    DataError names the first cell that is neither a number nor missing."""
+def parse_table(path: Path, key: str, value, delimiter: str | None = None, header: bool | None = None,
+                text_columns=None) -> tuple:
+    """(A (rows, columns) with NaN for missing cells, column names or None,
+    {column: its cells} of the columns that hold text) of a text table: the
+    delimiter is detected from the first line unless given; a first row
+    holding text (not numbers or missing markers) is a header unless
+    ``header`` says otherwise; empty lines and lines starting with # are
+    skipped. ``text_columns(names, width)`` gives the columns that may hold
+    text (a classification's labels; ``names`` None before a header is
+    known); DataError names the first other cell
+    that is neither a number nor missing."""
     if not path.is_file():
         raise DataError(key, value, f"no such file ({path})")
     try:
@@ -226,26 +233,33 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
         raise DataError(key, value, f"the file has no rows ({path})")
     delim = delimiter if delimiter is not None else _sniff(lines[0])
     rows = [ln.split() if delim is None else [c.strip() for c in ln.split(delim)] for ln in lines]
+    width = len(rows[0])
+    may_be_text = set(text_columns(None, width) if text_columns else ())
     if header is None:
-        header = any(_number(c) is None for c in rows[0])
+        header = any(_number(c) is None for j, c in enumerate(rows[0]) if j not in may_be_text)
     names = rows[0] if header else None
+    if header and text_columns:
+        may_be_text = set(text_columns(names, width))
     body = rows[1:] if header else rows
     if not body:
         raise DataError(key, value, f"the file has no rows below its header ({path})")
-    width = len(rows[0])
     A = np.empty((len(body), width))
+    texts: dict = {}
     for i, row in enumerate(body, start=1):
         if len(row) != width:
             raise DataError(key, value, f"row {i} has {len(row)} cells, the first row {width} ({path}); "
                                         f"delimiter {'white space' if delim is None else repr(delim)}")
         for j, cell in enumerate(row):
             v = _number(cell)
-            if v is None:
+            if v is None and j in may_be_text:
+                texts.setdefault(j, True)
+                v = math.nan
+            elif v is None:
                 raise DataError(key, value, f"not a numeric table: row {i}, column {j} is {cell!r} (rows counted "
                                             f"from 1 below any header, columns from 0; missing values may be "
                                             f"written as {', '.join(repr(m) for m in MISSING if m)} or left empty)")
             A[i - 1, j] = v
-    return A, names
+    return A, names, {j: [row[j] for row in body] for j in texts}
 
 
 def target_indices(target_columns, names, width: int) -> list:
@@ -271,12 +285,25 @@ def target_indices(target_columns, names, width: int) -> list:
     return cols
 
 
-def read_table(path: Path, target_columns, key: str, value, delimiter=None, header=None) -> tuple:
-    """(X, Y, column names or None) of a table (see :func:`parse_table`):
-    ``target_columns`` are Y, the rest X; missing cells are NaN."""
-    A, names = parse_table(path, key, value, delimiter, header)
+def read_table(path: Path, target_columns, key: str, value, delimiter=None, header=None, labels: bool = False):
+    """(X, Y, column names or None, classes) of a table (see :func:`parse_table`):
+    ``target_columns`` are Y, the rest X; missing cells are NaN. With
+    ``labels`` (a classification) the target may be text ('yes'/'no'): its
+    distinct labels sorted are the classes, class k coded k, as scikit-learn's
+    estimators do (``classes`` empty for numeric labels)."""
+    def label_columns(names, width):
+        if names is None:                   # before a header is known: the columns given by number
+            return [c % width for c in target_columns if not isinstance(c, str) and -width <= c < width]
+        return target_indices(target_columns, names, width)
+    A, names, texts = parse_table(path, key, value, delimiter, header, label_columns if labels else None)
     cols = target_indices(target_columns, names, A.shape[1])
-    return np.delete(A, cols, axis=1), A[:, cols], names
+    classes: tuple = ()
+    for j, cells in texts.items():
+        known = [c for c in cells if c.strip().lower() not in MISSING]
+        classes = tuple(sorted(set(known)))
+        code = {c: k for k, c in enumerate(classes)}
+        A[:, j] = [code.get(c, math.nan) for c in cells]
+    return np.delete(A, cols, axis=1), A[:, cols], names, classes
 
 
 def read_inputs(path, n_inputs: int, names=(), notes: list | None = None):
@@ -287,7 +314,7 @@ def read_inputs(path, n_inputs: int, names=(), notes: list | None = None):
     otherwise they are read by position, and when the run knows the names, a
     line appended to ``notes`` says the order assumed."""
     try:
-        X, header = parse_table(Path(path), "input", str(path))
+        X, header, _ = parse_table(Path(path), "input", str(path))
     except DataError as e:
         raise ValueError(f"{path}: {e.allowed}") from None
     if header is not None and names:
@@ -375,7 +402,7 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     in the notes) or refuse them (``"error"``); check that the data are finite
     and fit the likelihood."""
     source = dataset or path
-    input_names, target_names = (), ()
+    input_names, target_names, classes = (), (), ()
     if dataset == "robot_arm":
         try:
             arm = load_robot_arm()
@@ -400,7 +427,8 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
             if not p.is_absolute():
                 p = Path(base_dir) / p
             key, value = "data.path", path
-        X, Y, names = read_table(p, target_columns, key, value, delimiter, header)
+        X, Y, names, classes = read_table(p, target_columns, key, value, delimiter, header,
+                                          labels=likelihood != "gaussian")
         if names is not None:
             cols = target_indices(target_columns, names, len(names))
             input_names = tuple(n for i, n in enumerate(names) if i not in cols)
@@ -461,4 +489,4 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     Ytr = Y[train]
     n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
     return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes),
-                 input_names, target_names)
+                 input_names, target_names, classes)

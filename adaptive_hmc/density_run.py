@@ -22,7 +22,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
-from .general import CheckpointError, draws_dir, previous_checkpoint, sample
+from .general import CheckpointError, WarmupError, draws_dir, e_bfmi, previous_checkpoint, sample
 from .models.density import DensityError, LogDensity
 from .results import LOCK, RunDir, RunError
 from .store import atomic_write
@@ -132,7 +132,7 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
             raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the "
                               f"warm-up once it ended); resume with: adaptive-hmc run {source} --out {out} "
                               f"--resume") from None
-        except CheckpointError as e:
+        except (CheckpointError, WarmupError) as e:
             raise RunError(f"{out}: {e}") from None
         except DensityError as e:                # the Python log density raised during the run
             then = ("the checkpoint holds the run up to there: fix the function, then --resume"
@@ -161,7 +161,8 @@ def summarize(idata) -> dict:
     seconds = float(a["warmup_seconds"]) + float(a["sampling_seconds"])
     ess = float(table["ess_bulk"].min())
     return dict(parameters={name: {k: float(v) for k, v in row.items()} for name, row in table.iterrows()},
-                rhat_max=float(table["r_hat"].max()), ess_bulk_min=ess, gradients=int(a["gradients"]),
+                rhat_max=float(table["r_hat"].max()), rhat_max_of="every parameter, as reported (constrained)",
+                e_bfmi_min=float(np.min(e_bfmi(idata.sample_stats.energy.values))), ess_bulk_min=ess, gradients=int(a["gradients"]),
                 ess_per_1000_gradients=1000 * ess / int(a["gradients"]), ess_per_second=ess / seconds,
                 divergences=int(idata.sample_stats.diverging.values.sum()), seconds=round(seconds, 3),
                 compile_s=round(float(a["compile_seconds"]), 3), chains=int(idata.posterior.sizes["chain"]),

@@ -38,10 +38,10 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
         columns = select_features(X, Y[:, 0], d.select_features)
     sc = Standardizer.fit(X, True, columns, d.log1p_inputs) if d.standardize_inputs else \
         Standardizer.identity(X.shape[1], columns, d.log1p_inputs)
-    sc = sc._replace(names=split.input_names, target_names=split.target_names)
+    sc = sc._replace(names=split.input_names, target_names=split.target_names, classes=split.classes)
     X = sc.transform(X)
     tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
-    _check_fit(cfg, source, X, Y, tests, split.n_outputs)
+    _check_fit(cfg, source, X, Y, tests, split.n_outputs, split.classes)
     try:
         return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=cfg.tuner.options(),
                         run=cfg.run_options(), replicas=cfg.replica_options(), test_sets=tests), sc
@@ -49,9 +49,13 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
         raise ConfigError(f"{source}: model/data: {e}") from None
 
 
-def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int) -> None:
+def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int, classes: tuple = ()) -> None:
     """Checks of the config against its data, each naming its key."""
     m, k = cfg.model, cfg.replicas.k
+    if classes and m.likelihood == "logistic" and len(classes) != 2:
+        raise ConfigError(f"{source}: model.likelihood = 'logistic': needs two classes; the labels are "
+                          f"{', '.join(map(repr, classes[:10]))}{', ...' if len(classes) > 10 else ''} "
+                          f"({len(classes)} classes: use softmax)")
     if k > len(X):
         raise ConfigError(f"{source}: replicas.k = {k}: at most the number of training cases ({len(X)})")
     if m.likelihood == "logistic" and not np.isin(Y, (0.0, 1.0)).all():

@@ -35,7 +35,7 @@ from .replicas import SuperTransitionResult, as_seed_sequence, iterations
 from .rewards import esjd_reward
 from .runner import can_draw_bar, compile_kernels, run_super_transitions
 from .store import DAMAGED_NPZ, atomic_write, npz_bytes
-from .samplers.adaptation import DualAveraging, pooled_variance, windows
+from .samplers.adaptation import STEP_FLOOR, DualAveraging, lost_chains, pooled_variance, windows
 from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from .samplers.settings import HMCSettings, check_settings
 from .tuners.options import BanditOptions
@@ -46,6 +46,9 @@ from .tuners.options import BanditOptions
 WARMUP_STEPS, MAX_WARMUP_STEPS, WARMUP_LENGTH = 16, 1024, 2.0
 #: Super-transitions hold at least this many of the longest trajectories the tuner may ask for.
 TRAJECTORIES_PER_SUPER_TRANSITION = 10
+#: The smallest reference step warm-up may end with (posterior sds; 10^4 steps to cross one sd), and how many
+#: iterations in a row dual averaging may sit at its floor before warm-up stops: chains that cannot move.
+MIN_STEP, STEP_FLOOR_PATIENCE = 1e-4, 25
 _EMPTY = new_accumulator(MLPSpec(1, (1,), 1), np.empty((0, 1)), np.empty((0, 1)))
 
 
@@ -117,28 +120,85 @@ class DensityChains:
         :data:`WARMUP_LENGTH`): the step factor by dual averaging toward
         ``target_accept`` (the chains' mean acceptance probability) and, at the
         end of each of Stan's slow windows, the scale set to the sd of the
-        window's positions. Returns the step factor kept (the average of the
-        last stretch)."""
+        window's positions. Before the slow windows (at iterations 8, 16, 32,
+        ...) chains that accepted nothing since the last look and whose log
+        density is far below the best chain's
+        (:func:`~adaptive_hmc.samplers.adaptation.lost_chains`) are moved to
+        another chain's position, with a warning, and the step's adaptation
+        starts again. Returns the step factor kept (the average of the last
+        stretch); :class:`WarmupError` when the step sits at its floor or ends
+        below :data:`MIN_STEP`: the chains cannot move."""
         da = DualAveraging(1.0 / WARMUP_STEPS, target_accept)
         step = math.exp(da.log_step)
         slow = windows(n)
+        checks = [c for c in (2 ** k for k in range(3, 32)) if c <= (slow[0][0] if slow else n - 1)]
         window_draws: list = []
         rec = new_record(self.R, 1, 0)
+        at_floor, moved, looked = 0, np.zeros(self.R, bool), 0
         for i in range(n):
+            if i in checks:
+                if self._relocate(i, moved, looked):
+                    da.restart(1.0 / WARMUP_STEPS)
+                    step, at_floor = 1.0 / WARMUP_STEPS, 0
+                moved[:], looked = False, i
             L = min(MAX_WARMUP_STEPS, max(WARMUP_STEPS, math.ceil(WARMUP_LENGTH / step)))
             s = self.settings._replace(step_factor=step, num_steps=L, jitter=True)
             for j in range(self.R):           # one iteration each: too short to be worth a thread
                 run_chain(self.targets[j], self.chains[j], s, 1, Record(*(a[j] for a in rec)), None, self.streams[j])
             self.model.check()
             self.warmup_gradients += int(rec.gradients.sum())
+            moved |= rec.accepted[:, 0] > 0
             step = da.update(float(np.mean(rec.accept_prob)))
+            at_floor = at_floor + 1 if step <= STEP_FLOOR * (1 + 1e-9) else 0
+            if at_floor >= STEP_FLOOR_PATIENCE:
+                self._stuck(step, i)
             if any(a <= i < b for a, b in slow):
                 window_draws.append([c.position * self.scale for c in self.chains])
             if any(i + 1 == b for _, b in slow):
                 self.rescale(np.sqrt(pooled_variance(np.array(window_draws).transpose(1, 0, 2))))
                 window_draws = []
                 da.restart(step)
-        return da.final if n else step
+        final = da.final if n else step
+        if final < MIN_STEP:
+            self._stuck(final, n - 1)
+        return final
+
+    def log_densities(self) -> np.ndarray:
+        """Each chain's log density after its last iteration (up to a constant shared by the chains)."""
+        return np.array([-c.energy[0] for c in self.chains])
+
+    def _relocate(self, i: int, moved, since: int) -> list:
+        """Move the lost chains (that have not moved since the last look, far
+        below the best) to the position of a chain that is not lost, drawn by
+        the lost chain's own stream; warn naming them."""
+        lp = self.log_densities()
+        lost = lost_chains(lp, moved, self.model.dim)
+        good = [j for j in range(self.R) if j not in lost]
+        if not lost or not good:
+            return []
+        moves = []
+        for j in lost:
+            k = good[int(self.streams[j].integers(len(good)))]
+            self.chains[j].position[:] = self.chains[k].position
+            self.chains[j].momentum[:] = 0.0
+            moves.append(f"chain {j} (log density {lp[j]:.4g}) to chain {k}'s position")
+        warnings.warn(f"warm-up iteration {i}: moved {'; '.join(moves)}: they accepted no proposal since iteration "
+                      f"{since}, far below the best chain's log density ({max(lp[good]):.4g}), and the step they "
+                      f"need would stall every chain; start the chains nearer the posterior's bulk to keep them "
+                      f"independent", ConvergenceWarning,
+                      stacklevel=4)
+        return lost
+
+    def _stuck(self, step: float, i: int):
+        lp = self.log_densities()
+        j = int(np.argmin(lp))
+        raise WarmupError(
+            f"warm-up cannot find a step that moves the chains: the step shrank to {step:.3g} posterior sds by "
+            f"iteration {i + 1} (the least useful is {MIN_STEP:g}); chain {j} is at log density {lp[j]:.4g}, the "
+            f"best chain at {lp.max():.4g}. The density is finite there but too steep to follow (a start in a "
+            f"region far from the posterior's mass, such as a non-stationary or non-invertible coefficient, or a "
+            f"huge scale): start the chains nearer the posterior's bulk (draws from the prior, or values near 0 on "
+            f"the unconstrained scale), or check the density where chain {j} is")
 
     def run(self, step_factor: float, num_steps: int, budget: int) -> SuperTransitionResult:
         """One super-transition: :func:`~adaptive_hmc.replicas.iterations` of
@@ -217,6 +277,10 @@ def _read_shards(path: Path, n: int) -> tuple:
     return [[d[j] for d in draws] for j in range(draws[0].shape[0])] if draws else None, stats, log
 
 
+class WarmupError(RuntimeError):
+    """Warm-up cannot find a step at which the chains move (the message names the chain and its log density)."""
+
+
 class CheckpointError(ValueError):
     """A checkpoint of :func:`sample` that cannot be resumed (damaged, or another run's)."""
 
@@ -275,7 +339,8 @@ def _restore(path: Path, key: dict, chains: DensityChains):
 #: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
 CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
 #: Per-draw statistics in InferenceData's names, from the record's fields.
-STATS = (("acceptance_rate", "accept_prob"), ("diverging", "divergent"), ("n_steps", "num_steps"), ("lp", "energy"))
+STATS = (("acceptance_rate", "accept_prob"), ("diverging", "divergent"), ("n_steps", "num_steps"), ("lp", "energy"),
+         ("energy", "temperature"))
 
 
 def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = 1000,
@@ -382,8 +447,9 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         return None
     Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
     stats = {name: np.concatenate([st[field] for st in stats], axis=1) for name, field in STATS}
-    stats["lp"] = -stats["lp"]
     R, n, D = Q.shape
+    stats["energy"] = stats["lp"] + 0.5 * D * stats["energy"]     # the Hamiltonian: U + K (K = D T / 2)
+    stats["lp"] = -stats["lp"]
     posterior = {k: v.reshape(R, n, *v.shape[1:]) for k, v in
                  (constrain(Q.reshape(R * n, D)) if constrain else model.split(Q.reshape(R * n, D))).items()}
     gradients = chains.warmup_gradients + int(sum(e["gradients"] for e in log))
@@ -392,20 +458,50 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
                  warmup_seconds=run["warmup_seconds"], sampling_seconds=sum(e["seconds"] for e in log),
                  tuner_log=[{k: e[k] for k in ("step_factor", "num_steps", "reward", "acceptance", "divergences")}
                             for e in log])
-    for message in trust_warnings(Q, stats["diverging"]):
+    st = chain_statistics(Q)
+    if verbose:
+        print(summary_line(st, stats, gradients, attrs["warmup_seconds"] + attrs["sampling_seconds"]), flush=True)
+    for message in trust_warnings(st["rhat"], stats["diverging"], stats["energy"]):
         warnings.warn(message, ConvergenceWarning, stacklevel=2)
     return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats,
                         attrs={k: str(v) if k == "tuner_log" else v for k, v in attrs.items()})
 
 
-def trust_warnings(Q, diverging) -> list:
-    """What says the answer of draws ``Q`` (chains, draws, coordinates; the
-    unconstrained ones) cannot be trusted yet: R-hat of a coordinate above
-    1.01 (naming the coordinates), and any divergent trajectory after warm-up
+def e_bfmi(energy) -> np.ndarray:
+    """Each chain's energy Bayesian fraction of missing information (Betancourt
+    2016): the mean squared change of the Hamiltonian between draws over its
+    variance, from ``energy`` (chains, draws)."""
+    import arviz as az
+    return np.atleast_1d(az.bfmi(np.asarray(energy)))
+
+
+#: Below this E-BFMI a chain's momentum resampling cannot move it across the energy levels of the posterior.
+E_BFMI_LIMIT = 0.3
+
+
+def summary_line(st: dict, stats: dict, gradients: int, seconds: float) -> str:
+    """The line a run of :func:`sample` ends with (``verbose``, and the CLI's
+    run of a density config): R-hat and ESS of the unconstrained coordinates
+    (``st``: :func:`~adaptive_hmc.diagnostics.chain_statistics`), per second
+    of warm-up and sampling and per 1000 gradients, divergences and E-BFMI."""
+    r, ess = np.max(st["rhat"]), float(np.min(st["ess_bulk"]))
+    div = stats["diverging"]
+    bfmi = e_bfmi(stats["energy"]) if stats["energy"].shape[1] > 2 else [np.nan]
+    return (f"{div.shape[0]} chains x {div.shape[1]} draws: R-hat max of the unconstrained coordinates "
+            f"{r:.3f} (target <= {RHAT_LIMIT}); smallest bulk ESS {ess:.0f} ({ess / seconds:.1f} per second of "
+            f"warm-up and sampling, {1000 * ess / gradients:.3g} per 1000 gradients); {int(div.sum())} divergent "
+            f"trajectories; E-BFMI min {np.min(bfmi):.2f}")
+
+
+def trust_warnings(rhat, diverging, energy=None) -> list:
+    """What says the answer cannot be trusted yet, from ``rhat`` of each
+    unconstrained coordinate: R-hat of a coordinate above
+    1.01 (naming the coordinates), any divergent trajectory after warm-up
     (a divergence marks a region the integrator cannot enter, such as a
-    funnel's neck, so the draws may be biased)."""
+    funnel's neck, so the draws may be biased), and an E-BFMI of a chain
+    below :data:`E_BFMI_LIMIT` from the Hamiltonian of each draw ``energy``
+    (chains, draws): heavy tails or a funnel the trajectories' energy cannot span."""
     out = []
-    rhat = chain_statistics(Q)["rhat"]
     if np.max(rhat) > RHAT_LIMIT:
         worst = np.argsort(rhat)[::-1][:3]
         shown = ", ".join(f"q[{k}] {rhat[k]:.3f}" if np.isfinite(rhat[k]) else f"q[{k}] not finite" for k in worst)
@@ -416,4 +512,11 @@ def trust_warnings(Q, diverging) -> list:
         out.append(f"{n_div} of {total} trajectories after warm-up diverged ({n_div / total:.1%}): the draws may "
                    f"be biased away from where the integrator cannot go (a funnel's neck, a hard boundary); "
                    f"reparameterise (non-centred scales, constraints as smooth transforms) or raise target_accept")
+    if energy is not None and np.shape(energy)[1] > 2:
+        bfmi = e_bfmi(energy)
+        low = [f"chain {j} {v:.2f}" for j, v in enumerate(bfmi) if v < E_BFMI_LIMIT]
+        if low:
+            out.append(f"E-BFMI below {E_BFMI_LIMIT} ({', '.join(low)}): resampling the momentum moves these chains "
+                       f"too little between the posterior's energy levels (heavy tails, a funnel), so they explore "
+                       f"it slowly and may miss its tails; reparameterise (non-centred scales, log transforms)")
     return out

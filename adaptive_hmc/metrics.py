@@ -46,7 +46,8 @@ def convergence(diagnostics: dict, target_ess: float) -> tuple:
     r = diagnostics["rhat_max"]
     ess = min(t["ess_bulk"]["min"] for t in diagnostics["test"].values())
     met = r is not None and r <= RHAT_LIMIT and ess >= target_ess
-    return met, (f"R-hat max {'not finite' if r is None else f'{r:.3f}'} (target <= {RHAT_LIMIT}), smallest ESS of "
+    return met, (f"R-hat max of {rhat_of(diagnostics)} {'not finite' if r is None else f'{r:.3f}'} "
+                 f"(target <= {RHAT_LIMIT}), smallest ESS of "
                  f"the predictions {ess:.0f} (target >= {target_ess:g})")
 
 
@@ -145,7 +146,14 @@ def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: d
     out["hyper"] = diagnose(h, gradients, seconds) if h.size and h.shape[1] >= 4 else None
     found = [d["rhat_max"] for d in [*out["test"].values(), out["hyper"]] if d is not None]
     out["rhat_max"] = None if None in found else max(found, default=None)
+    out["rhat_max_of"] = rhat_of(out)
     return out
+
+
+def rhat_of(diagnostics: dict) -> str:
+    """What the ``rhat_max`` of :func:`run_diagnostics` is taken over, in words."""
+    return (f"the {', '.join(diagnostics.get('test') or {})} predictions"
+            + (" and the log hyperparameters" if diagnostics.get("hyper") else ""))
 
 
 def diagnostics_line(summary: dict) -> str:
@@ -161,7 +169,8 @@ def diagnostics_line(summary: dict) -> str:
     per_g, per_s = t["ess_per_1000_gradients"], t["ess_per_second"]
     bound = (" (a lower bound: near the number of kept draws; a smaller run.thin measures more)"
              if thin_limited(d) else "")
-    return (f"{t['chains']} {d['chains']!r} chains; R-hat max {'not finite' if r is None else f'{r:.3f}'}; "
+    return (f"{t['chains']} {d['chains']!r} chains; R-hat max of {rhat_of(d)} "
+            f"{'not finite' if r is None else f'{r:.3f}'}; "
             f"ESS of the {name} predictions (smallest / median over outputs) {t['ess_bulk']['min']:.0f} / "
             f"{t['ess_bulk']['median']:.0f}, per 1000 gradients {per_g['min']:.3f} / {per_g['median']:.3f} "
             f"({d['gradients']:,} gradients, every chain), per second {per_s['min']:.2f} / {per_s['median']:.2f} "

@@ -211,7 +211,7 @@ def _caution(name: str, r: dict, ts: str) -> str:
     rhat = None if t is None else t["rhat_max"]
     said = []
     if t is not None and (rhat is None or rhat > RHAT_LIMIT):
-        said.append(f"its chains have not met (R-hat {'inf' if rhat is None else f'{rhat:.3g}'})")
+        said.append(f"its chains have not met (R-hat of the {ts} predictions {'inf' if rhat is None else f'{rhat:.3g}'})")
     if r["stuck"]:
         said.append(f"{r['stuck']} super-transitions had a chain that accepted nothing")
     return f" Caution, {name}: {'; '.join(said)}." if said else ""
@@ -270,7 +270,7 @@ def _block(name: str, r: dict) -> str:
         lines.append(f"  test {_metric(r['metric'])} {r['data']}/{ts}: {r['test'][ts]:.5g} "
                      f"± {r['test_se'][ts]:.2g}")
         rhat, g, sec = _ess_cells(r["diagnostics"], ts)
-        lines.append(f"    R-hat max {rhat}; ESS (min / median) per 1000 gradients {g}, per s {sec}")
+        lines.append(f"    predictions' R-hat max {rhat}; ESS (min / median) per 1000 gradients {g}, per s {sec}")
     if r["cv_error"] is not None:
         lines.append(f"  {r['cv_label']}: {r['cv_error']:.5g}")
     lines.append(f"  acceptance {r['acceptance']:.3f}; acc < 0.2 share {'-' if low is None else f'{low:.2f}'}; "
@@ -288,7 +288,7 @@ def _table(rows, metric: str) -> str:
             + [" / ".join(cv), "acceptance", "acc < 0.2 share", "stuck", "divergences", "leapfrog steps",
                "sampling s", "compile s"]
             + [f"{what} {label[s]}" for s in sets for what in
-               ("R-hat max", "ESS per 1000 grad (min / median)", "ESS per s (min / median)")])
+               ("R-hat max of the predictions", "ESS per 1000 grad (min / median)", "ESS per s (min / median)")])
     body = []
     for r in rows:
         mine = [(r["data"], n) for n in r["test"]]
@@ -312,7 +312,8 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
     after the target (``price_mean``) when the training table had a header,
     else by position (``mean_0``); for classification the class probabilities
     and the label (with a header: ``p_TARGET_k`` of class k, then the label
-    in a column named after the target)."""
+    in a column named after the target; text labels of the training table
+    name the classes and are the labels)."""
     if run.likelihood == "gaussian":
         mean, sd = run.predict(X, return_std=True, chains=chains)
         z = norm.ppf(0.5 + level / 2)
@@ -323,8 +324,11 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
         return names, np.column_stack([mean, sd, mean - z * sd, mean + z * sd])
     P = run.predict_proba(X, chains=chains)
     target = run.input_map.target_names[0] if run.input_map.target_names else None
-    names = [f"p_{target}_{k}" if target else f"p_{k}" for k in range(P.shape[1])] + [target or "label"]
-    return names, np.column_stack([P, P.argmax(axis=1)])
+    classes = run.input_map.classes or tuple(range(P.shape[1]))
+    names = [f"p_{target}_{c}" if target else f"p_{c}" for c in classes] + [target or "label"]
+    if not run.input_map.classes:
+        return names, np.column_stack([P, P.argmax(axis=1)])
+    return names, np.column_stack([P.astype(object), np.array(classes, dtype=object)[P.argmax(axis=1)]])
 
 
 def _chain_role(run: Run, r: int) -> str:

@@ -309,6 +309,7 @@ class RunDir:
                                               input_width=x_scale.width or x_scale.mean.size,
                                               input_names=np.array(x_scale.names, dtype=str),
                                               target_names=np.array(x_scale.target_names, dtype=str),
+                                              target_classes=np.array(x_scale.classes, dtype=str),
                                               target_mean=replicas.target_mean, target_sd=replicas.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
         summary = summarize(replicas, log, wall_s, cfg, compile_s, kept)
@@ -368,7 +369,8 @@ class Run(NamedTuple):
         return Standardizer(s["input_mean"], s["input_sd"], s.get("input_columns", np.empty(0, np.int64)),
                             bool(s.get("input_log1p", False)), int(s.get("input_width", s["input_mean"].size)),
                             tuple(str(n) for n in s.get("input_names", ())),
-                            tuple(str(n) for n in s.get("target_names", ())))
+                            tuple(str(n) for n in s.get("target_names", ())),
+                            tuple(str(n) for n in s.get("target_classes", ())))
 
     @property
     def n_raw_inputs(self) -> int:

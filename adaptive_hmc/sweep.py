@@ -198,7 +198,7 @@ def result_row(p: Planned, run_dir: Path, status: str, error: str = "") -> dict:
         row.update({"cv_error": r["cv_error"], "acceptance": r["acceptance"], "divergences": r["divergences"],
                     "leapfrog_steps": r["leapfrog_steps"]})
         d = r["diagnostics"] or {}
-        row["R-hat max"] = d.get("rhat_max")
+        row["R-hat max, predictions and log hyperparameters"] = d.get("rhat_max")
         for name, t in d.get("test", {}).items():
             for stat in ("min", "median"):
                 row[f"ESS per 1000 grad {name} {stat}"] = t["ess_per_1000_gradients"][stat]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DataError, parse_table, target_indices
+from .data import MISSING, DataError, parse_table, target_indices
 
 #: The tasks a template is shipped for.
 KINDS = ("regression", "classification")
@@ -69,7 +69,10 @@ def write_template(kind: str, out: Path, csv: Path | None = None, target: str | 
     if out.exists() and not force:
         raise DataError("--out", str(out), "exists; choose another file name, or add --force to overwrite it")
     if csv is not None:
-        A, names = parse_table(csv, "--csv", str(csv))
+        def label_column(names, width):           # a classification's labels may be text ('yes'/'no')
+            return [] if names is None or kind != "classification" else \
+                target_indices([target or names[-1]], names, width)
+        A, names, texts = parse_table(csv, "--csv", str(csv), text_columns=label_column)
         if names is None:
             raise DataError("--csv", str(csv), "has no header row; the templates name their columns "
                                                "(add a header, or copy a template and give column numbers)")
@@ -80,7 +83,9 @@ def write_template(kind: str, out: Path, csv: Path | None = None, target: str | 
         text = _set(text, "path", _scalar(rel))
         text = _set(text, "target_columns", f"[{_scalar(target)}]")
         if kind == "classification":
-            text = _set(text, "likelihood", _classes(A[:, col], target, csv))
+            classes = {c for c in texts.get(col, ()) if c.strip().lower() not in MISSING}
+            text = _set(text, "likelihood", ("logistic" if len(classes) == 2 else "softmax") if len(classes) >= 2
+                        else _classes(A[:, col], target, csv))
     elif target is not None:
         raise DataError("--target", target, "needs --csv (the table whose column it names)")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,11 +7,12 @@ reference's from posteriordb), the largest R-hat, divergences, and the
 smallest bulk ESS over the parameters per second (warm-up and sampling,
 compiling apart) and per 1000 gradients (every gradient, warm-up included).
 The centred eight schools (the funnel) runs too, against the non-centred
-reference, with its log(tau). Writes docs/posteriordb.md and .json.
+reference, with its log(tau). With --docs it writes docs/posteriordb.md and
+.json, with --out PATH the table to PATH (and PATH's .json); else it prints.
 
 Run: python experiments/posteriordb.py [--posteriors ...] [--seeds 1 2] [--chains 4] [--no-nuts]
-     [--quick] [--out docs/posteriordb.md]
---quick: two posteriors, short runs (the test's form). NUTS needs numpyro
+     [--quick] [--docs | --out PATH]
+--quick: two posteriors, short runs (the test's form; never the docs). NUTS needs numpyro
 (pip install numpyro; never a dependency of the package); without it, or with
 --no-nuts, its rows are left out.
 """
@@ -245,8 +246,12 @@ def main(argv=None):
     ap.add_argument("--chains", type=int, default=4)
     ap.add_argument("--no-nuts", action="store_true")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "posteriordb.md")
+    ap.add_argument("--docs", action="store_true", help="write docs/posteriordb.md and .json")
+    ap.add_argument("--out", type=Path, help="write the table here (and its .json beside it)")
     args = ap.parse_args(argv)
+    if args.docs and (args.quick or args.out):
+        ap.error("--docs writes the full runs' table to docs/: not with --quick or --out")
+    out = ROOT / "docs" / "posteriordb.md" if args.docs else args.out
     cfg = dict(QUICK if args.quick else FULL)
     names = args.posteriors or cfg.pop("posteriors", None) or list(pdb.NAMES)
     cfg.pop("posteriors", None)
@@ -269,10 +274,14 @@ def main(argv=None):
                       f"{r['rhat']:.3f} ESS {r['ess_min']:.0f} in {r['seconds']:.1f} s", flush=True)
     wall = time.perf_counter() - t0
     command = "python experiments/posteriordb.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(markdown(rows, cfg, args.chains, wall, command.strip()))
-    args.out.with_suffix(".json").write_text(json.dumps(dict(config=cfg, chains=args.chains, rows=rows), indent=1))
-    print(f"wrote {args.out} ({wall:.0f} s)")
+    text = markdown(rows, cfg, args.chains, wall, command.strip())
+    if out is None:
+        print(text)
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text)
+    out.with_suffix(".json").write_text(json.dumps(dict(config=cfg, chains=args.chains, rows=rows), indent=1))
+    print(f"wrote {out} ({wall:.0f} s)")
 
 
 if __name__ == "__main__":

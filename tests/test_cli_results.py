@@ -241,7 +241,7 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     assert "test MSE (original units) robot_arm/test_201_400" in regression and "error rate" not in regression
     assert "test error rate d/rest" in classification
     assert "the runs differ in data" in notes and "the runs differ in chains" in notes   # robot arm and a table
-    assert "R-hat max robot_arm/test_201_400" in regression
+    assert "R-hat max of the predictions robot_arm/test_201_400" in regression
     capsys.readouterr()
     assert main(["compare", str(tmp_path / "b"), "--chains", "replicas"]) == 2     # one posterior: no replicas
     assert "has no cross-validation replicas (its chains are all on the full training data" in capsys.readouterr().err
@@ -348,3 +348,46 @@ def test_the_end_of_run_warning_names_chains_that_have_not_met():
     one = {"chains": "full", "rhat_max": 1.05, "test": {"test": {"chains": 1}}}
     assert "between the halves of the one 'full' chain is 1.050" in rhat_warning(one)
     assert rhat_warning({**one, "rhat_max": 1.003}) is None
+
+
+def test_text_labels_are_classes_through_init_validate_run_and_predict(tmp_path, capsys):
+    """A table labelled 'yes'/'no' (as the estimators accept): init picks the
+    logistic likelihood, validate and run accept it, classes are the sorted
+    labels (no = 0, yes = 1, as scikit-learn's), predict names the probability
+    columns after them and writes the labels; three text classes with the
+    logistic are refused naming them. Numeric labels are unchanged."""
+    from adaptive_hmc.data import read_table
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(60, 3)) * [1, 10, 100]
+    f = np.sin(X[:, 0]) + X[:, 1] / 10
+    words = np.where(f > 0, "yes", "no")
+    rows = ["a,b,c,answer"] + [f"{u:.5f},{v:.5f},{w:.5f},{lab}" for (u, v, w), lab in zip(X, words)]
+    (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
+    _, Y, names, classes = read_table(tmp_path / "d.csv", ["answer"], "data.path", "d.csv", labels=True)
+    assert classes == ("no", "yes") and np.array_equal(Y[:, 0], (f > 0).astype(float))
+    with pytest.raises(Exception, match=r"not a numeric table: row 1, column 3 is '(yes|no)'"):
+        read_table(tmp_path / "d.csv", ["answer"], "data.path", "d.csv")         # regression: text is an error
+    assert main(["init", "classification", "--csv", str(tmp_path / "d.csv"), "--out", str(tmp_path / "t.yaml")]) == 0
+    assert yaml.safe_load((tmp_path / "t.yaml").read_text())["model"]["likelihood"] == "logistic"
+    assert main(["validate", str(tmp_path / "t.yaml"), "--no-estimate"]) == 0
+    raw = _small(_raw(), n=4)
+    raw["data"] = {"path": str(tmp_path / "d.csv"), "target_columns": ["answer"], "train_rows": [1, 45],
+                   "test_sets": {"rest": [46, 60]}, "standardize_inputs": True, "standardize_targets": False}
+    raw["model"]["likelihood"] = "logistic"
+    raw["model"]["priors"].pop("noise")
+    raw["replicas"].update(k=3)
+    raw["tuner"]["cv_metric"] = "log_loss"
+    assert main(["run", str(_write(tmp_path, raw, "r.yaml")), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    (tmp_path / "new.csv").write_text("a,b,c\n" + "".join(f"{u},{v},{w}\n" for u, v, w in X[:20]))
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "r"), str(tmp_path / "new.csv")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "p_answer_no,p_answer_yes,answer" and len(lines) == 21
+    cells = [ln.split(",") for ln in lines[1:]]
+    assert all(c[2] == ("yes" if float(c[1]) > float(c[0]) else "no") for c in cells)
+    assert np.mean([c[2] == w for c, w in zip(cells, words[:20])]) >= 0.75     # it learnt something
+    three = np.where(X[:, 2] > 50, "maybe", words)
+    (tmp_path / "d.csv").write_text("\n".join(["a,b,c,answer"] + [f"{u},{v},{w},{lab}" for (u, v, w), lab in
+                                                                   zip(X, three)]) + "\n")
+    assert main(["validate", str(_write(tmp_path, raw, "r3.yaml")), "--no-estimate"]) == 2
+    assert "needs two classes; the labels are 'maybe', 'no', 'yes' (3 classes: use softmax)" in capsys.readouterr().err

@@ -49,7 +49,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     assert text.startswith("| run | tuner | chains | test MSE (original units) robot_arm/test_201_400 ± se")
     assert text.count("B vs A") == len(s["test_mse"]) and "indistinguishable" in text      # a run and itself
     assert "| sampling s | compile s |" in text
-    assert ("| R-hat max robot_arm/test_401_600 | ESS per 1000 grad (min / median) robot_arm/test_401_600 | "
+    assert ("| R-hat max of the predictions robot_arm/test_401_600 | ESS per 1000 grad (min / median) robot_arm/test_401_600 | "
             "ESS per s (min / median) robot_arm/test_401_600 |") in text
     assert main(["export", str(out)]) == 0
     import arviz as az

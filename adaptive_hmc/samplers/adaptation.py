@@ -12,6 +12,13 @@ import math
 
 import numpy as np
 
+#: The smallest step dual averaging proposes (in the metric's units): no arithmetic on trajectory lengths
+#: derived from it can overflow, and a warm-up that sits there is stopped (:data:`STEP_FLOOR_PATIENCE`).
+STEP_FLOOR = 1e-8
+#: A chain is lost when its log density is this many nats, plus :data:`FAR_BELOW_PER_COORDINATE` per
+#: coordinate, below the best chain's: far beyond the spread of a posterior's typical set (about sqrt(D/2)).
+FAR_BELOW, FAR_BELOW_PER_COORDINATE = 1000.0, 10.0
+
 
 class DualAveraging:
     """log step -> the step whose mean acceptance is ``target`` (Hoffman &
@@ -34,7 +41,7 @@ class DualAveraging:
         a = accept_prob if math.isfinite(accept_prob) else 0.0
         w = 1.0 / (self.t + self.t0)
         self.h_bar = (1 - w) * self.h_bar + w * (self.target - a)
-        self.log_step = self.mu - math.sqrt(self.t) / self.gamma * self.h_bar
+        self.log_step = max(self.mu - math.sqrt(self.t) / self.gamma * self.h_bar, math.log(STEP_FLOOR))
         eta = self.t ** -self.kappa
         self.log_bar = eta * self.log_step + (1 - eta) * self.log_bar
         return math.exp(self.log_step)
@@ -73,3 +80,20 @@ def pooled_variance(draws) -> np.ndarray:
     var = draws.var(axis=1, ddof=1).mean(axis=0)
     m = R * n
     return m / (m + 5.0) * var + 1e-3 * 5.0 / (m + 5.0)
+
+
+def lost_chains(log_density, moved, dim: int) -> list:
+    """The chains that did not move (``moved`` false: no proposal accepted
+    since the last look) and whose log density is far below the best chain's
+    (:data:`FAR_BELOW` + :data:`FAR_BELOW_PER_COORDINATE` x ``dim`` nats), or
+    not finite: where the shared step would have to shrink without bound for
+    them to move (a start where the density is finite but astronomically
+    small, such as an ARMA model's non-invertible region). A chain still
+    climbing from a far start moves, and is left alone."""
+    lp = np.asarray(log_density, dtype=np.float64)
+    ok = np.isfinite(lp)
+    if not ok.any():
+        return list(range(lp.size))
+    best = lp[ok].max()
+    return [j for j in range(lp.size)
+            if not moved[j] and (not ok[j] or lp[j] < best - FAR_BELOW - FAR_BELOW_PER_COORDINATE * dim)]
