@@ -15,6 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .data import robot_arm_truth  # noqa: E402
+from .diagnostics import chain_statistics  # noqa: E402
 from .metrics import log_gradients  # noqa: E402
 from .models.mlp import predict  # noqa: E402
 from .models.predictive import predicted_labels, squared_errors  # noqa: E402
@@ -173,6 +174,45 @@ def traces(run: Run, path):
     plt.close(fig)
 
 
+def hyperparameters(run: Run, path, most: int = 6):
+    """Each chain's log hyperparameters over super-transitions (the last
+    sample of each), the ``most`` that vary whose chains disagree most
+    (largest R-hat after the burn-in across the predicting chains, as in
+    summary.json): where chains sit at different values, R-hat is high."""
+    H = np.asarray(run.predictions["history_hyper"], dtype=float)          # (S, R, H)
+    names = [str(n) for n in run.predictions["hyper_names"]]
+    if H.ndim != 3 or not H.size:
+        return False
+    logs = np.log(H)
+    varying = [h for h in range(H.shape[2]) if np.ptp(logs[:, :, h]) > 0]
+    if not varying:
+        return False
+    burn = run.config.run.burn_in.super_transitions
+    rows = run.chain_indices(run.config.replicas.predict_from)
+    after = np.transpose(logs[burn:, rows][:, :, varying], (1, 0, 2))
+    rhat = chain_statistics(after)["rhat"] if after.shape[1] >= 4 and len(rows) > 1 else np.full(len(varying), np.nan)
+    order = np.argsort(np.where(np.isfinite(rhat), -rhat, np.inf), kind="stable")[:most]
+    i = np.arange(1, H.shape[0] + 1)
+    fig, axes = plt.subplots(len(order), 1, figsize=(6.5, 1.6 + 1.5 * len(order)), sharex=True, squeeze=False)
+    for ax, o in zip(axes[:, 0], order):
+        h = varying[o]
+        for r in range(H.shape[1]):
+            ax.plot(i, logs[:, r, h], lw=0.8, label=run.chain_role(r) if r in rows else f"{run.chain_role(r)} "
+                    f"(not predicting)", ls="-" if r in rows else ":")
+        ax.set_ylabel(f"log {names[h]}", fontsize=8)
+        ax.set_title(f"R-hat {rhat[o]:.3f}" if np.isfinite(rhat[o]) else "R-hat -", fontsize=8, loc="right")
+        if burn:
+            ax.axvspan(0.5, burn + 0.5, color="0.85", zorder=0)
+    axes[0, 0].legend(fontsize=7, ncol=4, loc="upper left")
+    axes[-1, 0].set_xlabel("super-transition (each chain's last sample)")
+    fig.suptitle(f"Log hyperparameters of each chain ({len(order)} of {len(varying)} varying, largest R-hat "
+                 f"first; grey: burn-in)\n{_who(run)}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
 def robot_arm_outputs(run: Run, path, train_box=((-1.932, -0.453), (0.534, 3.142)), n_nets=40):
     """Output space of the robot arm (Neal 1992 Fig 5): the image of the
     training input region outlined, true noise-free outputs for a grid of
@@ -210,7 +250,7 @@ def plot_run(d) -> list:
     run = read_run(d)
     out = run.dir / PLOTS
     out.mkdir(exist_ok=True)
-    jobs = [("traces.png", traces)]
+    jobs = [("traces.png", traces), ("hyperparameters.png", hyperparameters)]
     if run.predictions["history_count"].sum() > 0 and run.test_sets():
         jobs.append(("running_error.png", running_error))
     if run.tuner_state["kind"] == "bandit":
@@ -219,6 +259,6 @@ def plot_run(d) -> list:
         jobs.append(("robot_arm_outputs.png", robot_arm_outputs))
     paths = []
     for name, fn in jobs:
-        fn(run, out / name)
-        paths.append(out / name)
+        if fn(run, out / name) is not False:          # False: nothing to draw (no hyperparameter varies)
+            paths.append(out / name)
     return paths

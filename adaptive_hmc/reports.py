@@ -331,12 +331,6 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
     return names, np.column_stack([P.astype(object), np.array(classes, dtype=object)[P.argmax(axis=1)]])
 
 
-def _chain_role(run: Run, r: int) -> str:
-    """What chain ``r`` samples: "full j" (the posterior given every training
-    case) or "fold j" (a cross-validation replica, its fold left out)."""
-    return f"fold {r}" if r < run.n_cv else f"full {r - run.n_cv}"
-
-
 def export(d) -> Path:
     """``d/inference_data.nc``, ArviZ InferenceData of the run's kept samples
     (``run.thin`` > 0) of the posterior: its chains on every training case
@@ -424,7 +418,7 @@ def export(d) -> Path:
               "constant_data": {"x": X}, "sample_stats": {k: shaped(v) for k, v in stat.items()}}
     if posterior:
         groups["log_likelihood"] = {"y": shaped(loglik)}
-    roles = [_chain_role(run, r) for r in chains]
+    roles = [run.chain_role(r) for r in chains]
     with warnings.catch_warnings():         # "more chains than draws" when a run is short
         warnings.simplefilter("ignore", UserWarning)
         idata = az.from_dict(

@@ -344,6 +344,11 @@ class Run(NamedTuple):
         """Cross-validation replicas: the first ``n_cv`` chains; the others sample the posterior."""
         return self.config.replicas.k if self.config.replicas.data == "folds" else 0
 
+    def chain_role(self, r: int) -> str:
+        """What chain ``r`` samples: "full j" (the posterior given every training
+        case) or "fold j" (a cross-validation replica, its fold left out)."""
+        return f"fold {r}" if r < self.n_cv else f"full {r - self.n_cv}"
+
     def chain_indices(self, chains: str) -> np.ndarray:
         """Rows of ``chains`` ("all", "full", "replicas") in the per-chain arrays."""
         return chain_indices(chains, self.n_cv, self.predictions["history_count"].shape[1])

@@ -40,7 +40,12 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     expected = {"traces", "running_error", "robot_arm_outputs"}
     if raw["tuner"]["kind"] == "bandit":
         expected |= {"reward_surface", "reward_slice"}
+    from adaptive_hmc.results import read_run
+    H = read_run(out).predictions["history_hyper"]
+    if H.size and np.ptp(H, axis=(0, 1)).max() > 0:                                  # Gibbs-updated priors
+        expected.add("hyperparameters")
     assert {p.stem for p in pngs} == expected
+    assert "hyperparameters" in expected or path.stem != "robot_arm_bandit_quick"      # hierarchical: drawn
     for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
     md = tmp_path / "table.md"
