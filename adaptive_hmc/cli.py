@@ -181,8 +181,17 @@ def _plot(args) -> int:
 
 
 def _export(args) -> int:
+    from .diagnostics import arviz
+    from .elpd import kfold_report, loo_verdict, psis_loo, report_lines
     from .reports import export
-    print(export(args.dir))
+    path = export(args.dir)
+    print(path)
+    idata = arviz().from_netcdf(str(path))
+    if args.kfold is not None:
+        for line in report_lines(kfold_report(args.dir, args.kfold, quiet=args.quiet, idata=idata)):
+            print(line)
+    elif "log_likelihood" in idata.groups():
+        print(loo_verdict(psis_loo(idata)))
     return 0
 
 
@@ -245,6 +254,11 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_plot)
     e = sub.add_parser("export", help="write DIR/inference_data.nc (ArviZ InferenceData)")
     e.add_argument("dir")
+    e.add_argument("--kfold", type=int, metavar="K",
+                   help="exact K-fold elpd: from the run's own K cross-validation replicas, or by running K chains of "
+                        "the fold posteriors into DIR/kfold-K (as long as the run); beside PSIS-LOO's, with its "
+                        "Pareto k verdict, and the test sets' log predictive density; written to DIR/elpd.json")
+    e.add_argument("--quiet", action="store_true", help="no progress lines from --kfold's run")
     e.set_defaults(fn=_export)
     f = sub.add_parser("reference", help="print the config reference (every key, type, default; docs/CONFIG.md)")
     f.set_defaults(fn=_reference)

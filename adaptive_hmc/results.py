@@ -48,8 +48,18 @@ CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
 CHECKPOINT, PREVIOUS = "checkpoint.npz", "checkpoint.prev.npz"
 PREDICTIONS, SAMPLES = "predictions.npz", "samples.npz"
 TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
+#: What ``export --kfold K`` writes: the elpd figures, and the run of the fold posteriors (a run directory).
+ELPD, KFOLD = "elpd.json", "kfold-{k}"
 #: Files a run writes when it starts, before its first checkpoint.
 START_FILES = {CONFIG, METADATA, LOG, LOCK, STORE}
+
+
+def fold_of_case(replicas: ReplicaSet) -> np.ndarray:
+    """Each training case's fold (the cross-validation replica that leaves it out), -1 without folds."""
+    out = np.full(len(replicas.X_train), -1)
+    for j, cases in enumerate(replicas.folds):
+        out[cases] = j
+    return out
 
 
 class RunError(ValueError):
@@ -291,7 +301,8 @@ class RunDir:
                   "test_names": np.array(replicas.test_names),
                   "test_bounds": np.array([[replicas.test_slices[n].start, replicas.test_slices[n].stop]
                                            for n in replicas.test_names]).reshape(-1, 2),
-                  "hyper_names": np.array(replicas.hyper_names)}
+                  "hyper_names": np.array(replicas.hyper_names),
+                  "fold_of_case": fold_of_case(replicas)}
         chains = cfg.replicas.predict_from
         if replicas.test_count[replicas.chain_indices(chains)].sum() > 0:
             for n in replicas.test_names:

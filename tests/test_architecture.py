@@ -26,7 +26,7 @@ LAYERS = [
     ("results",),
     ("experiment", "estimator"),
     ("density_run",),
-    ("reports", "plots"),
+    ("reports", "plots", "elpd"),
     ("sweep",),
     ("cli",),
 ]

@@ -1,6 +1,7 @@
 """Finished runs through the command line (smoke tier): compare, predict, export, the predicting chains'
 diagnostics, standardised targets, the own-CSV walkthrough."""
 import json
+import re
 import subprocess
 import sys
 import warnings
@@ -391,3 +392,62 @@ def test_text_labels_are_classes_through_init_validate_run_and_predict(tmp_path,
                                                                    zip(X, three)]) + "\n")
     assert main(["validate", str(_write(tmp_path, raw, "r3.yaml")), "--no-estimate"]) == 2
     assert "needs two classes; the labels are 'maybe', 'no', 'yes' (3 classes: use softmax)" in capsys.readouterr().err
+
+
+def test_kfold_elpd_is_exact_from_fold_chains_and_loo_says_when_it_is_unusable(tmp_path, capsys):
+    """export --kfold K of a run of one posterior's chains runs K chains of
+    the fold posteriors into DIR/kfold-K (as long as the run) and gives K-fold
+    elpd: per case, the log weighted mean over its fold chain's kept draws of
+    p(y | draw), checked here against a plain NumPy computation from the fold
+    run's samples; a second call reuses the fold run. PSIS-LOO is printed
+    with its Pareto k verdict. A run with its own CV replicas uses them."""
+    from adaptive_hmc.elpd import kfold_elpd
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1, 1, size=(60, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=60)
+    np.savetxt(tmp_path / "d.csv", np.column_stack([X, y]), delimiter=",")
+    raw = _small(_raw(), n=5)
+    raw["data"] = {"path": str(tmp_path / "d.csv"), "target_columns": [-1], "train_rows": [1, 45],
+                   "test_sets": {"rest": [46, 60]}, "standardize_inputs": True}
+    raw["replicas"] = {"data": "full", "k": 2}
+    raw["run"]["thin"] = 2
+    raw["tuner"]["reward"] = "esjd"
+    assert main(["run", str(_write(tmp_path, raw, "f.yaml")), "--out", str(tmp_path / "f"), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["export", str(tmp_path / "f"), "--kfold", "3", "--quiet"]) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"K-fold elpd \(3 folds, exact; 3 fold chains in .*kfold-3\): -?\d+\.\d\d ± \d+\.\d\d over 45 "
+                     r"training cases", said), said
+    assert re.search(r"PSIS-LOO elpd -?\d+\.\d\d ± \d+\.\d\d over 45 training cases; (every Pareto k <= 0.7: usable|"
+                     r"NOT usable: Pareto k > 0.7 for \d+ of 45 cases)", said), said
+    assert "held-out test set rest: mean log predictive density" in said
+    result = json.loads((tmp_path / "f" / "elpd.json").read_text())
+    folds = read_run(tmp_path / "f" / "kfold-3")
+    assert folds.summary["super_transitions"] == 5 and folds.n_cv == 3
+    fold_of = folds.predictions["fold_of_case"]
+    assert sorted(np.bincount(fold_of)) == [15, 15, 15]
+    s, P = folds.samples, folds.predictions
+    expected = np.empty(45)
+    for j in range(3):                                   # plain NumPy: outputs, Gaussian densities, weighted mean
+        keep, cases = s["chain"] == j, fold_of == j
+        post = folds.posterior(keep=keep)
+        F, tau = post.outputs_at(P["X_train"][cases])
+        dens = np.sqrt(tau[:, None, 0] / (2 * np.pi)) * np.exp(-0.5 * tau[:, None, 0] * (P["Y_train"][cases, 0] -
+                                                                                          F[:, :, 0]) ** 2)
+        w = s["weight"][keep]
+        expected[cases] = np.log(w @ dens / w.sum())
+    np.testing.assert_allclose(result["kfold"]["pointwise"], expected, rtol=1e-10)
+    assert result["kfold"]["elpd"] == pytest.approx(expected.sum())
+    assert abs(result["kfold"]["mean_per_case"] - result["test"]["rest"]["mean_log_predictive_density"]) < 1.0
+    mtime = (tmp_path / "f" / "kfold-3" / "summary.json").stat().st_mtime
+    assert main(["export", str(tmp_path / "f"), "--kfold", "3", "--quiet"]) == 0      # the fold run is reused
+    assert (tmp_path / "f" / "kfold-3" / "summary.json").stat().st_mtime == mtime
+    assert main(["export", str(tmp_path / "f"), "--kfold", "1"]) == 2
+    assert "--kfold 1: the number of folds, an integer >= 2" in capsys.readouterr().err
+    raw["replicas"] = {"data": "folds", "k": 3, "full_data_chain": True}                # its own CV replicas
+    raw["tuner"]["reward"] = "cv"
+    assert main(["run", str(_write(tmp_path, raw, "c.yaml")), "--out", str(tmp_path / "c"), "--quiet"]) == 0
+    own = kfold_elpd(read_run(tmp_path / "c"))
+    assert own["k"] == 3 and np.isfinite(own["elpd"]) and len(own["draws_per_fold"]) == 3
+    assert main(["export", str(tmp_path / "c"), "--kfold", "4"]) == 2
+    assert "has 3 cross-validation replicas of its own; use --kfold 3" in capsys.readouterr().err

@@ -187,8 +187,8 @@ def test_the_verdict_is_of_the_paired_difference_over_the_common_cases():
     rows[1]["stuck"] = 3
     rows[1]["diagnostics"]["test"]["t"]["rhat_max"] = 1.2
     (v,) = verdicts(rows)                                # a better error from chains that have not met is flagged
-    assert v.endswith("Caution, B: its chains have not met (R-hat 1.2); 3 super-transitions had a chain that "
-                      "accepted nothing.")
+    assert v.endswith("Caution, B: its chains have not met (R-hat of the t predictions 1.2); 3 super-transitions "
+                      "had a chain that accepted nothing.")
     (v,) = verdicts(_rows(a, rng.permutation(b)))
     assert "indistinguishable" in v
     rows = _rows(a, b)
