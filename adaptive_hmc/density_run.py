@@ -22,7 +22,8 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
-from .general import CheckpointError, WarmupError, draws_dir, e_bfmi, previous_checkpoint, sample
+from .density_checkpoint import CheckpointError, draws_dir, previous_checkpoint
+from .general import WarmupError, e_bfmi, sample
 from .models.density import DensityError, LogDensity
 from .results import LOCK, RunDir, RunError
 from .store import atomic_write

@@ -23,7 +23,7 @@ from scipy.special import logsumexp
 
 from .config import ConfigError, parse, to_dict
 from .models.predictive import pointwise_log_likelihood
-from .results import ELPD, KFOLD, RunError, read_run
+from .results import ELPD, KFOLD, RunDir, RunError, read_run
 
 #: Above this Pareto k a case's PSIS-LOO term is unreliable (Vehtari et al. 2017; ArviZ's threshold).
 PARETO_K_LIMIT = 0.7
@@ -84,8 +84,13 @@ def loo_verdict(loo: dict) -> str:
 def kfold_config(run, k: int):
     """The run's config with ``k`` cross-validation replicas and no full-data
     chain, run for as many super-transitions as the run made (``run.until``
-    off), the same seed, burn-in, priors, sampler and tuner."""
+    off), the same seed, data, burn-in, priors, sampler and tuner (a
+    relative ``data.path`` found from the folder of the config the run was
+    started with, as metadata.json names it)."""
     raw = to_dict(run.config)
+    source = RunDir(run.dir).read_metadata().get("config_source", "")
+    if raw["data"].get("path") and not Path(raw["data"]["path"]).is_absolute():      # relative to the config
+        raw["data"]["path"] = str((Path(source).parent / raw["data"]["path"]).resolve())
     raw["replicas"].update(data="folds", k=int(k), full_data_chain=False, predict_from="replicas")
     raw["run"].update(super_transitions=int(run.summary["super_transitions"]), until=None,
                       seed=int(run.summary["seed"]))

@@ -12,8 +12,6 @@ tuner's (step factor, L); every sample after warm-up is kept.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
 import sys
@@ -34,7 +32,7 @@ from .models.predictive import new_accumulator
 from .replicas import SuperTransitionResult, as_seed_sequence, iterations
 from .rewards import esjd_reward
 from .runner import can_draw_bar, compile_kernels, run_super_transitions
-from .store import DAMAGED_NPZ, atomic_write, npz_bytes
+from .density_checkpoint import previous_checkpoint, restore, run_key, save
 from .samplers.adaptation import STEP_FLOOR, DualAveraging, lost_chains, pooled_variance, windows
 from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from .samplers.settings import HMCSettings, check_settings
@@ -222,122 +220,10 @@ class DensityChains:
         return result
 
 
-def _key(q0, seed, **settings) -> dict:
-    """What a checkpoint must share with the run that resumes it."""
-    seed_repr = seed if isinstance(seed, (int, np.integer)) else repr(as_seed_sequence(seed).entropy)
-    return dict(settings, seed=int(seed_repr) if isinstance(seed_repr, (int, np.integer)) else seed_repr,
-                starts=hashlib.sha256(np.ascontiguousarray(q0).tobytes()).hexdigest(), shape=list(q0.shape))
-
-
-def draws_dir(path: Path) -> Path:
-    """The folder beside checkpoint ``path`` that holds the draws, one shard a super-transition (``NAME.draws``)."""
-    return path.with_name(f"{path.stem}.draws")
-
-
-def _save(path: Path, key: dict, chains: DensityChains, run: dict, bandit, log: list, stats: list) -> None:
-    """The state of a run after warm-up or a super-transition: the draws,
-    statistics and log entries of the super-transitions not yet stored, each
-    in a shard of its own (written once: what a run writes per
-    super-transition does not grow with it), then the checkpoint (the chains,
-    streams, tuner, counts), each atomically; the checkpoint before is kept."""
-    shards = draws_dir(path)
-    shards.mkdir(exist_ok=True)
-    for i in range(chains.draws_stored, len(stats)):
-        atomic_write(shards / f"{i:06d}.npz", npz_bytes(
-            draws=np.stack([d[i] for d in chains.draws]), log=np.array(json.dumps(log[i])),
-            **{f"stats/{k}": v for k, v in stats[i].items()}))
-    chains.draws_stored = len(stats)
-    arrays = {f"chain{j}/{f}": getattr(c, f) for j, c in enumerate(chains.chains) for f in CHAIN_ARRAYS}
-    meta = dict(key=key, run=run, tuner=bandit.state_dict(), stored=len(stats), n_super=chains.n_super,
-                streams=[g.bit_generator.state for g in chains.streams], warmup_gradients=chains.warmup_gradients)
-    atomic_write(path, npz_bytes(meta=np.array(json.dumps(meta)), scale=chains.scale, **arrays),
-                 previous=previous_checkpoint(path))
-
-
-def _read_shards(path: Path, n: int) -> tuple:
-    """(draws per chain per super-transition, stats, log) of the first ``n``
-    shards beside checkpoint ``path``, those after them (written before a kill
-    reached the checkpoint) removed; CheckpointError when one is missing or damaged."""
-    shards = draws_dir(path)
-    found = sorted(shards.glob("*.npz")) if shards.is_dir() else []
-    for p in found[n:]:
-        p.unlink()
-    draws, stats, log = [], [], []
-    for i in range(n):
-        p = shards / f"{i:06d}.npz"
-        try:
-            with np.load(p, allow_pickle=False) as f:
-                z = {k: f[k] for k in f.files}
-            draws.append(z["draws"])
-            log.append(json.loads(str(z["log"])))
-            stats.append({k.removeprefix("stats/"): v for k, v in z.items() if k.startswith("stats/")})
-        except DAMAGED_NPZ as e:
-            raise CheckpointError(f"{p}: the draws of super-transition {i} are missing or damaged "
-                                  f"({type(e).__name__}: {e}); remove {path} and {shards} to start again") from None
-    return [[d[j] for d in draws] for j in range(draws[0].shape[0])] if draws else None, stats, log
-
-
 class WarmupError(RuntimeError):
     """Warm-up cannot find a step at which the chains move (the message names the chain and its log density)."""
 
 
-class CheckpointError(ValueError):
-    """A checkpoint of :func:`sample` that cannot be resumed (damaged, or another run's)."""
-
-
-def previous_checkpoint(path: Path) -> Path:
-    """Where the checkpoint before the newest is kept (``NAME.prev.npz`` beside ``NAME.npz``)."""
-    return path.with_name(f"{path.stem}.prev{path.suffix}")
-
-
-def _read_checkpoint(path: Path) -> tuple:
-    """(arrays, meta, note) of the newest intact of checkpoint ``path`` and the
-    one before it (note: "" or why the newest was not used); CheckpointError
-    when neither is intact."""
-    problems = []
-    for p in (path, previous_checkpoint(path)):
-        try:
-            with np.load(p, allow_pickle=False) as f:
-                z = {k: f[k] for k in f.files}
-            meta = json.loads(str(z["meta"]))
-        except FileNotFoundError:
-            problems.append(f"{p}: missing")
-            continue
-        except DAMAGED_NPZ as e:
-            problems.append(f"{p}: not a checkpoint of sample() ({type(e).__name__}: {e})")
-            continue
-        return z, meta, "" if p == path else f"{problems[0]}; resuming from the previous checkpoint ({p})"
-    raise CheckpointError(f"{'; '.join(problems)}; remove them or give another path to start again")
-
-
-def _restore(path: Path, key: dict, chains: DensityChains):
-    """(run, tuner, log, stats) of checkpoint ``path`` (or the one before it,
-    when it is damaged), its chains put back into ``chains``."""
-    from .tuners.bandit import BanditTuner
-    z, meta, note = _read_checkpoint(path)
-    if note:
-        print(note, file=sys.stderr, flush=True)
-    differ = sorted(k for k in set(key) | set(meta["key"]) if key.get(k) != meta["key"].get(k))
-    if differ:
-        raise CheckpointError(f"checkpoint {path}: written by a run with other {', '.join(differ)}; resume with the "
-                         f"same arguments, or give another path")
-    chains.scale = z["scale"]
-    chains.targets = [chains.model.chain_target(chains.scale) for _ in range(chains.R)]
-    for j, c in enumerate(chains.chains):
-        for f in CHAIN_ARRAYS:
-            getattr(c, f)[...] = z[f"chain{j}/{f}"]
-    for g, st in zip(chains.streams, meta["streams"]):
-        g.bit_generator.state = st
-    chains.n_super, chains.warmup_gradients = meta["n_super"], meta["warmup_gradients"]
-    draws, stats, log = _read_shards(path, meta["stored"])
-    if draws is not None:
-        chains.draws = draws
-    chains.draws_stored = meta["stored"]
-    return meta["run"], BanditTuner.from_state(meta["tuner"]), log, stats
-
-
-#: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
-CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
 #: Per-draw statistics in InferenceData's names, from the record's fields.
 STATS = (("acceptance_rate", "accept_prob"), ("diverging", "divergent"), ("n_steps", "num_steps"), ("lp", "energy"),
          ("energy", "temperature"))
@@ -409,12 +295,14 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     seed_chains, seed_tuner = as_seed_sequence(seed).spawn(2)
     chains = DensityChains(model, q0, seed_chains, threads)
     compile_s = compile_kernels(chains, quiet=not verbose and not can_draw_bar())
-    key = _key(q0, seed, warmup=int(warmup), super_transitions=int(super_transitions), budget=budget,
+    key = run_key(q0, seed, warmup=int(warmup), super_transitions=int(super_transitions), budget=budget,
                step_factor_bounds=[flo, fhi], trajectory_bounds=[tlo, thi], target_accept=float(target_accept),
                tuner=None if tuner is None else repr(tuner))
     path = None if checkpoint is None else Path(checkpoint)
     if path is not None and (path.exists() or previous_checkpoint(path).exists()):
-        run, bandit, log, stats = _restore(path, key, chains)
+        run, bandit, log, stats, note = restore(path, key, chains)
+        if note:
+            print(note, file=sys.stderr, flush=True)
         step, budget, bounds = run["step"], run["budget"], run["bounds"]
     else:
         t0 = time.perf_counter()
@@ -429,13 +317,13 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         run = dict(step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)
         log, stats = [], []
         if path is not None:
-            _save(path, key, chains, run, bandit, log, stats)
+            save(path, key, chains, run, bandit, log, stats)
     done_here = []
 
     def keep(entry, result):
         stats.append({field: getattr(result.record, field) for _, field in STATS})
         if path is not None:
-            _save(path, key, chains, run, bandit, log, stats)
+            save(path, key, chains, run, bandit, log, stats)
         done_here.append(entry["i"])
         if verbose:
             print(f"super-transition {entry['i'] + 1}/{super_transitions}: eps={entry['step_factor']:.4g} "

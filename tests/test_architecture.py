@@ -20,6 +20,7 @@ LAYERS = [
     ("rewards",),
     ("tuners",),
     ("runner",),
+    ("density_checkpoint",),
     ("general", "timing"),
     ("config", "templates"),
     ("metrics",),

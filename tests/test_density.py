@@ -338,7 +338,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     locked, refuses a folder of someone else's files, and reports a damaged
     checkpoint with exit 2, never a traceback."""
     from adaptive_hmc.cli import main
-    from adaptive_hmc.general import CheckpointError, previous_checkpoint
+    from adaptive_hmc.density_checkpoint import CheckpointError, previous_checkpoint
     from adaptive_hmc.results import RunDir
     starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
     kw = dict(warmup=200, super_transitions=5, budget=300, seed=5)
@@ -384,14 +384,14 @@ def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):
     times what their checkpoint files end at (rewriting every draw so far
     at each would write about 20 times), about as much at the last as at
     the first."""
-    from adaptive_hmc import general
+    from adaptive_hmc import density_checkpoint
     written = []
-    real = general.atomic_write
+    real = density_checkpoint.atomic_write
 
     def counting(path, data, previous=None):
         written.append(len(data))
         return real(path, data, previous)
-    monkeypatch.setattr(general, "atomic_write", counting)
+    monkeypatch.setattr(density_checkpoint, "atomic_write", counting)
     starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
     sample(gaussian, starts, checkpoint=tmp_path / "c.npz", warmup=100, super_transitions=40, budget=1000, seed=1)
     final = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())

@@ -1,0 +1,296 @@
+"""YAML -> a validated config: strict reading (duplicate keys refused),
+pydantic's errors in the config's own words (file, key path, value, what is
+allowed, the nearest known key), the checks across keys that a schema cannot
+express, the reference of every key (docs/CONFIG.md), and back to a dict."""
+from __future__ import annotations
+
+import difflib
+import math
+from pathlib import Path
+from typing import Annotated, Dict, List, Literal, Optional, Union, get_args, get_origin
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from ..samplers.settings import SettingsError, check_settings
+from ..tasks import LOADERS
+from .base import ConfigError, RowList
+from .schema import Config, DensityConfig, DensityModelConfig, DensityRunConfig, DensitySamplerConfig
+from .sections import (BurnInConfig, DataConfig, GammaPriorConfig, ModelConfig, PriorsConfig, ReplicasConfig,
+                       RunConfig, SamplerConfig, ScheduleConfig, SplitConfig, TunerConfig)
+
+
+def _fail(source, path, value, allowed):
+    raise ConfigError(f"{source}: {path} = {value!r}: {allowed}")
+
+
+def _check(cfg: Config, source: str):
+    """Checks across keys that the schema cannot express."""
+    d, t, r = cfg.data, cfg.tuner, cfg.replicas
+    if d.file is not None and d.dataset is None:
+        _fail(source, "data.file", d.file, "file names a table in the folder of a named data set (data.dataset); "
+              "for a table anywhere give data.path")
+    if (d.dataset is None) == (d.path is None):
+        _fail(source, "data", {"dataset": d.dataset, "path": d.path}, "give exactly one of dataset and path")
+    encoded = ("robot_arm", *LOADERS)
+    if d.dataset not in (None, *encoded) and d.file is None:
+        _fail(source, "data.file", None, f"data set {d.dataset!r} needs the file to read in its folder (without "
+              f"one: {', '.join(encoded)})")
+    if d.dataset == "robot_arm" and (d.file is not None or d.target_columns is not None):
+        _fail(source, "data", {"file": d.file, "target_columns": d.target_columns},
+              "robot_arm is read by its own loader: no file or target_columns")
+    if d.dataset in LOADERS and d.file is None and d.target_columns is not None:
+        _fail(source, "data.target_columns", d.target_columns,
+              f"{d.dataset} is read by its own loader (its target is fixed): no target_columns")
+    if d.path is not None and d.file is not None:
+        _fail(source, "data.file", d.file, "file is for a named dataset; with path give the whole path")
+    if not (d.dataset in encoded and d.file is None) and not d.target_columns:
+        _fail(source, "data.target_columns", d.target_columns, "a table needs the list of target columns")
+    if (d.train_rows is None) == (d.split is None):
+        _fail(source, "data", {"train_rows": d.train_rows, "split": d.split and d.split.model_dump()},
+              "give exactly one of train_rows (with test_sets) and split")
+    if d.split is not None and d.test_sets:
+        _fail(source, "data.test_sets", d.test_sets, "split makes the test set \"test\"; give rows or a split")
+    rows = [("data.train_rows", d.train_rows)] if d.train_rows else []
+    for key, v in rows + [(f"data.test_sets.{n}", v) for n, v in d.test_sets.items()]:
+        if isinstance(v, RowList):
+            continue                      # checked against the data (range, repeats) when it is read
+        lo, hi = v
+        if not 1 <= lo <= hi:
+            _fail(source, key, [lo, hi], "rows are numbered from 1 and need first <= last")
+    if t.kind == "fixed":
+        if t.step_factor is None or t.num_steps is None:
+            _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},
+                  "a fixed tuner needs step_factor > 0 and num_steps >= 1")
+        if t.bounds is not None:
+            _fail(source, "tuner.bounds", t.bounds, "bounds are for kind: bandit")
+    else:
+        if t.bounds is None or set(t.bounds) != {"step_factor", "num_steps"}:
+            _fail(source, "tuner.bounds", t.bounds, "a bandit needs bounds for both step_factor and num_steps")
+        for name, (lo, hi) in t.bounds.items():
+            if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
+                shown = [int(v) if name == "num_steps" and math.isfinite(v) and v == int(v) else v for v in (lo, hi)]
+                _fail(source, f"tuner.bounds.{name}", shown, "need finite 0 < lower < upper")
+        if any(v != int(v) for v in t.bounds["num_steps"]):
+            _fail(source, "tuner.bounds.num_steps", list(t.bounds["num_steps"]), "need whole numbers")
+        if t.bounds["num_steps"][1] > cfg.run.budget:
+            _fail(source, "tuner.bounds.num_steps", [int(v) for v in t.bounds["num_steps"]],
+                  f"upper bound must be <= run.budget ({cfg.run.budget})")
+        if t.reward == "cv" and r.k < 2:
+            _fail(source, "replicas.k", r.k, "the cv reward needs k >= 2 cross-validation replicas")
+        if t.step_factor is not None or t.num_steps is not None:
+            _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},
+                  "step_factor and num_steps are for kind: fixed (a bandit tunes them within bounds)")
+    if t.kind == "fixed" and t.num_steps > cfg.run.budget:
+        _fail(source, "tuner.num_steps", t.num_steps, f"must be <= run.budget ({cfg.run.budget})")
+    if cfg.sampler.calibrate_steps and t.warmup_super_transitions < 1:
+        _fail(source, "sampler.calibrate_steps", True, "needs tuner.warmup_super_transitions >= 1 (the "
+              "calibration is made after the warm-up, at states the chains have reached)")
+    if r.data == "full":
+        if t.reward == "cv":
+            _fail(source, "replicas.data", "full", "the cv reward reads held-out predictions: needs data: folds")
+        if r.k < 1:
+            _fail(source, "replicas.k", r.k, "data full needs k >= 1 chains")
+        if r.full_data_chain is not None:
+            _fail(source, "replicas.full_data_chain", r.full_data_chain, "is for data: folds (with data: full "
+                  "every chain is on all the training cases); leave it out")
+        if r.predict_from == "replicas":
+            _fail(source, "replicas.predict_from", "replicas", "needs data: folds (data full has no CV replicas)")
+    else:
+        if r.k == 1:
+            _fail(source, "replicas.k", 1, "0 (full-data chain only) or >= 2 folds")
+        if r.k == 0 and not r.full_data_chain:
+            _fail(source, "replicas.full_data_chain", False, "must be true when replicas.k is 0")
+        if r.predict_from == "full" and not r.full_data_chain:
+            _fail(source, "replicas.predict_from", "full", "needs replicas.full_data_chain: true")
+        if r.predict_from == "replicas" and r.k == 0:
+            _fail(source, "replicas.predict_from", "replicas", "needs replicas.k >= 2")
+    s = t.schedule
+    need = {"exponential": "rate", "polynomial": "gamma", "wang2013": "burn_in"}[s.kind]
+    if t.kind == "bandit" and getattr(s, need) is None:
+        _fail(source, f"tuner.schedule.{need}", None, f"schedule kind {s.kind} needs {need}")
+    if cfg.sampler.base_step is not None and cfg.sampler.calibrate_steps:
+        _fail(source, "sampler.calibrate_steps", True, "calibrates FBM's heuristic scales; not with "
+              "sampler.base_step (absolute steps)")
+    # The sampler settings, by the samplers' own checks; the window must fit every L the tuner may ask.
+    shortest = t.num_steps if t.kind == "fixed" else int(t.bounds["num_steps"][0])
+    try:
+        check_settings(cfg.sampler.settings()._replace(num_steps=shortest,
+                                                       step_factor=0.0 if cfg.sampler.base_step else 1.0))
+    except SettingsError as e:
+        where = "tuner.num_steps" if t.kind == "fixed" else "the lower bound of tuner.bounds.num_steps"
+        too_long = e.field == "window" and e.allowed.startswith("must be in 1..num_steps")
+        allowed = f"must be <= {where} ({shortest})" if too_long else e.allowed
+        _fail(source, f"sampler.{e.field}", e.value, allowed)
+    if d.select_features is not None and cfg.model.likelihood == "gaussian":
+        _fail(source, "data.select_features", d.select_features, "a filter by class: for classification "
+              "(likelihood logistic or softmax with 2 classes)")
+    if cfg.model.kind != "bnn" and (cfg.model.likelihood != "gaussian" or cfg.model.direct):
+        _fail(source, "model.kind", cfg.model.kind, "Neal's models are for likelihood gaussian without direct "
+              "connections (use kind bnn)")
+    if cfg.model.likelihood == "logistic" and t.cv_metric == "mse" or \
+            cfg.model.likelihood == "gaussian" and t.cv_metric == "error_rate":
+        _fail(source, "tuner.cv_metric", t.cv_metric, f"not defined for a {cfg.model.likelihood} likelihood")
+
+
+def _format(err: ValidationError, source: str, raw, root=None) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ""
+        for p in e["loc"]:
+            loc += f"[{p}]" if isinstance(p, int) else (f".{p}" if loc else str(p))
+        value = e.get("input")
+        if e["type"] == "missing":
+            lines.append(f"{source}: {loc}: missing (required)")
+        elif e["type"] == "extra_forbidden":
+            allowed = _allowed_keys(e["loc"], root or Config)
+            key = str(e["loc"][-1])
+            near = [k for k in allowed if k.startswith(key) or key in k] or difflib.get_close_matches(key, allowed, 1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            lines.append(f"{source}: {loc} = {value!r}: unknown key; {hint}allowed keys here: {', '.join(allowed)} "
+                         f"(docs/CONFIG.md)")
+        elif loc == "name" and e["type"] == "string_pattern_mismatch":
+            lines.append(f"{source}: name = {value!r}: a plain name (letters, digits, '.', '_' and '-', starting "
+                         f"with a letter or digit; it names the run directory)")
+        else:
+            lines.append(f"{source}: {loc} = {value!r}: {e['msg']}")
+    return "\n".join(dict.fromkeys(lines))
+
+
+def _section_model(annotation):
+    """The section (model class) an annotation holds, or None."""
+    inner = [a for a in (get_args(annotation) or (annotation,)) if isinstance(a, type) and issubclass(a, BaseModel)]
+    return inner[0] if inner else None
+
+
+def _allowed_keys(loc, root) -> list:
+    """The keys of the section at ``loc`` (the path of an unknown key) of config class ``root``."""
+    model = root
+    for part in loc[:-1]:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        model = _section_model(getattr(field, "annotation", None))
+        if model is None:
+            return []
+    return list(model.model_fields)
+
+
+def _type_name(a) -> str:
+    origin, args = get_origin(a), get_args(a)
+    if origin is Annotated:
+        return "[first, last] of " + _type_name(get_args(args[0])[0]) if get_origin(args[0]) in (list, List) \
+            else _type_name(args[0])
+    if origin is Union:
+        names = [_type_name(x) for x in args if x is not type(None)]
+        return " or ".join(names) + (" or null" if type(None) in args else "")
+    if origin is Literal:
+        return " \\| ".join(f"`{x}`" for x in args)
+    if origin in (list, List):
+        return f"list of {_type_name(args[0])}"
+    if origin in (dict, Dict):
+        return f"mapping of {_type_name(args[0])} to {_type_name(args[1])}"
+    if isinstance(a, type) and issubclass(a, BaseModel):
+        return "section"
+    return {float: "number", int: "integer", bool: "true/false", str: "text"}.get(a, str(a))
+
+
+def _default(field) -> str:
+    if field.is_required():
+        return "required"
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, BaseModel):
+        return "(section defaults)"
+    return f"`{yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}`"
+
+
+def reference() -> str:
+    """docs/CONFIG.md: every key of a config, its type, default and meaning,
+    generated from the schema (``adaptive-hmc reference``), so it cannot drift."""
+    sections = [("top level", Config), ("data", DataConfig), ("data.split", SplitConfig), ("model", ModelConfig),
+                ("model.priors", PriorsConfig), ("model.priors.GROUP (each prior)", GammaPriorConfig),
+                ("sampler", SamplerConfig), ("replicas", ReplicasConfig), ("tuner", TunerConfig),
+                ("tuner.schedule", ScheduleConfig), ("run", RunConfig), ("run.burn_in", BurnInConfig)]
+    out = ["# Config reference", "",
+           "Generated from the schema in `adaptive_hmc/config.py` by `adaptive-hmc reference`; do not edit.",
+           "", "An experiment is one YAML file with the sections below. Unknown keys, keys given twice and values "
+           "out of range are errors (exit 2, nothing written). `adaptive-hmc validate CONFIG` checks a config and "
+           "its data without running it.", "", "Conventions:", "",
+           "- rows are counted from 1 and both ends are included: `train_rows: [1, 200]` is the first 200 rows;",
+           "- columns are counted from 0, and negative numbers count from the end (`-1` is the last column);",
+           "- a relative `data.path` is relative to the folder of the config file;",
+           "- a prior `shape: .inf` fixes that precision at its mean;",
+           "- a bandit needs `tuner.bounds` for both `step_factor` and `num_steps`; a fixed tuner needs "
+           "`step_factor` and `num_steps`.", ""]
+    density = [("top level", DensityConfig), ("model", DensityModelConfig), ("sampler", DensitySamplerConfig),
+               ("run", DensityRunConfig)]
+    for i, (title, model) in enumerate(sections + density):
+        if i == len(sections):
+            out += ["# Your own log density: `model.kind: density`", "",
+                    "A config whose `model.kind` is `density` runs a user's log density (a function in a Python "
+                    "file) by `adaptive_hmc.sample` into a run directory (`posterior.nc`, `summary.json`, the "
+                    "checkpoint `--resume` continues from); it has these sections instead.", ""]
+        out += [f"## `{title}`", "", "| key | type | default | meaning |", "|---|---|---|---|"]
+        for name, f in model.model_fields.items():
+            out.append(f"| `{name}` | {_type_name(f.annotation)} | {_default(f)} | {f.description or ''} |")
+        out.append("")
+    return "\n".join(out)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
+def parse(raw, source: str = "<config>") -> Config | DensityConfig:
+    """Validate a dict (the parsed YAML) into a :class:`Config`, or a
+    :class:`DensityConfig` when ``model.kind`` is density."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}")
+    density = isinstance(raw.get("model"), dict) and raw["model"].get("kind") == "density"
+    try:
+        root = DensityConfig if density else Config
+        cfg = root.model_validate(raw)
+    except ValidationError as err:
+        raise ConfigError(_format(err, source, raw, root)) from None
+    if not density:
+        _check(cfg, source)
+    return cfg
+
+
+def read_config(path, overrides: Optional[dict] = None) -> Config:
+    """Read and validate a YAML file; ``overrides`` maps "section.key" to values."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory; give a YAML config file")
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such config file")
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (a YAML config is UTF-8 text)") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML: {getattr(e, 'problem', None) or e}{where}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(raw).__name__}")
+    for key, value in (overrides or {}).items():
+        sec, k = key.split(".")
+        section = raw.setdefault(sec, {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"{path}: {sec} = {section!r}: must be a mapping (to set {key})")
+        section[k] = value
+    return parse(raw, str(path))
+
+
+def to_dict(cfg: Config) -> dict:
+    return cfg.model_dump(mode="json")

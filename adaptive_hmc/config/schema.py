@@ -1,0 +1,128 @@
+"""A whole experiment config (:class:`Config`, the network) and a user
+density's (:class:`DensityConfig`): the sections together, the defaults
+that depend on several of them, and the library's arguments they make."""
+from __future__ import annotations
+
+import inspect
+from typing import Dict, List, Literal, Optional
+
+from pydantic import Field, model_validator
+
+from ..general import sample
+from ..replicas import ReplicaOptions, default_data
+from ..runner import MAX_SUPER_TRANSITIONS, RunOptions
+from .base import Number, NumberPair, _Strict
+from .sections import DataConfig, ModelConfig, ReplicasConfig, RunConfig, SamplerConfig, TunerConfig
+
+
+class Config(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100,
+                      description="the run's name (letters, digits, '.', '_', '-'): runs/NAME-seedS by default")
+    data: DataConfig = Field(description="where the cases come from")
+    model: ModelConfig = Field(description="the network and its priors")
+    sampler: SamplerConfig = Field(default_factory=SamplerConfig, description="the [Gibbs, HMC] iteration")
+    replicas: ReplicasConfig = Field(default_factory=ReplicasConfig, description="CV replicas and the "
+                                     "full-data chain")
+    tuner: TunerConfig = Field(description="who chooses (eps, L)")
+    run: RunConfig = Field(description="budget, length, burn-in, seed, checkpoints")
+
+    @model_validator(mode="after")
+    def _jitter_default(self):
+        """Fill sampler.jitter: on for the bandit-tuned HMC sampler, off otherwise."""
+        s = self.sampler
+        if s.jitter is not None:
+            return self
+        on = self.tuner.kind == "bandit" and s.kind == "hmc" and not s.anneal
+        return self.model_copy(update={"sampler": s.model_copy(update={"jitter": on})})
+
+    @model_validator(mode="after")
+    def _replicas_defaults(self):
+        """Fill replicas.data (by the reward), full_data_chain and predict_from, so the resolved config says
+        which chains ran and which predict."""
+        r = self.replicas
+        data = r.data or default_data(self.tuner.reward)
+        full = r.full_data_chain if r.full_data_chain is not None or data == "full" else True
+        predict = r.predict_from or ("full" if data == "full" or full else "replicas")
+        if (data, full, predict) == (r.data, r.full_data_chain, r.predict_from):
+            return self
+        return self.model_copy(update={"replicas": r.model_copy(update={"data": data, "full_data_chain": full,
+                                                                         "predict_from": predict})})
+
+
+    def replica_options(self) -> ReplicaOptions:
+        """The ``replicas`` argument of :func:`~adaptive_hmc.runner.make_run`."""
+        s, r, t, m = self.sampler, self.run, self.tuner, self.model
+        return ReplicaOptions(
+            k=self.replicas.k, data=self.replicas.data, full_data_chain=bool(self.replicas.full_data_chain),
+            priors=m.priors.prior_spec(), settings=s.settings(),
+            initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
+            init_scale=None if s.init_scale is None else float(s.init_scale), burn_in_samples=r.burn_in.samples,
+            burn_in_super_transitions=r.burn_in.super_transitions, thin=r.thin, threads=r.threads,
+            calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None,
+            standardize_targets=self.data.standardize_targets and m.likelihood == "gaussian", model=m.kind,
+            weight_by=r.weight_by, predict_steps=r.predict_steps)
+
+    def run_options(self) -> RunOptions:
+        """The ``run`` argument of :func:`~adaptive_hmc.runner.make_run`."""
+        r, t = self.run, self.tuner
+        return RunOptions(MAX_SUPER_TRANSITIONS if r.until else r.super_transitions, r.budget, r.seed, t.reward,
+                          t.cv_metric, t.warmup_super_transitions)
+
+
+def _sample_default(name: str):
+    """The default of :func:`~adaptive_hmc.general.sample`'s argument ``name``."""
+    return inspect.signature(sample).parameters[name].default
+
+
+class DensityModelConfig(_Strict):
+    kind: Literal["density"] = Field(description="density: a user's own log density, sampled by the bandit-tuned "
+                                     "chains (adaptive_hmc.sample)")
+    file: str = Field(description="the Python file that defines it, relative to the config's folder")
+    function: str = Field(description="its function of the unconstrained position q: (q) -> (log p, gradient), or "
+                          "(q, grad) -> log p writing the gradient; Numba (njit) or plain Python")
+    dim: int = Field(ge=1, description="the number of coordinates of q")
+    names: Optional[Dict[str, List[int]]] = Field(None, description="parameter name -> shape, in the order of q "
+                                                  "(default: one vector q)")
+    constrain: Optional[str] = Field(None, description="a function of the same file mapping draws Q (n, dim) to "
+                                     "{name: array} on the constrained scale, reported instead of q")
+
+
+class DensitySamplerConfig(_Strict):
+    chains: int = Field(4, ge=1, description="chains of the posterior")
+    init_radius: Number = Field(2.0, gt=0, description="each chain starts uniform in (-r, r) in every coordinate "
+                                "(Stan's convention)")
+    warmup: int = Field(_sample_default("warmup"), ge=0, description="warm-up iterations adapting a diagonal metric "
+                        "(Stan's windows) and a reference step (dual averaging)")
+    target_accept: Number = Field(_sample_default("target_accept"), gt=0, lt=1, description="the warm-up step's "
+                                  "target acceptance")
+    step_factor_bounds: NumberPair = Field(list(_sample_default("step_factor_bounds")), description="the bandit's "
+                                           "step factors, times the warm-up's reference step")
+    trajectory_bounds: NumberPair = Field(list(_sample_default("trajectory_bounds")), description="the bandit's "
+                                          "trajectory lengths, step x L, in posterior sds")
+
+
+class DensityRunConfig(_Strict):
+    super_transitions: int = Field(_sample_default("super_transitions"), ge=1, description="number of "
+                                   "super-transitions after warm-up")
+    budget: Optional[int] = Field(_sample_default("budget"), ge=1, description="leapfrog steps per chain in each "
+                                  "(null: at least 1000, and 10 of the longest trajectories allowed)")
+    seed: int = Field(0, ge=0, description="decides every random number (also --seed)")
+    threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
+                                   "depend on it")
+
+
+class DensityConfig(_Strict):
+    """A run of a user's log density (``model.kind: density``)."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=100,
+                      description="the run's name: runs/NAME-seedS by default")
+    model: DensityModelConfig = Field(description="the log density")
+    sampler: DensitySamplerConfig = Field(default_factory=DensitySamplerConfig, description="chains and warm-up")
+    run: DensityRunConfig = Field(default_factory=DensityRunConfig, description="length, budget, seed")
+
+    def sample_options(self) -> dict:
+        """The keyword arguments of :func:`~adaptive_hmc.general.sample` (besides the density and the starts)."""
+        s, r = self.sampler, self.run
+        return dict(warmup=s.warmup, target_accept=s.target_accept, step_factor_bounds=tuple(s.step_factor_bounds),
+                    trajectory_bounds=tuple(s.trajectory_bounds), super_transitions=r.super_transitions,
+                    budget=r.budget, seed=r.seed, threads=r.threads)

@@ -1,0 +1,128 @@
+"""The checkpoint of :func:`~adaptive_hmc.general.sample`: the chains'
+state in the package's one checkpoint codec (:mod:`~adaptive_hmc.checkpoint`:
+versioned, checksummed, never a pickle), written atomically with the one
+before it kept, and the draws appended once, a shard per super-transition.
+
+Flow position: store, checkpoint, tuners -> **density_checkpoint** -> general.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
+from .replicas import as_seed_sequence
+from .store import DAMAGED_NPZ, atomic_write, npz_bytes
+
+#: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
+CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint of :func:`~adaptive_hmc.general.sample` that cannot be resumed (damaged, or another run's)."""
+
+
+def run_key(q0, seed, **settings) -> dict:
+    """What a checkpoint must share with the run that resumes it."""
+    seed_repr = seed if isinstance(seed, (int, np.integer)) else repr(as_seed_sequence(seed).entropy)
+    return dict(settings, seed=int(seed_repr) if isinstance(seed_repr, (int, np.integer)) else seed_repr,
+                starts=hashlib.sha256(np.ascontiguousarray(q0).tobytes()).hexdigest(), shape=list(q0.shape))
+
+
+def draws_dir(path: Path) -> Path:
+    """The folder beside checkpoint ``path`` that holds the draws, one shard a super-transition (``NAME.draws``)."""
+    return path.with_name(f"{path.stem}.draws")
+
+
+def previous_checkpoint(path: Path) -> Path:
+    """Where the checkpoint before the newest is kept (``NAME.prev.npz`` beside ``NAME.npz``)."""
+    return path.with_name(f"{path.stem}.prev{path.suffix}")
+
+
+def save(path: Path, key: dict, chains, run: dict, bandit, log: list, stats: list) -> None:
+    """The state of a run after warm-up or a super-transition: the draws,
+    statistics and log entries of the super-transitions not yet stored, each
+    in a shard of its own (written once: what a run writes per
+    super-transition does not grow with it), then the checkpoint (the chains,
+    streams, tuner, counts), each atomically; the checkpoint before is kept."""
+    shards = draws_dir(path)
+    shards.mkdir(exist_ok=True)
+    for i in range(chains.draws_stored, len(stats)):
+        atomic_write(shards / f"{i:06d}.npz", npz_bytes(
+            draws=np.stack([d[i] for d in chains.draws]), log=np.array(json.dumps(log[i])),
+            **{f"stats/{k}": v for k, v in stats[i].items()}))
+    chains.draws_stored = len(stats)
+    state = dict(chains=[[getattr(c, f) for f in CHAIN_ARRAYS] for c in chains.chains], scale=chains.scale,
+                 key=key, run=run, stored=len(stats), n_super=chains.n_super,
+                 streams=[g.bit_generator.state for g in chains.streams], warmup_gradients=chains.warmup_gradients)
+    ck = Checkpoint(state, bandit.state_dict(), len(log), float(sum(e["seconds"] for e in log)))
+    atomic_write(path, pack_checkpoint(ck), previous=previous_checkpoint(path))
+
+
+def _read_shards(path: Path, n: int) -> tuple:
+    """(draws per chain per super-transition, stats, log) of the first ``n``
+    shards beside checkpoint ``path``, those after them (written before a kill
+    reached the checkpoint) removed; CheckpointError when one is missing or damaged."""
+    shards = draws_dir(path)
+    found = sorted(shards.glob("*.npz")) if shards.is_dir() else []
+    for p in found[n:]:
+        p.unlink()
+    draws, stats, log = [], [], []
+    for i in range(n):
+        p = shards / f"{i:06d}.npz"
+        try:
+            with np.load(p, allow_pickle=False) as f:
+                z = {k: f[k] for k in f.files}
+            draws.append(z["draws"])
+            log.append(json.loads(str(z["log"])))
+            stats.append({k.removeprefix("stats/"): v for k, v in z.items() if k.startswith("stats/")})
+        except DAMAGED_NPZ as e:
+            raise CheckpointError(f"{p}: the draws of super-transition {i} are missing or damaged "
+                                  f"({type(e).__name__}: {e}); remove {path} and {shards} to start again") from None
+    return [[d[j] for d in draws] for j in range(draws[0].shape[0])] if draws else None, stats, log
+
+
+def _read_checkpoint(path: Path) -> tuple:
+    """(checkpoint, note) of the newest intact of checkpoint ``path`` and the
+    one before it (note: "" or why the newest was not used); CheckpointError
+    when neither is intact."""
+    problems = []
+    for p in (path, previous_checkpoint(path)):
+        try:
+            ck = unpack_checkpoint(p.read_bytes())
+        except FileNotFoundError:
+            problems.append(f"{p}: missing")
+            continue
+        except ValueError as e:
+            problems.append(f"{p}: not a checkpoint of sample() ({e})")
+            continue
+        return ck, "" if p == path else f"{problems[0]}; resuming from the previous checkpoint ({p})"
+    raise CheckpointError(f"{'; '.join(problems)}; remove them or give another path to start again")
+
+
+def restore(path: Path, key: dict, chains) -> tuple:
+    """(run, tuner, log, stats, note) of checkpoint ``path`` (or the one before
+    it when it is damaged; the note says so), its chains put back into ``chains``."""
+    from .tuners.bandit import BanditTuner
+    ck, note = _read_checkpoint(path)
+    state = ck.replicas
+    differ = sorted(k for k in set(key) | set(state["key"]) if key.get(k) != state["key"].get(k))
+    if differ:
+        raise CheckpointError(f"checkpoint {path}: written by a run with other {', '.join(differ)}; resume with the "
+                              f"same arguments, or give another path")
+    chains.scale = state["scale"]
+    chains.targets = [chains.model.chain_target(chains.scale) for _ in range(chains.R)]
+    for c, arrays in zip(chains.chains, state["chains"]):
+        for f, a in zip(CHAIN_ARRAYS, arrays):
+            getattr(c, f)[...] = a
+    for g, st in zip(chains.streams, state["streams"]):
+        g.bit_generator.state = st
+    chains.n_super, chains.warmup_gradients = state["n_super"], state["warmup_gradients"]
+    draws, stats, log = _read_shards(path, state["stored"])
+    if draws is not None:
+        chains.draws = draws
+    chains.draws_stored = state["stored"]
+    return state["run"], BanditTuner.from_state(ck.tuner), log, stats, note
