@@ -59,7 +59,7 @@ def _validate(args) -> int:
 
 def _init(args) -> int:
     from .config import ConfigError
-    from .data import DataError
+    from .tables import DataError
     from .templates import write_template
     out = Path(args.out or (f"{Path(args.csv).stem}.yaml" if args.csv else f"my_{args.kind}.yaml"))
     try:
@@ -148,9 +148,9 @@ def _sweep(args) -> int:
 
 
 def _predict(args) -> int:
-    from .data import read_inputs
-    from .reports import prediction_table
-    from .results import read_run
+    from .tables import read_inputs
+    from .export import prediction_table
+    from .finished_run import read_run
     from .config import ConfigError
     if not 0 < args.level < 1:
         raise ConfigError(f"--level {args.level}: must be between 0 and 1")
@@ -183,7 +183,7 @@ def _plot(args) -> int:
 def _export(args) -> int:
     from .diagnostics import arviz
     from .elpd import kfold_report, loo_verdict, psis_loo, report_lines
-    from .reports import export
+    from .export import export
     path = export(args.dir)
     print(path)
     idata = arviz().from_netcdf(str(path))

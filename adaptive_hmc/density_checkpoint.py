@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
-from .replicas import as_seed_sequence
+from .replica_options import as_seed_sequence
 from .store import DAMAGED_NPZ, atomic_write, npz_bytes
 
 #: The chain-state arrays a checkpoint holds (a density has no hyperparameters).

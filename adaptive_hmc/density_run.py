@@ -23,7 +23,8 @@ from sklearn.exceptions import ConvergenceWarning
 from .config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
 from .density_checkpoint import CheckpointError, draws_dir, previous_checkpoint
-from .general import WarmupError, e_bfmi, sample
+from .diagnostics import e_bfmi
+from .general import WarmupError, sample
 from .models.density import DensityError, LogDensity
 from .results import LOCK, RunDir, RunError
 from .store import atomic_write

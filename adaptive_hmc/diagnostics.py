@@ -5,7 +5,9 @@ Flow position: results -> **diagnostics**. Batch means (Flegal & Jones 2010):
 the chain is cut into ``n_batches`` consecutive batches whose means are nearly
 independent when batches are much longer than the autocorrelation time.
 Across chains of one posterior: ArviZ's rank-normalised split R-hat and bulk
-and tail ESS (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021).
+and tail ESS (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021); from
+the Hamiltonian of each draw, E-BFMI (Betancourt 2016); and what says that
+draws of :func:`~adaptive_hmc.general.sample` cannot be trusted yet.
 """
 import os
 import warnings
@@ -187,3 +189,57 @@ def diagnose(y, gradients: float, seconds: float) -> dict:
             "ess_bulk": both(bulk), "ess_tail": both(tail),
             "ess_per_1000_gradients": both(1000 * bulk / gradients) if gradients > 0 else None,
             "ess_per_second": both(bulk / seconds) if seconds > 0 else None}
+
+
+def e_bfmi(energy) -> np.ndarray:
+    """Each chain's energy Bayesian fraction of missing information (Betancourt
+    2016): the mean squared change of the Hamiltonian between draws over its
+    variance, from ``energy`` (chains, draws)."""
+    return np.atleast_1d(arviz().bfmi(np.asarray(energy)))
+
+
+#: Below this E-BFMI a chain's momentum resampling cannot move it across the energy levels of the posterior.
+E_BFMI_LIMIT = 0.3
+
+
+def summary_line(st: dict, stats: dict, gradients: int, seconds: float) -> str:
+    """The line a run of :func:`~adaptive_hmc.general.sample` ends with (``verbose``, and the CLI's
+    run of a density config): R-hat and ESS of the unconstrained coordinates
+    (``st``: :func:`~adaptive_hmc.diagnostics.chain_statistics`), per second
+    of warm-up and sampling and per 1000 gradients, divergences and E-BFMI."""
+    r, ess = np.max(st["rhat"]), float(np.min(st["ess_bulk"]))
+    div = stats["diverging"]
+    bfmi = e_bfmi(stats["energy"]) if stats["energy"].shape[1] > 2 else [np.nan]
+    return (f"{div.shape[0]} chains x {div.shape[1]} draws: R-hat max of the unconstrained coordinates "
+            f"{r:.3f} (target <= {RHAT_LIMIT}); smallest bulk ESS {ess:.0f} ({ess / seconds:.1f} per second of "
+            f"warm-up and sampling, {1000 * ess / gradients:.3g} per 1000 gradients); {int(div.sum())} divergent "
+            f"trajectories; E-BFMI min {np.min(bfmi):.2f}")
+
+
+def trust_warnings(rhat, diverging, energy=None) -> list:
+    """What says the answer cannot be trusted yet, from ``rhat`` of each
+    unconstrained coordinate: R-hat of a coordinate above
+    1.01 (naming the coordinates), any divergent trajectory after warm-up
+    (a divergence marks a region the integrator cannot enter, such as a
+    funnel's neck, so the draws may be biased), and an E-BFMI of a chain
+    below :data:`E_BFMI_LIMIT` from the Hamiltonian of each draw ``energy``
+    (chains, draws): heavy tails or a funnel the trajectories' energy cannot span."""
+    out = []
+    if np.max(rhat) > RHAT_LIMIT:
+        worst = np.argsort(rhat)[::-1][:3]
+        shown = ", ".join(f"q[{k}] {rhat[k]:.3f}" if np.isfinite(rhat[k]) else f"q[{k}] not finite" for k in worst)
+        out.append(f"the largest R-hat of the unconstrained coordinates across the chains is above {RHAT_LIMIT} "
+                   f"({shown}): the chains have not met; run longer (more super_transitions)")
+    n_div, total = int(np.sum(diverging)), int(np.size(diverging))
+    if n_div:
+        out.append(f"{n_div} of {total} trajectories after warm-up diverged ({n_div / total:.1%}): the draws may "
+                   f"be biased away from where the integrator cannot go (a funnel's neck, a hard boundary); "
+                   f"reparameterise (non-centred scales, constraints as smooth transforms) or raise target_accept")
+    if energy is not None and np.shape(energy)[1] > 2:
+        bfmi = e_bfmi(energy)
+        low = [f"chain {j} {v:.2f}" for j, v in enumerate(bfmi) if v < E_BFMI_LIMIT]
+        if low:
+            out.append(f"E-BFMI below {E_BFMI_LIMIT} ({', '.join(low)}): resampling the momentum moves these chains "
+                       f"too little between the posterior's energy levels (heavy tails, a funnel), so they explore "
+                       f"it slowly and may miss its tails; reparameterise (non-centred scales, log transforms)")
+    return out

@@ -23,7 +23,8 @@ from scipy.special import logsumexp
 
 from .config import ConfigError, parse, to_dict
 from .models.predictive import pointwise_log_likelihood
-from .results import ELPD, KFOLD, RunDir, RunError, read_run
+from .finished_run import read_run
+from .results import ELPD, KFOLD, RunDir, RunError
 
 #: Above this Pareto k a case's PSIS-LOO term is unreliable (Vehtari et al. 2017; ArviZ's threshold).
 PARETO_K_LIMIT = 0.7

@@ -24,7 +24,7 @@ from .metrics import (check_line, convergence, kept_samples, log_gradients, rhat
 from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
-from .replicas import DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
+from .replica_options import DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
 from .runner import (DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, Progress, RunOptions, can_draw_bar, check_due,
                      compile_kernels, make_run)
 from .samplers.settings import HMCSettings

@@ -14,7 +14,8 @@ import numpy as np
 
 from .config import Config, ConfigError, parse, to_dict
 from .data import Standardizer, select_features
-from .replicas import iterations, memory_estimate
+from .replicas import memory_estimate
+from .super_transition import iterations
 from .metrics import (check_line, convergence, diagnostics_line, replica_diagnostics, rhat_warning,
                       time_limit_warning)
 from .results import RunDir, RunError

@@ -24,12 +24,13 @@ from pathlib import Path
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .diagnostics import RHAT_LIMIT, chain_statistics
+from .diagnostics import chain_statistics, summary_line, trust_warnings
 from .models.base import NoHyper
 from .models.density import LogDensity
 from .models.mlp import MLPSpec
 from .models.predictive import new_accumulator
-from .replicas import SuperTransitionResult, as_seed_sequence, iterations
+from .replica_options import as_seed_sequence
+from .super_transition import SuperTransitionResult, iterations
 from .rewards import esjd_reward
 from .runner import can_draw_bar, compile_kernels, run_super_transitions
 from .density_checkpoint import previous_checkpoint, restore, run_key, save
@@ -199,7 +200,7 @@ class DensityChains:
             f"the unconstrained scale), or check the density where chain {j} is")
 
     def run(self, step_factor: float, num_steps: int, budget: int) -> SuperTransitionResult:
-        """One super-transition: :func:`~adaptive_hmc.replicas.iterations` of
+        """One super-transition: :func:`~adaptive_hmc.super_transition.iterations` of
         HMC at (step factor, L) on every chain, every sample kept."""
         s = check_settings(self.settings._replace(step_factor=float(step_factor), num_steps=int(num_steps)))
         n_iter = iterations(budget, num_steps, s.jitter)
@@ -353,58 +354,3 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         warnings.warn(message, ConvergenceWarning, stacklevel=2)
     return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats,
                         attrs={k: str(v) if k == "tuner_log" else v for k, v in attrs.items()})
-
-
-def e_bfmi(energy) -> np.ndarray:
-    """Each chain's energy Bayesian fraction of missing information (Betancourt
-    2016): the mean squared change of the Hamiltonian between draws over its
-    variance, from ``energy`` (chains, draws)."""
-    import arviz as az
-    return np.atleast_1d(az.bfmi(np.asarray(energy)))
-
-
-#: Below this E-BFMI a chain's momentum resampling cannot move it across the energy levels of the posterior.
-E_BFMI_LIMIT = 0.3
-
-
-def summary_line(st: dict, stats: dict, gradients: int, seconds: float) -> str:
-    """The line a run of :func:`sample` ends with (``verbose``, and the CLI's
-    run of a density config): R-hat and ESS of the unconstrained coordinates
-    (``st``: :func:`~adaptive_hmc.diagnostics.chain_statistics`), per second
-    of warm-up and sampling and per 1000 gradients, divergences and E-BFMI."""
-    r, ess = np.max(st["rhat"]), float(np.min(st["ess_bulk"]))
-    div = stats["diverging"]
-    bfmi = e_bfmi(stats["energy"]) if stats["energy"].shape[1] > 2 else [np.nan]
-    return (f"{div.shape[0]} chains x {div.shape[1]} draws: R-hat max of the unconstrained coordinates "
-            f"{r:.3f} (target <= {RHAT_LIMIT}); smallest bulk ESS {ess:.0f} ({ess / seconds:.1f} per second of "
-            f"warm-up and sampling, {1000 * ess / gradients:.3g} per 1000 gradients); {int(div.sum())} divergent "
-            f"trajectories; E-BFMI min {np.min(bfmi):.2f}")
-
-
-def trust_warnings(rhat, diverging, energy=None) -> list:
-    """What says the answer cannot be trusted yet, from ``rhat`` of each
-    unconstrained coordinate: R-hat of a coordinate above
-    1.01 (naming the coordinates), any divergent trajectory after warm-up
-    (a divergence marks a region the integrator cannot enter, such as a
-    funnel's neck, so the draws may be biased), and an E-BFMI of a chain
-    below :data:`E_BFMI_LIMIT` from the Hamiltonian of each draw ``energy``
-    (chains, draws): heavy tails or a funnel the trajectories' energy cannot span."""
-    out = []
-    if np.max(rhat) > RHAT_LIMIT:
-        worst = np.argsort(rhat)[::-1][:3]
-        shown = ", ".join(f"q[{k}] {rhat[k]:.3f}" if np.isfinite(rhat[k]) else f"q[{k}] not finite" for k in worst)
-        out.append(f"the largest R-hat of the unconstrained coordinates across the chains is above {RHAT_LIMIT} "
-                   f"({shown}): the chains have not met; run longer (more super_transitions)")
-    n_div, total = int(np.sum(diverging)), int(np.size(diverging))
-    if n_div:
-        out.append(f"{n_div} of {total} trajectories after warm-up diverged ({n_div / total:.1%}): the draws may "
-                   f"be biased away from where the integrator cannot go (a funnel's neck, a hard boundary); "
-                   f"reparameterise (non-centred scales, constraints as smooth transforms) or raise target_accept")
-    if energy is not None and np.shape(energy)[1] > 2:
-        bfmi = e_bfmi(energy)
-        low = [f"chain {j} {v:.2f}" for j, v in enumerate(bfmi) if v < E_BFMI_LIMIT]
-        if low:
-            out.append(f"E-BFMI below {E_BFMI_LIMIT} ({', '.join(low)}): resampling the momentum moves these chains "
-                       f"too little between the posterior's energy levels (heavy tails, a funnel), so they explore "
-                       f"it slowly and may miss its tails; reparameterise (non-centred scales, log transforms)")
-    return out

@@ -1,7 +1,7 @@
 """Figures from a run directory (DESIGN principle 9: plots only read results).
 
 Flow position: results -> **plots**. Runs are read through
-:func:`~adaptive_hmc.results.read_run`; the reward model is refitted from the
+:func:`~adaptive_hmc.finished_run.read_run`; the reward model is refitted from the
 tuner's saved history (no sampling); everything else is read as saved.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ from .diagnostics import chain_statistics  # noqa: E402
 from .metrics import log_gradients  # noqa: E402
 from .models.mlp import predict  # noqa: E402
 from .models.predictive import predicted_labels, squared_errors  # noqa: E402
-from .results import PLOTS, Run, read_run  # noqa: E402
+from .finished_run import Run, read_run  # noqa: E402
+from .results import PLOTS  # noqa: E402
 
 LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
 

@@ -1,6 +1,6 @@
 """The posterior predictive of kept samples: the one object that turns a
 run's (or a fitted estimator's) kept weight vectors into predictions on new
-inputs, for :class:`~adaptive_hmc.results.Run`, the estimators and the
+inputs, for :class:`~adaptive_hmc.finished_run.Run`, the estimators and the
 reports alike.
 
 Flow position: data, models -> **posterior** -> results, estimator.

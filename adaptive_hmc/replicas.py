@@ -7,7 +7,7 @@ posterior, every chain on all the training cases, each with its own start and
 random stream. With ``data="folds"`` (the thesis's CV reward) replica j is
 trained on every fold but j and holds fold j out, plus, optionally, one chain
 on all the training data, which then makes the predictions.
-:func:`super_transition` runs a fixed budget of leapfrog steps at one
+:func:`~adaptive_hmc.super_transition.super_transition` runs a fixed budget of leapfrog steps at one
 setting (step factor, L) on every replica, each replica in the compiled
 iteration :func:`~adaptive_hmc.samplers.chain.run_chain` on its own thread and
 its own random stream, so the result is bit-identical whatever the thread count.
@@ -20,12 +20,9 @@ super-transition's reward) and, after burn-in, on the test inputs
 """
 from __future__ import annotations
 
-import math
 import os
 import time
-from dataclasses import dataclass, field, replace
-from concurrent.futures import ThreadPoolExecutor
-from typing import NamedTuple
+from dataclasses import replace
 
 import numpy as np
 
@@ -35,55 +32,13 @@ from .models.bnn import BayesianMLP, check_data
 from .models.mlp import MLPSpec
 from .models.neal1992 import Neal92MLP
 from .models.neal1993 import Neal93MLP
-from .models.predictive import (Prediction, new_accumulator, pool_predictions, reset, snapshot, test_metrics,
-                                to_original_units)
+from .models.predictive import Prediction, new_accumulator, pool_predictions, test_metrics, to_original_units
 from .models.priors import PriorSpec
-from .samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
-from .samplers.chain import (ChainState, Observers, Record, copy_chain, new_chain, new_record, run_chain,
-                             run_chain_ready)
-from .samplers.settings import HMCSettings, check_settings
-
-
-def as_seed_sequence(seed) -> np.random.SeedSequence:
-    """An int >= 0, a SeedSequence, or a Generator (which seeds one) as a SeedSequence."""
-    if isinstance(seed, np.random.SeedSequence):
-        return seed
-    if isinstance(seed, np.random.Generator):
-        return np.random.SeedSequence(seed.integers(0, 2 ** 63, size=4))
-    if not (isinstance(seed, (int, np.integer)) and seed >= 0):
-        raise ValueError(f"seed={seed!r}: must be an integer >= 0")
-    return np.random.SeedSequence(int(seed))
-
-
-CHAINS = ("all", "full", "replicas")
-#: What the chains see (``data``): "full", k chains of the posterior given all
-#: the training cases; "folds", k cross-validation replicas (the thesis).
-DATA = ("full", "folds")
-
-
-def default_data(reward: str) -> str:
-    """The chains a reward needs: CV replicas for the held-out ("cv") reward,
-    chains of the one posterior otherwise."""
-    return "folds" if reward == "cv" else "full"
-
-
-def chain_indices(chains: str, n_cv: int, n_chains: int) -> np.ndarray:
-    """Rows of the chains named by ``chains`` among ``n_cv`` CV replicas
-    followed (when ``n_chains`` > ``n_cv``) by the full-data chains: "all",
-    "full" (the chains on all the training cases: the posterior) or
-    "replicas"."""
-    if chains == "all":
-        return np.arange(n_chains)
-    if chains == "full":
-        if n_chains == n_cv:
-            raise ValueError("chains='full': this set has no full-data chain (full_data_chain=False)")
-        return np.arange(n_cv, n_chains)
-    if chains == "replicas":
-        if n_cv == 0:
-            raise ValueError("chains='replicas': this set has no cross-validation replicas (its chains are all "
-                             "on the full training data: data='full', or k=0)")
-        return np.arange(n_cv)
-    raise ValueError(f"chains={chains!r}: allowed are {CHAINS}")
+from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
+from .samplers.settings import check_settings
+from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices
+from .replica_state import ReplicaState, Totals, checkpoint_state, restore_state
+from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, super_transition
 
 
 def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, n_chains: int, kept_rows: int = 0) -> int:
@@ -96,20 +51,6 @@ def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, n_chains: int, kep
     cases = 2 * n_train + n_test + 3 * 8                    # training + held-out <= 2 N; padding
     return 8 * (R * (rows * cases + 4 * spec.n_outputs * n_test + 20 * spec.n_params)
                 + kept_rows * (spec.n_params + spec.n_outputs))
-
-
-#: The models a replica set can run (``model``): the Bayesian MLP with
-#: hierarchical priors (FBM, Rasmussen), and Neal's 1992 and 1993 models.
-MODELS = ("bnn", "neal1992", "neal1993")
-
-#: How retained samples weigh in predictions (``weight_by``): "iterations"
-#: (each retained iteration once, as the thesis) or "gradients" (each by the
-#: leapfrog steps of its iteration, so that a super-transition weighs its compute
-#: whatever its L).
-WEIGHT_BY = ("iterations", "gradients")
-DEFAULT_WEIGHT_BY = "gradients"
-#: Leapfrog steps between predicting samples, at least (``predict_steps``).
-DEFAULT_PREDICT_STEPS = 100
 
 
 def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec):
@@ -133,208 +74,6 @@ class Replica:
         self.model = model
         self.held = new_accumulator(model.spec, X_held, Y_held)
         self.test = new_accumulator(model.spec, X_test, Y_test)
-
-
-def chain_arrays(chain: ChainState) -> list:
-    """A chain's arrays (position, gradient, momentum, hyperparameters, counters, K_d), as a checkpoint holds
-    them (not its energy: every super-transition evaluates it afresh)."""
-    return [chain.position, chain.grad, chain.momentum, *chain.hyper, chain.counters, chain.kd]
-
-
-def chain_from_arrays(template: ChainState, arrays) -> ChainState:
-    """A new chain shaped as ``template`` holding ``arrays`` (:func:`chain_arrays`), each checked against it."""
-    own = [a.copy() for a in chain_arrays(template)]
-    for dst, src in zip(own, arrays, strict=True):
-        dst[...] = src
-    H = len(template.hyper)
-    return ChainState(own[0], own[1], own[2], type(template.hyper)(*own[3:3 + H]), own[3 + H], own[4 + H],
-                      np.array([np.nan]))
-
-
-class Totals(NamedTuple):
-    """The running sums of the :class:`Step` fields of the same names over
-    every retained sample of the run, per chain (R chains, out outputs, N test
-    cases; the chains' units): weighted test
-    predictions ``pred`` and squares ``sq`` (R, out, N), noise variances
-    ``var`` (R, out), the log of the weighted sum of p(y | sample) ``lse``
-    (R, N), the sum of the weights ``count`` and the number ``retained`` (R,)."""
-
-    pred: np.ndarray
-    sq: np.ndarray
-    var: np.ndarray
-    lse: np.ndarray
-    count: np.ndarray
-    retained: np.ndarray
-
-
-class Entry(NamedTuple):
-    """What the state keeps of one super-transition: its weighted sums of
-    test predictions ``pred`` (R, out, N) in the targets' original units,
-    their weights ``count`` (R,), the hyperparameters at its end ``hyper``
-    (R, H), each chain's ``kept`` rows (positions then hyperparameter values)
-    and their weight ``kept_weight`` (R,)."""
-
-    pred: np.ndarray
-    count: np.ndarray
-    hyper: np.ndarray
-    kept: tuple
-    kept_weight: np.ndarray
-
-
-class ReplicaState(NamedTuple):
-    """The evolving state of a replica set, one value, never changed in
-    place: :func:`super_transition` returns a new one. ``chains`` (one
-    :class:`~adaptive_hmc.samplers.chain.ChainState` each), ``n_super``
-    super-transitions done, ``streams_spawned`` random streams spawned, each
-    chain's ``step_calibration``; the running ``totals`` and the ``history``
-    (one :class:`Entry` per super-transition), which a resume rebuilds by
-    replaying the sample store's steps (:data:`REPLAYED`)."""
-
-    chains: tuple
-    n_super: int
-    streams_spawned: int
-    step_calibration: np.ndarray
-    totals: Totals
-    history: tuple
-
-
-#: The fields of :class:`ReplicaState` that a resume rebuilds from the sample
-#: store (:func:`fold` of each step); a checkpoint holds the others.
-REPLAYED = ("totals", "history")
-
-
-def fold(setup: "ReplicaSet", state: ReplicaState, step: "Step") -> ReplicaState:
-    """The state after one super-transition's :class:`Step`, as a run does
-    after each and as a resume replays them from the sample store (the same
-    operations in the same order, so the totals come back bit for bit)."""
-    totals = Totals(*(np.logaddexp(t, step.lse) if f == "lse" else t + getattr(step, f)     # the Step's sums
-                      for f, t in zip(Totals._fields, state.totals)))
-    entry = Entry(step.pred * setup.target_sd[:, None] + setup.target_mean[:, None] * step.count[:, None, None],
-                  step.count, step.hyper, tuple(step.kept), np.asarray(step.kept_weight, dtype=np.float64))
-    return state._replace(n_super=state.n_super + 1, totals=totals, history=state.history + (entry,))
-
-
-def checkpoint_state(state: ReplicaState) -> dict:
-    """What a checkpoint holds of ``state``: its fields but :data:`REPLAYED`,
-    walked (chains as lists of arrays, :func:`chain_arrays`)."""
-    return {f: [[a.copy() for a in chain_arrays(c)] for c in v] if f == "chains" else
-            (v.copy() if isinstance(v, np.ndarray) else v)
-            for f, v in zip(state._fields, state) if f not in REPLAYED}
-
-
-def restore_state(setup: "ReplicaSet", saved: dict, steps) -> ReplicaState:
-    """The state of :func:`checkpoint_state` ``saved``, its :data:`REPLAYED`
-    fields rebuilt by folding the stored ``steps`` (every super-transition's
-    :class:`Step` up to the checkpoint, in order) into ``setup``'s start."""
-    start = setup.initial
-    if len(saved["chains"]) != len(start.chains):
-        raise ValueError(f"state has {len(saved['chains'])} chains; this set has {len(start.chains)}")
-    fields = {f: tuple(chain_from_arrays(c, a) for c, a in zip(start.chains, saved[f])) if f == "chains" else
-              np.array(saved[f], dtype=np.float64) if isinstance(getattr(start, f), np.ndarray) else saved[f]
-              for f in ReplicaState._fields if f not in REPLAYED and f != "n_super"}
-    state = start._replace(**fields)
-    for step in steps:
-        state = fold(setup, state, step)
-    if state.n_super != saved["n_super"]:
-        raise ValueError(f"the sample store holds {state.n_super} super-transitions; the checkpoint "
-                         f"{saved['n_super']}")
-    return state
-
-
-@dataclass(frozen=True)
-class ReplicaOptions:
-    """How the chains of a :class:`ReplicaSet` are made and run, each default
-    and each check in one place (what a config and the estimators build and
-    :func:`~adaptive_hmc.runner.make_run` consumes).
-
-    k : with ``data="full"``, the number of chains of the posterior (>= 1);
-        with ``data="folds"``, the number of folds (and of CV replicas), >= 2,
-        or 0 for the full-data chain alone (no reward). The split is seeded
-        and, for classification, stratified.
-    data : one of :data:`DATA`: "full" (every chain on all the training cases)
-        or "folds" (CV replicas).
-    full_data_chain : folds only: add one chain on all training cases; it
-        follows the same settings and makes the test predictions by default,
-        never the reward.
-    priors : :class:`~adaptive_hmc.models.priors.PriorSpec`.
-    settings : :class:`~adaptive_hmc.samplers.settings.HMCSettings` of every
-        iteration; its step and L are replaced by each super-transition's action.
-    initial_hyper : starting value of every free precision (None: prior means).
-    init_scale : initial weights N(0, init_scale^2); 0 starts at zero (FBM);
-        None (the default): 0 with folds, 0.1 with chains of one posterior,
-        whose starts must differ for R-hat to mean anything.
-    burn_in_samples : samples of each chain discarded from predictions.
-    burn_in_super_transitions : super-transitions discarded from predictions.
-    thin : keep every thin-th retained weight vector (0 keeps none).
-    predict_steps : leapfrog steps between the retained samples whose test
-        predictions are accumulated, at least: a super-transition at L
-        predicts from every ceil(predict_steps / L)-th of its iterations (L's
-        mean with jitter; at most its number of iterations), each such sample
-        weighing the iterations it stands for,
-        so that predicting costs a small share of the gradients whatever L
-        (a prediction on N_test cases costs about N_test / N_train of a
-        gradient); 0 predicts from every retained iteration.
-    weight_by : how retained samples weigh in the predictions, one of
-        :data:`WEIGHT_BY`. With "gradients" every sample of a
-        super-transition weighs its chain's leapfrog steps per iteration there
-        (with jitter, their mean), so a super-transition at L = 20 and one at
-        L = 5000 weigh the same (their compute) instead of 250 : 1; the kept
-        rows carry the same weights (:meth:`ReplicaSet.kept_weights`).
-    threads : worker threads (default: the cores available); results do not depend on it.
-    standardize_targets : regression only: the chains sample a network for
-        the targets standardised by the training cases' mean and sd per output
-        (:attr:`ReplicaSet.target_mean`, :attr:`ReplicaSet.target_sd`); predictions, metrics and the
-        per-super-transition history are reported in the original units (the
-        held-out reward and the kept weights are in the standardised ones).
-    model : the model of every chain, one of :data:`MODELS`: "bnn" (the
-        Bayesian MLP with ``priors``), "neal1992" or "neal1993" (Neal's
-        parameterisations with the noise integrated out; Gaussian outputs, no
-        hyperparameters; ``priors`` and ``init_scale`` are not used, the start
-        is a prior draw).
-    calibrate_after : None, or the super-transition (counted from 0) before
-        which each chain's step scales are calibrated to the curvature at its
-        state (:func:`~adaptive_hmc.samplers.calibration.curvature_scale`, about
-        60 gradient evaluations a chain) and frozen for the rest of the run:
-        a step factor of 2 is then the leapfrog stability limit at that state.
-    """
-
-    k: int = 8
-    data: str = "full"
-    full_data_chain: bool = False
-    priors: PriorSpec = field(default_factory=PriorSpec)
-    settings: HMCSettings = HMCSettings()
-    initial_hyper: float | None = 1.0
-    init_scale: float | None = None
-    burn_in_samples: int = 0
-    burn_in_super_transitions: int = 0
-    thin: int = 0
-    threads: int | None = None
-    calibrate_after: int | None = None
-    standardize_targets: bool = False
-    model: str = "bnn"
-    weight_by: str = DEFAULT_WEIGHT_BY
-    predict_steps: int = DEFAULT_PREDICT_STEPS
-
-    def __post_init__(self):
-        for name in ("burn_in_samples", "thin", "burn_in_super_transitions", "predict_steps"):
-            v = getattr(self, name)
-            if int(v) != v or v < 0:
-                raise ValueError(f"{name}={v!r}: must be an integer >= 0")
-        if self.weight_by not in WEIGHT_BY:
-            raise ValueError(f"weight_by={self.weight_by!r}: allowed are {', '.join(WEIGHT_BY)}")
-        c = self.calibrate_after
-        if c is not None and not (int(c) == c and c >= 0):
-            raise ValueError(f"calibrate_after={c!r}: None or an integer >= 0")
-        if self.model not in MODELS:
-            raise ValueError(f"model={self.model!r}: allowed are {', '.join(MODELS)}")
-        k, data, full = self.k, self.data, self.full_data_chain
-        if data not in DATA:
-            raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")
-        if data == "full" and (k < 1 or full):
-            raise ValueError(f"data='full' (k={k}, full_data_chain={full}): needs k >= 1 chains, every "
-                             f"one on all the training cases (full_data_chain is for data='folds')")
-        if data == "folds" and k == 0 and not full:
-            raise ValueError("k=0 (no cross-validation replicas) needs full_data_chain=True")
 
 
 class ReplicaSet:
@@ -554,169 +293,3 @@ class ReplicaSet:
         if self.state.n_super:
             raise ValueError("restore needs a freshly built set")
         self.state = restore_state(self, saved, steps)
-
-
-class Step(NamedTuple):
-    """What one super-transition adds, per chain (R chains, out outputs, N
-    test cases, H hyperparameters): the weighted sums of its retained
-    samples' test predictions ``pred`` and squares ``sq`` (R, out, N), noise
-    variances ``var`` (R, out), the log of the weighted sum of p(y | sample)
-    ``lse`` (R, N), in the chains' units; the sum of the weights ``count`` and
-    the number ``retained`` (R,); the hyperparameters at its end ``hyper``
-    (R, H); the ``kept`` rows of each chain (positions then hyperparameter
-    values) and the weight of each chain's kept rows ``kept_weight`` (R,).
-    The unit of the sample store and of :func:`fold`."""
-
-    pred: np.ndarray
-    sq: np.ndarray
-    var: np.ndarray
-    lse: np.ndarray
-    count: np.ndarray
-    retained: np.ndarray
-    hyper: np.ndarray
-    kept: list
-    kept_weight: np.ndarray
-
-
-class SuperTransitionResult(NamedTuple):
-    """What one super-transition did. Per-iteration arrays are (R, n_iter)
-    (``hyper`` is (R, n_iter, H), columns :attr:`ReplicaSet.hyper_names`);
-    ``held_out`` has one :class:`~adaptive_hmc.models.predictive.Accumulator`
-    per CV replica holding this super-transition's samples only."""
-
-    index: int
-    step_factor: float
-    num_steps: int
-    n_iter: int
-    record: Record
-    held_out: list
-    likelihood: str
-    seconds: float
-    step: Step          # what it adds to the state and to the sample store
-    calibration_gradients: int = 0      # evaluations of the step calibration before it (all chains)
-
-    @property
-    def acceptance(self) -> np.ndarray:
-        """Acceptance rate of each replica."""
-        return self.record.accepted.mean(axis=1)
-
-    @property
-    def leapfrog_steps(self) -> int:
-        return int(self.record.num_steps.sum())
-
-    @property
-    def gradients(self) -> int:
-        """Every energy and gradient evaluation of the chains: the leapfrog
-        steps, the one after each Gibbs update (and the forward passes of the
-        interweaving moves), the step calibration's."""
-        return int(self.record.gradients.sum()) + self.calibration_gradients
-
-
-#: A probe runs this many trajectories of its L a chain (three with jitter's lengths 1..L).
-PROBE_TRAJECTORIES = 2
-#: The probes' random streams are spawned under this key, apart from the chains' (numbered from 0).
-PROBE_KEY = 2 ** 31
-
-
-def iterations(budget: int, num_steps: int, jitter: bool) -> int:
-    """Iterations of a super-transition: ``floor(budget / num_steps)``, so a
-    replica never uses more than ``budget`` leapfrog steps; with jitter (L
-    drawn uniformly from 1..num_steps, mean (num_steps + 1) / 2)
-    ``floor(2 budget / (num_steps + 1))``, so it uses ``budget`` on average."""
-    return int(2 * budget // (num_steps + 1)) if jitter else int(budget) // int(num_steps)
-
-
-def predict_every(predict_steps: int, num_steps: int, jitter: bool, n_iter: int) -> int:
-    """A super-transition of ``n_iter`` iterations predicts from every this
-    many: ceil(``predict_steps`` / L), L being ``num_steps`` or, with jitter,
-    its mean (num_steps + 1) / 2, at most ``n_iter`` (so that each predicts);
-    1 when ``predict_steps`` is 0."""
-    mean = (num_steps + 1) / 2 if jitter else num_steps
-    return max(1, min(math.ceil(predict_steps / mean), n_iter)) if predict_steps else 1
-
-
-def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budget: int,
-                     rng=None) -> tuple:
-    """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at
-    ``action`` (its ``step_factor`` and ``num_steps`` L)] on every chain of
-    ``setup``, the leapfrog steps of the ``budget`` (exactly without jitter, on
-    average with it); returns (the new :class:`ReplicaState`,
-    :class:`SuperTransitionResult`) and changes neither argument (the chains
-    run on copies; ``setup``'s scratch accumulators are reused, so one setup
-    runs one super-transition at a time). The steps are ``step_factor`` times
-    the heuristic scales, or, when the settings carry a ``step_size``
-    (absolute base steps), ``step_factor`` times those.
-
-    ``rng`` is a ``numpy.random.SeedSequence`` (one child per chain is spawned
-    from it for this call; default the set's stream after the state's
-    ``streams_spawned``) or a Generator (from which such a SeedSequence is seeded).
-    """
-    step_factor, num_steps = action["step_factor"], action["num_steps"]
-    if not (isinstance(step_factor, (int, float, np.floating)) and math.isfinite(step_factor) and step_factor > 0):
-        raise ValueError(f"step_factor={step_factor!r}: must be a finite number > 0")
-    if not (isinstance(budget, (int, np.integer)) and budget >= 1):
-        raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per replica)")
-    if not (isinstance(num_steps, (int, np.integer)) and 1 <= num_steps <= budget):
-        raise ValueError(f"num_steps={num_steps!r}: must be an integer in 1..budget ({budget})")
-    base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
-    settings = check_settings(setup.settings._replace(
-        num_steps=int(num_steps), step_factor=0.0 if base.size else float(step_factor),
-        step_size=base * float(step_factor) if base.size else np.empty(0)))
-    calibration, calibration_gradients = state.step_calibration, 0
-    if setup.calibrate_after == state.n_super:
-        calibration = np.array([curvature_scale(r.model, c.position, c.hyper)
-                                for r, c in zip(setup.replicas, state.chains)])
-        calibration_gradients = setup.n_replicas * CURVATURE_EVALUATIONS
-    R, n_iter = setup.n_replicas, iterations(budget, num_steps, settings.jitter)
-    seq = setup.streams(state.streams_spawned) if rng is None else as_seed_sequence(rng)
-    streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(R)]
-    chains = tuple(copy_chain(c) for c in state.chains)
-    H = len(setup.hyper_names)
-    rec = new_record(R, n_iter, H)
-    retain_after = setup.burn_in_samples if state.n_super >= setup.burn_in_super_transitions \
-        else np.iinfo(np.int64).max
-    thin = setup.thin
-    every = predict_every(setup.predict_steps, num_steps, settings.jitter, n_iter)
-    kept = [np.empty((n_iter // thin + 1 if thin else 0, setup.dim + H)) for _ in range(R)]
-    n_kept = [0] * R
-
-    def one(j):
-        r = setup.replicas[j]
-        reset(r.held)
-        reset(r.test)
-        c = calibration[j]
-        mine = settings._replace(step_size=settings.step_size * c) if base.size else \
-            settings._replace(step_factor=settings.step_factor * c)
-        n_kept[j] = run_chain(r.model.target, chains[j], mine, n_iter, Record(*(a[j] for a in rec)),
-                              Observers(r.held, r.test, int(retain_after), thin, kept[j], every), streams[j])
-
-    def weight(j):
-        """The weight of each retained iteration of chain j (:data:`WEIGHT_BY`)."""
-        if setup.weight_by == "iterations" or n_iter == 0:
-            return 1.0
-        return float(rec.num_steps[j].sum()) / n_iter
-
-    t0 = time.perf_counter()
-    if setup.threads > 1 and R > 1:
-        with ThreadPoolExecutor(min(setup.threads, R)) as executor:
-            list(executor.map(one, range(R)))
-    else:
-        for j in range(R):
-            one(j)
-    seconds = time.perf_counter() - t0
-    w = np.array([weight(j) for j in range(R)])
-    wp = every * w                              # a predicting sample stands for `every` iterations
-    n_retained = np.array([r.test.count[0] for r in setup.replicas])
-    mine = setup.replicas
-    step = Step(pred=wp[:, None, None] * np.stack([r.test.pred for r in mine]),
-                sq=wp[:, None, None] * np.stack([r.test.sq for r in mine]),
-                var=wp[:, None] * np.stack([r.test.var for r in mine]),
-                lse=np.log(wp)[:, None] + np.stack([r.test.lse for r in mine]),
-                count=wp * n_retained, retained=n_retained.astype(np.int64),
-                hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
-                kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w)
-    spawned = state.streams_spawned + (R if rng is None else 0)
-    new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration), step)
-    held = [snapshot(r.held) for r in setup.replicas[:setup.n_cv]]
-    return new, SuperTransitionResult(state.n_super, float(step_factor), int(num_steps), n_iter, rec, held,
-                                      setup.spec.likelihood, seconds, step, calibration_gradients)

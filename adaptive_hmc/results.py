@@ -1,5 +1,5 @@
 """The run directory: file names, the log, atomic writes, checkpoints, the
-summary, and :func:`read_run`, which returns a finished run as one typed object.
+summary (a finished run is read back by :mod:`~adaptive_hmc.finished_run`).
 
 Flow position: runner -> **results** -> reports, plots, CLI. Everything else
 reads and writes run directories only through this module. Layout::
@@ -28,21 +28,17 @@ import sys
 import time
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import yaml
 
 from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
-from .config import Config, ConfigError, parse, to_dict
+from .config import Config, to_dict
 from .data import Standardizer
 from .metrics import kept_samples, summarize
-from .models.mlp import MLPSpec
-from .posterior import Posterior
-from .replicas import ReplicaSet, chain_indices
+from .replicas import ReplicaSet
 from .runner import LogEntry
 from .store import STORE, SampleStore, atomic_write, npz_bytes
-from .tuners import BanditTuner, FixedTuner
 
 CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
 CHECKPOINT, PREVIOUS = "checkpoint.npz", "checkpoint.prev.npz"
@@ -327,109 +323,3 @@ class RunDir:
         summary["convergence"] = convergence       # run.until: whether and where the chains met (else None)
         atomic_write(self.file(SUMMARY), _json(summary))
         return summary
-
-
-class Run(NamedTuple):
-    """A finished run, as read from its directory; :meth:`predict` and
-    :meth:`predict_proba` use its kept samples on new inputs."""
-
-    dir: Path
-    config: Config
-    spec: MLPSpec
-    summary: dict
-    log: list
-    predictions: dict   # arrays of predictions.npz
-    samples: dict       # weights (S, D), noise_precision (S, n_out), chain and weight (S,) of the kept samples
-    tuner_state: dict
-
-    def tuner(self):
-        """The tuner as it ended (a BanditTuner refits its reward model from its history)."""
-        return (BanditTuner if self.tuner_state["kind"] == "bandit" else FixedTuner).from_state(self.tuner_state)
-
-    @property
-    def likelihood(self) -> str:
-        return self.spec.likelihood
-
-    @property
-    def n_cv(self) -> int:
-        """Cross-validation replicas: the first ``n_cv`` chains; the others sample the posterior."""
-        return self.config.replicas.k if self.config.replicas.data == "folds" else 0
-
-    def chain_role(self, r: int) -> str:
-        """What chain ``r`` samples: "full j" (the posterior given every training
-        case) or "fold j" (a cross-validation replica, its fold left out)."""
-        return f"fold {r}" if r < self.n_cv else f"full {r - self.n_cv}"
-
-    def chain_indices(self, chains: str) -> np.ndarray:
-        """Rows of ``chains`` ("all", "full", "replicas") in the per-chain arrays."""
-        return chain_indices(chains, self.n_cv, self.predictions["history_count"].shape[1])
-
-    def posterior(self, chains: str | None = None, keep=None) -> Posterior:
-        """The kept samples of ``chains`` (default: the config's
-        ``replicas.predict_from``), or those ``keep`` picks (a mask or indices
-        into samples.npz's rows), as a :class:`~adaptive_hmc.posterior.Posterior`."""
-        chains = chains or self.config.replicas.predict_from
-        if keep is None:
-            keep = np.isin(self.samples["chain"], self.chain_indices(chains))
-        if not np.asarray(keep).any():
-            raise RunError(f"{self.dir}: no kept samples of chains {chains!r} (run.thin: 0 keeps none, and "
-                           f"burn-in keeps none of its super-transitions); rerun with run.thin > 0")
-        s = self.samples
-        return Posterior(self.spec, s["weights"][keep], s["noise_precision"][keep], s["weight"][keep],
-                         self.input_map, s["target_mean"], s["target_sd"])
-
-    @property
-    def input_map(self) -> Standardizer:
-        """The map from a raw input row to the network's inputs (selection, log1p, standardisation)."""
-        s = self.samples
-        return Standardizer(s["input_mean"], s["input_sd"], s.get("input_columns", np.empty(0, np.int64)),
-                            bool(s.get("input_log1p", False)), int(s.get("input_width", s["input_mean"].size)),
-                            tuple(str(n) for n in s.get("input_names", ())),
-                            tuple(str(n) for n in s.get("target_names", ())),
-                            tuple(str(n) for n in s.get("target_classes", ())))
-
-    @property
-    def n_raw_inputs(self) -> int:
-        """Columns of a raw input row (a feature selection keeps fewer for the network)."""
-        return self.input_map.width
-
-    def predict(self, X, return_std: bool = False, chains: str | None = None):
-        """:meth:`Posterior.predict <adaptive_hmc.posterior.Posterior.predict>` of :meth:`posterior`."""
-        return self.posterior(chains).predict(X, return_std)
-
-    def predict_proba(self, X, chains: str | None = None) -> np.ndarray:
-        """Class probabilities (N, K), averaged over the kept samples (by their weights)."""
-        if self.likelihood == "gaussian":
-            raise RunError(f"{self.dir}: a regression run has no class probabilities; use predict")
-        return self.posterior(chains).predict_proba(X)
-
-    def test_sets(self) -> list:
-        """(name, slice of the test cases) of each test set."""
-        return [(str(n), slice(int(a), int(b)))
-                for n, (a, b) in zip(self.predictions["test_names"], self.predictions["test_bounds"])]
-
-
-def read_run(d) -> Run:
-    """The finished run in directory ``d``; :class:`RunError` says what is missing or damaged."""
-    rd = RunDir(d)
-    if not rd.is_finished:
-        raise RunError(f"{rd.path}: not a finished run directory (no {SUMMARY})")
-    try:
-        cfg = parse(yaml.safe_load(rd.file(CONFIG).read_text()), str(rd.file(CONFIG)))
-        with np.load(rd.file(PREDICTIONS)) as z:
-            pred = {k: z[k] for k in z.files}
-        with np.load(rd.file(SAMPLES)) as z:
-            samples = {k: z[k] for k in z.files}
-        summary = json.loads(rd.file(SUMMARY).read_text())
-        if "compile_s" not in summary or "chain" not in samples:
-            raise RunError(f"{rd.path}: written by an older version of adaptive_hmc, whose run directories this "
-                           f"one does not read; run the config again")
-        n_out = pred["Y_test"].shape[1]
-        samples.setdefault("target_mean", np.zeros(n_out))      # runs from before target standardisation
-        samples.setdefault("target_sd", np.ones(n_out))
-        samples.setdefault("weight", np.ones(len(samples["chain"])))   # runs from before sample weights
-        return Run(rd.path, cfg, MLPSpec.from_arch(samples["arch"]), summary, rd.read_log(), pred, samples,
-                   json.loads(rd.file(TUNER).read_text()))
-    except (OSError, ValueError, KeyError, ConfigError) as e:
-        raise RunError(f"{rd.path}: a file of the run directory is missing or damaged "
-                       f"({type(e).__name__}: {e})") from None

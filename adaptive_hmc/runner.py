@@ -19,7 +19,8 @@ from typing import Callable, NamedTuple, TypedDict
 import numpy as np
 
 from . import COMPILE_TIME
-from .replicas import ReplicaOptions, ReplicaSet
+from .replica_options import ReplicaOptions
+from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
 from .tuners.options import BanditOptions, FixedOptions
 
@@ -366,7 +367,7 @@ def make_run(spec, X, Y, *, tuner: BanditOptions | FixedOptions, run: RunOptions
     :class:`~adaptive_hmc.tuners.options.BanditOptions` (the package's
     defaults for every option not given) or a
     :class:`~adaptive_hmc.tuners.options.FixedOptions`; the reward "cv" needs
-    ``replicas.data`` "folds" (:func:`~adaptive_hmc.replicas.default_data`)."""
+    ``replicas.data`` "folds" (:func:`~adaptive_hmc.replica_options.default_data`)."""
     if not isinstance(tuner, (BanditOptions, FixedOptions)):
         raise TypeError(f"tuner={tuner!r}: a BanditOptions or a FixedOptions (adaptive_hmc.tuners.options)")
     if run.reward == "cv" and replicas.data != "folds":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import MISSING, DataError, parse_table, target_indices
+from .tables import MISSING, DataError, parse_table, target_indices
 
 #: The tasks a template is shipped for.
 KINDS = ("regression", "classification")

@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from .replicas import ReplicaSet, super_transition
+from .replicas import ReplicaSet
+from .super_transition import super_transition
 from .tuners.options import BanditOptions
 
 #: The probe runs until it has taken this many seconds (doubling its leapfrog steps), or the run's budget.

@@ -27,7 +27,7 @@ from adaptive_hmc.data import load_split, select_features
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.predictive import predicted_labels
 from adaptive_hmc.reports import diagnostics
-from adaptive_hmc.results import read_run
+from adaptive_hmc.finished_run import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"bandit": "dexter_bandit", "human": "dexter_human"}

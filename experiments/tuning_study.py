@@ -42,13 +42,15 @@ import numpy as np
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
-from adaptive_hmc.replicas import DEFAULT_WEIGHT_BY, iterations
+from adaptive_hmc.replica_options import DEFAULT_WEIGHT_BY
+from adaptive_hmc.super_transition import iterations
 from adaptive_hmc.rewards import esjd
 from adaptive_hmc.runner import told_acceptance
 from adaptive_hmc.tuners.options import DEFAULT_BANDIT
 from adaptive_hmc.diagnostics import batch_means_mcse, compute_spaced, draws_ess
 from adaptive_hmc.reports import diagnostics
-from adaptive_hmc.results import RunDir, read_run
+from adaptive_hmc.finished_run import read_run
+from adaptive_hmc.results import RunDir
 from adaptive_hmc.samplers.chain import init_state, make_hmc
 from adaptive_hmc.samplers.settings import hmc_settings
 from adaptive_hmc.sweep import dask_session, map_tasks

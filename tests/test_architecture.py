@@ -10,10 +10,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "adaptive_hmc"
 #: Layers from the bottom; groups in one layer do not import each other.
 LAYERS = [
     ("jit", "diagnostics", "tasks"),
+    ("tables",),
     ("data",),
     ("models",),
     ("posterior",),
     ("samplers",),
+    ("replica_options",),
+    ("replica_state",),
+    ("super_transition",),
     ("replicas",),
     ("store",),
     ("checkpoint",),
@@ -25,9 +29,10 @@ LAYERS = [
     ("config", "templates"),
     ("metrics",),
     ("results",),
+    ("finished_run",),
     ("experiment", "estimator"),
     ("density_run",),
-    ("reports", "plots", "elpd"),
+    ("reports", "plots", "export", "elpd"),
     ("sweep",),
     ("cli",),
 ]

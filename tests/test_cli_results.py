@@ -13,7 +13,7 @@ import yaml
 from adaptive_hmc.cli import main
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
-from adaptive_hmc.results import read_run
+from adaptive_hmc.finished_run import read_run
 from cli_helpers import _raw, _write, _small, _checkpointed, _table_run
 
 
@@ -82,7 +82,7 @@ def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
 
 def test_predict_from_a_finished_run(tmp_path, capsys):
     from adaptive_hmc.models.mlp import predict as mlp_predict
-    from adaptive_hmc.results import read_run
+    from adaptive_hmc.finished_run import read_run
     out, X, y = _table_run(tmp_path)
     np.savetxt(tmp_path / "new.csv", X[45:], delimiter=",")
     capsys.readouterr()
@@ -111,7 +111,7 @@ def test_predict_from_a_finished_run(tmp_path, capsys):
 
 
 def test_predict_needs_kept_samples_and_gives_class_probabilities(tmp_path, capsys):
-    from adaptive_hmc.results import read_run
+    from adaptive_hmc.finished_run import read_run
     out, X, y = _table_run(tmp_path, thin=0, name="nothin")
     np.savetxt(tmp_path / "new.csv", X[:5], delimiter=",")
     capsys.readouterr()
@@ -256,7 +256,7 @@ def test_standardized_targets_are_sampled_in_units_of_their_sd_and_reported_in_t
     samples, so equal to rounding), and the exported posterior predictive."""
     import arviz as az
     from adaptive_hmc.models.predictive import squared_errors
-    from adaptive_hmc.results import read_run
+    from adaptive_hmc.finished_run import read_run
     out, X, y = _table_run(tmp_path, thin=1, name="scaled", y_scale=1000.0, standardize_targets=True,
                            predict_steps=0)
     run = read_run(out)
@@ -357,7 +357,7 @@ def test_text_labels_are_classes_through_init_validate_run_and_predict(tmp_path,
     labels (no = 0, yes = 1, as scikit-learn's), predict names the probability
     columns after them and writes the labels; three text classes with the
     logistic are refused naming them. Numeric labels are unchanged."""
-    from adaptive_hmc.data import read_table
+    from adaptive_hmc.tables import read_table
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(60, 3)) * [1, 10, 100]
     f = np.sin(X[:, 0]) + X[:, 1] / 10

@@ -11,7 +11,8 @@ from adaptive_hmc.cli import main
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import run_experiment
 from adaptive_hmc.metrics import untimed
-from adaptive_hmc.results import RunDir, read_run
+from adaptive_hmc.finished_run import read_run
+from adaptive_hmc.results import RunDir
 from cli_helpers import ROBOT_ARM_QUICK, _raw, _write, _small, _checkpointed, DAMAGE
 
 
@@ -40,7 +41,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     expected = {"traces", "running_error", "robot_arm_outputs"}
     if raw["tuner"]["kind"] == "bandit":
         expected |= {"reward_surface", "reward_slice"}
-    from adaptive_hmc.results import read_run
+    from adaptive_hmc.finished_run import read_run
     H = read_run(out).predictions["history_hyper"]
     if H.size and np.ptp(H, axis=(0, 1)).max() > 0:                                  # Gibbs-updated priors
         expected.add("hyperparameters")

@@ -122,7 +122,7 @@ def test_the_running_error_plot_follows_the_prediction_setting(tmp_path):
     and its axis counts the gradients the run computed."""
     from adaptive_hmc.plots import running_errors
     from adaptive_hmc.reports import model_average_errors
-    from adaptive_hmc.results import read_run
+    from adaptive_hmc.finished_run import read_run
     _data(tmp_path)
     cfg = _config(tmp_path, "f", [1, 9], {"rest": [10, N]}, super_transitions=12)
     raw = yaml.safe_load(cfg.read_text())

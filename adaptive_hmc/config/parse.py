@@ -210,7 +210,7 @@ def reference() -> str:
                 ("sampler", SamplerConfig), ("replicas", ReplicasConfig), ("tuner", TunerConfig),
                 ("tuner.schedule", ScheduleConfig), ("run", RunConfig), ("run.burn_in", BurnInConfig)]
     out = ["# Config reference", "",
-           "Generated from the schema in `adaptive_hmc/config.py` by `adaptive-hmc reference`; do not edit.",
+           "Generated from the schema in `adaptive_hmc/config/` by `adaptive-hmc reference`; do not edit.",
            "", "An experiment is one YAML file with the sections below. Unknown keys, keys given twice and values "
            "out of range are errors (exit 2, nothing written). `adaptive-hmc validate CONFIG` checks a config and "
            "its data without running it.", "", "Conventions:", "",

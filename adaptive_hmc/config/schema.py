@@ -9,7 +9,7 @@ from typing import Dict, List, Literal, Optional
 from pydantic import Field, model_validator
 
 from ..general import sample
-from ..replicas import ReplicaOptions, default_data
+from ..replica_options import ReplicaOptions, default_data
 from ..runner import MAX_SUPER_TRANSITIONS, RunOptions
 from .base import Number, NumberPair, _Strict
 from .sections import DataConfig, ModelConfig, ReplicasConfig, RunConfig, SamplerConfig, TunerConfig

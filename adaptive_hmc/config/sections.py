@@ -10,10 +10,11 @@ from typing import Annotated, Dict, List, Literal, Optional, Union
 import numpy as np
 from pydantic import Field, field_validator, model_validator
 
-from ..data import DataError, Split, load_split
+from ..data import Split, load_split
+from ..tables import DataError
 from ..models.mlp import MLPSpec
 from ..models.priors import HYPER_MOVES, GammaPrior, PriorSpec
-from ..replicas import MODELS
+from ..replica_options import MODELS
 from ..runner import DEFAULT_REWARD, DEFAULT_WARMUP
 from ..samplers.settings import KINDS, HMCSettings
 from ..tuners.options import BanditOptions, FixedOptions, bandit_default

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..data import check_finite
+from ..tables import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
 from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, forward, mlp_data_energy, mlp_energy_grad,

@@ -1,0 +1,169 @@
+"""How the chains of a replica set are made and run (:class:`ReplicaOptions`,
+each default and check in one place), the names of its chains and models,
+and seeds.
+
+Flow position: samplers -> **replica_options** -> replica_state -> super_transition -> replicas.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .models.priors import PriorSpec
+from .samplers.settings import HMCSettings
+
+
+def as_seed_sequence(seed) -> np.random.SeedSequence:
+    """An int >= 0, a SeedSequence, or a Generator (which seeds one) as a SeedSequence."""
+    if isinstance(seed, np.random.SeedSequence):
+        return seed
+    if isinstance(seed, np.random.Generator):
+        return np.random.SeedSequence(seed.integers(0, 2 ** 63, size=4))
+    if not (isinstance(seed, (int, np.integer)) and seed >= 0):
+        raise ValueError(f"seed={seed!r}: must be an integer >= 0")
+    return np.random.SeedSequence(int(seed))
+
+
+
+
+CHAINS = ("all", "full", "replicas")
+#: What the chains see (``data``): "full", k chains of the posterior given all
+#: the training cases; "folds", k cross-validation replicas (the thesis).
+DATA = ("full", "folds")
+
+
+def default_data(reward: str) -> str:
+    """The chains a reward needs: CV replicas for the held-out ("cv") reward,
+    chains of the one posterior otherwise."""
+    return "folds" if reward == "cv" else "full"
+
+
+def chain_indices(chains: str, n_cv: int, n_chains: int) -> np.ndarray:
+    """Rows of the chains named by ``chains`` among ``n_cv`` CV replicas
+    followed (when ``n_chains`` > ``n_cv``) by the full-data chains: "all",
+    "full" (the chains on all the training cases: the posterior) or
+    "replicas"."""
+    if chains == "all":
+        return np.arange(n_chains)
+    if chains == "full":
+        if n_chains == n_cv:
+            raise ValueError("chains='full': this set has no full-data chain (full_data_chain=False)")
+        return np.arange(n_cv, n_chains)
+    if chains == "replicas":
+        if n_cv == 0:
+            raise ValueError("chains='replicas': this set has no cross-validation replicas (its chains are all "
+                             "on the full training data: data='full', or k=0)")
+        return np.arange(n_cv)
+    raise ValueError(f"chains={chains!r}: allowed are {CHAINS}")
+
+
+#: The models a replica set can run (``model``): the Bayesian MLP with
+#: hierarchical priors (FBM, Rasmussen), and Neal's 1992 and 1993 models.
+MODELS = ("bnn", "neal1992", "neal1993")
+
+#: How retained samples weigh in predictions (``weight_by``): "iterations"
+#: (each retained iteration once, as the thesis) or "gradients" (each by the
+#: leapfrog steps of its iteration, so that a super-transition weighs its compute
+#: whatever its L).
+WEIGHT_BY = ("iterations", "gradients")
+DEFAULT_WEIGHT_BY = "gradients"
+#: Leapfrog steps between predicting samples, at least (``predict_steps``).
+DEFAULT_PREDICT_STEPS = 100
+
+
+
+@dataclass(frozen=True)
+class ReplicaOptions:
+    """How the chains of a :class:`ReplicaSet` are made and run, each default
+    and each check in one place (what a config and the estimators build and
+    :func:`~adaptive_hmc.runner.make_run` consumes).
+
+    k : with ``data="full"``, the number of chains of the posterior (>= 1);
+        with ``data="folds"``, the number of folds (and of CV replicas), >= 2,
+        or 0 for the full-data chain alone (no reward). The split is seeded
+        and, for classification, stratified.
+    data : one of :data:`DATA`: "full" (every chain on all the training cases)
+        or "folds" (CV replicas).
+    full_data_chain : folds only: add one chain on all training cases; it
+        follows the same settings and makes the test predictions by default,
+        never the reward.
+    priors : :class:`~adaptive_hmc.models.priors.PriorSpec`.
+    settings : :class:`~adaptive_hmc.samplers.settings.HMCSettings` of every
+        iteration; its step and L are replaced by each super-transition's action.
+    initial_hyper : starting value of every free precision (None: prior means).
+    init_scale : initial weights N(0, init_scale^2); 0 starts at zero (FBM);
+        None (the default): 0 with folds, 0.1 with chains of one posterior,
+        whose starts must differ for R-hat to mean anything.
+    burn_in_samples : samples of each chain discarded from predictions.
+    burn_in_super_transitions : super-transitions discarded from predictions.
+    thin : keep every thin-th retained weight vector (0 keeps none).
+    predict_steps : leapfrog steps between the retained samples whose test
+        predictions are accumulated, at least: a super-transition at L
+        predicts from every ceil(predict_steps / L)-th of its iterations (L's
+        mean with jitter; at most its number of iterations), each such sample
+        weighing the iterations it stands for,
+        so that predicting costs a small share of the gradients whatever L
+        (a prediction on N_test cases costs about N_test / N_train of a
+        gradient); 0 predicts from every retained iteration.
+    weight_by : how retained samples weigh in the predictions, one of
+        :data:`WEIGHT_BY`. With "gradients" every sample of a
+        super-transition weighs its chain's leapfrog steps per iteration there
+        (with jitter, their mean), so a super-transition at L = 20 and one at
+        L = 5000 weigh the same (their compute) instead of 250 : 1; the kept
+        rows carry the same weights (:meth:`ReplicaSet.kept_weights`).
+    threads : worker threads (default: the cores available); results do not depend on it.
+    standardize_targets : regression only: the chains sample a network for
+        the targets standardised by the training cases' mean and sd per output
+        (:attr:`ReplicaSet.target_mean`, :attr:`ReplicaSet.target_sd`); predictions, metrics and the
+        per-super-transition history are reported in the original units (the
+        held-out reward and the kept weights are in the standardised ones).
+    model : the model of every chain, one of :data:`MODELS`: "bnn" (the
+        Bayesian MLP with ``priors``), "neal1992" or "neal1993" (Neal's
+        parameterisations with the noise integrated out; Gaussian outputs, no
+        hyperparameters; ``priors`` and ``init_scale`` are not used, the start
+        is a prior draw).
+    calibrate_after : None, or the super-transition (counted from 0) before
+        which each chain's step scales are calibrated to the curvature at its
+        state (:func:`~adaptive_hmc.samplers.calibration.curvature_scale`, about
+        60 gradient evaluations a chain) and frozen for the rest of the run:
+        a step factor of 2 is then the leapfrog stability limit at that state.
+    """
+
+    k: int = 8
+    data: str = "full"
+    full_data_chain: bool = False
+    priors: PriorSpec = field(default_factory=PriorSpec)
+    settings: HMCSettings = HMCSettings()
+    initial_hyper: float | None = 1.0
+    init_scale: float | None = None
+    burn_in_samples: int = 0
+    burn_in_super_transitions: int = 0
+    thin: int = 0
+    threads: int | None = None
+    calibrate_after: int | None = None
+    standardize_targets: bool = False
+    model: str = "bnn"
+    weight_by: str = DEFAULT_WEIGHT_BY
+    predict_steps: int = DEFAULT_PREDICT_STEPS
+
+    def __post_init__(self):
+        for name in ("burn_in_samples", "thin", "burn_in_super_transitions", "predict_steps"):
+            v = getattr(self, name)
+            if int(v) != v or v < 0:
+                raise ValueError(f"{name}={v!r}: must be an integer >= 0")
+        if self.weight_by not in WEIGHT_BY:
+            raise ValueError(f"weight_by={self.weight_by!r}: allowed are {', '.join(WEIGHT_BY)}")
+        c = self.calibrate_after
+        if c is not None and not (int(c) == c and c >= 0):
+            raise ValueError(f"calibrate_after={c!r}: None or an integer >= 0")
+        if self.model not in MODELS:
+            raise ValueError(f"model={self.model!r}: allowed are {', '.join(MODELS)}")
+        k, data, full = self.k, self.data, self.full_data_chain
+        if data not in DATA:
+            raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")
+        if data == "full" and (k < 1 or full):
+            raise ValueError(f"data='full' (k={k}, full_data_chain={full}): needs k >= 1 chains, every "
+                             f"one on all the training cases (full_data_chain is for data='folds')")
+        if data == "folds" and k == 0 and not full:
+            raise ValueError("k=0 (no cross-validation replicas) needs full_data_chain=True")

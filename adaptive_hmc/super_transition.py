@@ -1,0 +1,168 @@
+"""The super-transition (Wang thesis section 3.2): a fixed budget of
+leapfrog steps at one setting (step factor, L) on every chain of a replica
+set, each chain in the compiled iteration on its own thread and random
+stream, so that the result is bit-identical whatever the thread count; the
+held-out and test predictions accumulated as the chains run.
+
+Flow position: replica_state -> **super_transition** -> replicas.
+"""
+from __future__ import annotations
+
+import math
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+from .models.base import hyper_values
+from .models.predictive import reset, snapshot
+from .samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
+from .samplers.chain import Observers, Record, copy_chain, new_record, run_chain
+from .samplers.settings import check_settings
+from .replica_options import as_seed_sequence
+from .replica_state import ReplicaState, Step, fold
+
+
+class SuperTransitionResult(NamedTuple):
+    """What one super-transition did. Per-iteration arrays are (R, n_iter)
+    (``hyper`` is (R, n_iter, H), columns :attr:`ReplicaSet.hyper_names`);
+    ``held_out`` has one :class:`~adaptive_hmc.models.predictive.Accumulator`
+    per CV replica holding this super-transition's samples only."""
+
+    index: int
+    step_factor: float
+    num_steps: int
+    n_iter: int
+    record: Record
+    held_out: list
+    likelihood: str
+    seconds: float
+    step: Step          # what it adds to the state and to the sample store
+    calibration_gradients: int = 0      # evaluations of the step calibration before it (all chains)
+
+    @property
+    def acceptance(self) -> np.ndarray:
+        """Acceptance rate of each replica."""
+        return self.record.accepted.mean(axis=1)
+
+    @property
+    def leapfrog_steps(self) -> int:
+        return int(self.record.num_steps.sum())
+
+    @property
+    def gradients(self) -> int:
+        """Every energy and gradient evaluation of the chains: the leapfrog
+        steps, the one after each Gibbs update (and the forward passes of the
+        interweaving moves), the step calibration's."""
+        return int(self.record.gradients.sum()) + self.calibration_gradients
+
+
+#: A probe runs this many trajectories of its L a chain (three with jitter's lengths 1..L).
+PROBE_TRAJECTORIES = 2
+#: The probes' random streams are spawned under this key, apart from the chains' (numbered from 0).
+PROBE_KEY = 2 ** 31
+
+
+def iterations(budget: int, num_steps: int, jitter: bool) -> int:
+    """Iterations of a super-transition: ``floor(budget / num_steps)``, so a
+    replica never uses more than ``budget`` leapfrog steps; with jitter (L
+    drawn uniformly from 1..num_steps, mean (num_steps + 1) / 2)
+    ``floor(2 budget / (num_steps + 1))``, so it uses ``budget`` on average."""
+    return int(2 * budget // (num_steps + 1)) if jitter else int(budget) // int(num_steps)
+
+
+def predict_every(predict_steps: int, num_steps: int, jitter: bool, n_iter: int) -> int:
+    """A super-transition of ``n_iter`` iterations predicts from every this
+    many: ceil(``predict_steps`` / L), L being ``num_steps`` or, with jitter,
+    its mean (num_steps + 1) / 2, at most ``n_iter`` (so that each predicts);
+    1 when ``predict_steps`` is 0."""
+    mean = (num_steps + 1) / 2 if jitter else num_steps
+    return max(1, min(math.ceil(predict_steps / mean), n_iter)) if predict_steps else 1
+
+
+def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budget: int,
+                     rng=None) -> tuple:
+    """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at
+    ``action`` (its ``step_factor`` and ``num_steps`` L)] on every chain of
+    ``setup``, the leapfrog steps of the ``budget`` (exactly without jitter, on
+    average with it); returns (the new :class:`ReplicaState`,
+    :class:`SuperTransitionResult`) and changes neither argument (the chains
+    run on copies; ``setup``'s scratch accumulators are reused, so one setup
+    runs one super-transition at a time). The steps are ``step_factor`` times
+    the heuristic scales, or, when the settings carry a ``step_size``
+    (absolute base steps), ``step_factor`` times those.
+
+    ``rng`` is a ``numpy.random.SeedSequence`` (one child per chain is spawned
+    from it for this call; default the set's stream after the state's
+    ``streams_spawned``) or a Generator (from which such a SeedSequence is seeded).
+    """
+    step_factor, num_steps = action["step_factor"], action["num_steps"]
+    if not (isinstance(step_factor, (int, float, np.floating)) and math.isfinite(step_factor) and step_factor > 0):
+        raise ValueError(f"step_factor={step_factor!r}: must be a finite number > 0")
+    if not (isinstance(budget, (int, np.integer)) and budget >= 1):
+        raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per replica)")
+    if not (isinstance(num_steps, (int, np.integer)) and 1 <= num_steps <= budget):
+        raise ValueError(f"num_steps={num_steps!r}: must be an integer in 1..budget ({budget})")
+    base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
+    settings = check_settings(setup.settings._replace(
+        num_steps=int(num_steps), step_factor=0.0 if base.size else float(step_factor),
+        step_size=base * float(step_factor) if base.size else np.empty(0)))
+    calibration, calibration_gradients = state.step_calibration, 0
+    if setup.calibrate_after == state.n_super:
+        calibration = np.array([curvature_scale(r.model, c.position, c.hyper)
+                                for r, c in zip(setup.replicas, state.chains)])
+        calibration_gradients = setup.n_replicas * CURVATURE_EVALUATIONS
+    R, n_iter = setup.n_replicas, iterations(budget, num_steps, settings.jitter)
+    seq = setup.streams(state.streams_spawned) if rng is None else as_seed_sequence(rng)
+    streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(R)]
+    chains = tuple(copy_chain(c) for c in state.chains)
+    H = len(setup.hyper_names)
+    rec = new_record(R, n_iter, H)
+    retain_after = setup.burn_in_samples if state.n_super >= setup.burn_in_super_transitions \
+        else np.iinfo(np.int64).max
+    thin = setup.thin
+    every = predict_every(setup.predict_steps, num_steps, settings.jitter, n_iter)
+    kept = [np.empty((n_iter // thin + 1 if thin else 0, setup.dim + H)) for _ in range(R)]
+    n_kept = [0] * R
+
+    def one(j):
+        r = setup.replicas[j]
+        reset(r.held)
+        reset(r.test)
+        c = calibration[j]
+        mine = settings._replace(step_size=settings.step_size * c) if base.size else \
+            settings._replace(step_factor=settings.step_factor * c)
+        n_kept[j] = run_chain(r.model.target, chains[j], mine, n_iter, Record(*(a[j] for a in rec)),
+                              Observers(r.held, r.test, int(retain_after), thin, kept[j], every), streams[j])
+
+    def weight(j):
+        """The weight of each retained iteration of chain j (:data:`WEIGHT_BY`)."""
+        if setup.weight_by == "iterations" or n_iter == 0:
+            return 1.0
+        return float(rec.num_steps[j].sum()) / n_iter
+
+    t0 = time.perf_counter()
+    if setup.threads > 1 and R > 1:
+        with ThreadPoolExecutor(min(setup.threads, R)) as executor:
+            list(executor.map(one, range(R)))
+    else:
+        for j in range(R):
+            one(j)
+    seconds = time.perf_counter() - t0
+    w = np.array([weight(j) for j in range(R)])
+    wp = every * w                              # a predicting sample stands for `every` iterations
+    n_retained = np.array([r.test.count[0] for r in setup.replicas])
+    mine = setup.replicas
+    step = Step(pred=wp[:, None, None] * np.stack([r.test.pred for r in mine]),
+                sq=wp[:, None, None] * np.stack([r.test.sq for r in mine]),
+                var=wp[:, None] * np.stack([r.test.var for r in mine]),
+                lse=np.log(wp)[:, None] + np.stack([r.test.lse for r in mine]),
+                count=wp * n_retained, retained=n_retained.astype(np.int64),
+                hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
+                kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w)
+    spawned = state.streams_spawned + (R if rng is None else 0)
+    new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration), step)
+    held = [snapshot(r.held) for r in setup.replicas[:setup.n_cv]]
+    return new, SuperTransitionResult(state.n_super, float(step_factor), int(num_steps), n_iter, rec, held,
+                                      setup.spec.likelihood, seconds, step, calibration_gradients)
