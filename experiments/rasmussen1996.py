@@ -339,8 +339,8 @@ def figure(summary: dict, tasks, sizes, path: Path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="two tasks, the smallest and largest training sets, "
-                                                         "short runs: a check that everything works")
+    ap.add_argument("--quick", action="store_true", help="two tasks, training sets of a quarter and of all "
+                                                         "the cases, short runs: a check that everything works")
     ap.add_argument("--out", help="directory for the sweep and the baselines (default: sweeps/rasmussen1996)")
     ap.add_argument("--workers", type=int, help="local Dask worker processes (default: one per core)")
     ap.add_argument("--scheduler", help="address of a running Dask scheduler instead of a local cluster")
@@ -349,7 +349,7 @@ def main(argv=None):
                     "set runs once per seed and method; default: the configs' seed 1)")
     args = ap.parse_args(argv)
     tasks = ("cpu", "servo") if args.quick else tuple(TASKS)
-    sizes = (8, 1) if args.quick else SIZES
+    sizes = (4, 1) if args.quick else SIZES
     out = Path(args.out or f"sweeps/rasmussen1996{'_quick' if args.quick else ''}")
     sweep_file = write_sweep(out, tasks, sizes, args.quick, args.seeds)
     timings = out / "timings.json"        # wall seconds of the invocation that did each phase's work
