@@ -526,7 +526,7 @@ def test_arma_gradient_is_the_log_densitys():
 
 
 @pytest.mark.statistical
-def test_chains_started_where_the_density_is_astronomically_small_are_moved_and_the_answer_is_right():
+def test_chains_started_where_the_density_is_astronomically_small_are_moved_and_the_answer_is_right(capsys):
     """Stan's starts, uniform(-2, 2): one chain at log density -2e79 (|theta| > 1) made the shared step collapse
     (an OverflowError or a hang before). Now it is moved to another chain's position with a warning naming it,
     and the answer agrees with importance sampling within 4 MCSE, a shift of 0.5 sd would be seen (power)."""
@@ -535,7 +535,11 @@ def test_chains_started_where_the_density_is_astronomically_small_are_moved_and_
     assert arma(starts[3])[0] < -1e70 and all(arma(s)[0] > -1e6 for s in starts[:3])
     with pytest.warns(ConvergenceWarning, match=r"warm-up iteration 8: moved chain 3 \(log density -2\.\d+e\+79\) "
                                                 r"to chain \d's position"):
-        idata = sample(arma, starts, warmup=500, super_transitions=10, seed=5)
+        idata = sample(arma, starts, warmup=500, super_transitions=10, seed=5, verbose=True)
+    last = capsys.readouterr().out.splitlines()[-1]                  # the line a run ends with, as the CLI's
+    assert re.fullmatch(r"4 chains x \d+ draws: R-hat max of the unconstrained coordinates 1\.00\d \(target <= "
+                        r"1\.01\); smallest bulk ESS \d+ \(.* per second of warm-up and sampling, .* per 1000 "
+                        r"gradients\); 0 divergent trajectories; E-BFMI min \d\.\d\d", last), last
     mean, sd = _arma_reference()
     z, rel = _moment_z(idata, mean, sd)
     assert np.all(rel < 0.1) and np.all(np.abs(z) < 4.0), z
