@@ -115,8 +115,8 @@ def _run(args) -> int:
 
 
 def _compare(args) -> int:
-    from .reports import compare, table, unfinished
-    from .results import RunError
+    from .reports import compare, density_rows, density_table, table, unfinished
+    from .results import RunError, is_density_run
     from .sweep import run_dirs
     dirs = [x for d in args.dirs for x in (run_dirs(d, finished_only=False) if (Path(d) / "sweep.yaml").is_file()
                                            else [d])]
@@ -124,11 +124,15 @@ def _compare(args) -> int:
     finished = [d for d in dirs if unfinished(d) is None]
     if not finished:
         raise RunError("no finished run to compare" + "".join(f"\n  {line}" for line in left_out))
-    rows = compare(finished, args.chains)
-    print(table(rows, markdown=False))
+    density = [d for d in finished if is_density_run(d)]
+    rows = compare([d for d in finished if d not in density], args.chains)
+    drows = density_rows(density)
+    print("\n\n".join(([table(rows, markdown=False)] if rows else []) + ([density_table(drows, False)] if drows
+                                                                          else [])))
     if left_out:
         print("\nnot in the table:\n" + "\n".join(f"  {line}" for line in left_out))
-    md = table(rows, markdown=True) + "".join(f"\n- not in the table: {line}" for line in left_out)
+    md = "\n\n".join(([table(rows, markdown=True)] if rows else []) + ([density_table(drows)] if drows else [])) \
+        + "".join(f"\n- not in the table: {line}" for line in left_out)
     if args.markdown:
         target = Path(args.markdown)
         if target.is_dir():

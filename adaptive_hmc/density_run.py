@@ -26,10 +26,8 @@ from .density_checkpoint import CheckpointError, draws_dir, previous_checkpoint
 from .diagnostics import e_bfmi
 from .general import WarmupError, sample
 from .models.density import DensityError, LogDensity
-from .results import LOCK, RunDir, RunError
+from .results import CHECKPOINT, CONFIG, LOCK, POSTERIOR, SUMMARY, RunDir, RunError
 from .store import atomic_write
-
-CHECKPOINT, POSTERIOR, SUMMARY, CONFIG = "checkpoint.npz", "posterior.nc", "summary.json", "config.resolved.yaml"
 
 
 def load(cfg: DensityConfig, source: str) -> tuple:

@@ -24,7 +24,7 @@ from scipy.special import logsumexp
 from .config import ConfigError, parse, to_dict
 from .models.predictive import pointwise_log_likelihood
 from .finished_run import read_run
-from .results import ELPD, KFOLD, RunDir, RunError
+from .results import ELPD, KFOLD, RunDir, RunError, is_density_run
 
 #: Above this Pareto k a case's PSIS-LOO term is unreliable (Vehtari et al. 2017; ArviZ's threshold).
 PARETO_K_LIMIT = 0.7
@@ -106,6 +106,8 @@ def kfold_report(d, k: int, quiet: bool = False, idata=None) -> dict:
     the export ``idata`` (when given) and the held-out test sets' log
     predictive density. Written to ``d/elpd.json``; returned."""
     from .experiment import run_experiment
+    if is_density_run(d):
+        raise ConfigError(f"--kfold {k}: {d} is a run of a density, which has no cases to leave out")
     run = read_run(d)
     if not (isinstance(k, (int, np.integer)) and k >= 2):
         raise ConfigError(f"--kfold {k!r}: the number of folds, an integer >= 2")

@@ -16,7 +16,8 @@ from scipy.stats import norm
 from .diagnostics import arviz
 from .models.predictive import class_probabilities, pointwise_log_likelihood
 from .finished_run import Run, read_run
-from .results import RunError
+from .results import POSTERIOR, RunError, is_density_run
+from .store import atomic_write
 
 
 def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95) -> tuple:
@@ -75,6 +76,12 @@ def export(d) -> Path:
       summaries treat draws as equal, so with unequal weights they describe
       the kept draws, not the run's weighted average).
     """
+    if is_density_run(d):                      # its posterior.nc is the InferenceData already
+        src, out = Path(d) / POSTERIOR, Path(d) / "inference_data.nc"
+        if not src.is_file():
+            raise RunError(f"{d}: a density run without its {POSTERIOR}: not finished (resume it with --resume)")
+        atomic_write(out, src.read_bytes())
+        return out
     run = read_run(d)
     az = arviz()
     s, P = run.samples, run.predictions

@@ -7,6 +7,8 @@ tuner's saved history (no sampling); everything else is read as saved.
 from __future__ import annotations
 
 
+from pathlib import Path
+
 import matplotlib
 import matplotlib.ticker
 
@@ -15,12 +17,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from .data import robot_arm_truth  # noqa: E402
-from .diagnostics import chain_statistics  # noqa: E402
+from .diagnostics import arviz, chain_statistics  # noqa: E402
 from .metrics import log_gradients  # noqa: E402
 from .models.mlp import predict  # noqa: E402
 from .models.predictive import predicted_labels, squared_errors  # noqa: E402
 from .finished_run import Run, read_run  # noqa: E402
-from .results import PLOTS  # noqa: E402
+from .results import PLOTS, POSTERIOR, is_density_run  # noqa: E402
 
 LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
 
@@ -246,8 +248,52 @@ def robot_arm_outputs(run: Run, path, train_box=((-1.932, -0.453), (0.534, 3.142
     plt.close(fig)
 
 
+def density_traces(d, path, most: int = 6):
+    """A density run: the tuner's actions, rewards and acceptance over
+    super-transitions (from the log in its posterior.nc), and each chain's
+    draws of the ``most`` scalar parameters whose chains disagree most
+    (largest R-hat, as in summary.json)."""
+    import ast
+    idata = arviz().from_netcdf(str(Path(d) / POSTERIOR))
+    log = ast.literal_eval(idata.attrs["tuner_log"])
+    rhat = arviz().rhat(idata)
+    scalars = [(float(rhat[v].values[i]), v, i) for v in rhat.data_vars
+               for i in np.ndindex(rhat[v].shape)]
+    scalars.sort(key=lambda t: -t[0] if np.isfinite(t[0]) else np.inf)
+    shown = scalars[:most]
+    fig, ax = plt.subplots(3 + len(shown), 1, figsize=(6.5, 5 + 1.4 * len(shown)))
+    i = np.arange(1, len(log) + 1)
+    ax[0].plot(i, [e["step_factor"] for e in log], ".-", ms=3)
+    ax[0].set_ylabel("step factor")
+    ax[1].plot(i, [e["num_steps"] for e in log], ".-", ms=3)
+    ax[1].set_ylabel("L")
+    ax[2].plot(i, [np.mean(e["acceptance"]) for e in log], ".", ms=3)
+    ax[2].set_ylabel("acceptance")
+    ax[2].set_xlabel("super-transition")
+    post = idata.posterior
+    for a, (r, v, idx) in zip(ax[3:], shown):
+        x = post[v].values[(slice(None), slice(None)) + idx]             # (chains, draws)
+        step = max(1, x.shape[1] // 2000)
+        for c in range(x.shape[0]):
+            a.plot(np.arange(0, x.shape[1], step), x[c, ::step], lw=0.5, label=f"chain {c}")
+        a.set_ylabel(f"{v}{list(idx) if idx else ''}", fontsize=8)
+        a.set_title(f"R-hat {r:.3f}", fontsize=8, loc="right")
+    if shown:
+        ax[3].legend(fontsize=7, ncol=4, loc="upper left")
+        ax[-1].set_xlabel("draw after warm-up")
+    fig.suptitle(f"Tuner and chains of the density run {Path(d).name}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def plot_run(d) -> list:
     """Write every figure that applies to run ``d`` into ``d/plots``; returns the paths."""
+    if is_density_run(d):
+        out = Path(d) / PLOTS
+        out.mkdir(exist_ok=True)
+        density_traces(d, out / "traces.png")
+        return [out / "traces.png"]
     run = read_run(d)
     out = run.dir / PLOTS
     out.mkdir(exist_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import numpy as np
 
@@ -15,7 +16,7 @@ from .diagnostics import RHAT_LIMIT
 from .models.predictive import predicted_labels, squared_errors, standard_error
 from .metrics import run_diagnostics
 from .finished_run import Run, read_run
-from .results import RunDir, RunError
+from .results import SUMMARY, RunDir, RunError
 
 
 def diagnostics(run: Run) -> dict:
@@ -132,6 +133,40 @@ def compare(dirs, chains: str | None = None) -> list:
                      "leapfrog_steps": s["leapfrog_steps"], "wall_s": s["wall_s"],
                      "compile_s": s["compile_s"], "diagnostics": diagnostics(run), "setup": _setup(run)})
     return rows
+
+
+#: The columns of a table of density runs: (header, summary.json key, format).
+DENSITY_COLUMNS = (("run", "run", "{}"), ("chains", "chains", "{}"), ("draws per chain", "draws", "{}"),
+                   ("R-hat max, every parameter", "rhat_max", "{:.3f}"), ("ESS min", "ess_bulk_min", "{:.0f}"),
+                   ("ESS per s", "ess_per_second", "{:.1f}"), ("ESS per 1000 grad", "ess_per_1000_gradients", "{:.3f}"),
+                   ("divergences", "divergences", "{}"), ("E-BFMI min", "e_bfmi_min", "{:.2f}"),
+                   ("warm-up + sampling s", "seconds", "{:.1f}"), ("compile s", "compile_s", "{:.1f}"))
+
+
+def density_rows(dirs) -> list:
+    """One row (dict) per finished density run: its summary.json's figures (R-hat over every reported
+    parameter, the smallest bulk ESS per second of warm-up and sampling and per 1000 gradients of the whole
+    run, divergences, E-BFMI), ``run`` its directory."""
+    rows = []
+    for d in dirs:
+        try:
+            s = json.loads((Path(d) / SUMMARY).read_text())
+        except (OSError, ValueError) as e:
+            raise RunError(f"{d}: {SUMMARY} is missing or damaged ({type(e).__name__}: {e})") from None
+        rows.append({"run": str(d), **{k: s.get(k) for _, k, _ in DENSITY_COLUMNS if k != "run"}})
+    return rows
+
+
+def density_table(rows, markdown: bool = True) -> str:
+    """The density runs' rows as a table (markdown), or a block of lines per run for a terminal."""
+    def cell(r, key, fmt):
+        return "-" if r.get(key) is None else fmt.format(r[key])
+    if markdown:
+        lines = ["| " + " | ".join(h for h, _, _ in DENSITY_COLUMNS) + " |", "|" + "---|" * len(DENSITY_COLUMNS)]
+        return "\n".join(lines + ["| " + " | ".join(cell(r, k, f) for _, k, f in DENSITY_COLUMNS) + " |"
+                                  for r in rows])
+    return "\n".join(_wrap(f"{r['run']} (a density run): " + "; ".join(f"{h} {cell(r, k, f)}" for h, k, f in
+                                                                       DENSITY_COLUMNS[1:])) for r in rows)
 
 
 def unfinished(d) -> str | None:

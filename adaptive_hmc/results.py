@@ -44,10 +44,21 @@ CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
 CHECKPOINT, PREVIOUS = "checkpoint.npz", "checkpoint.prev.npz"
 PREDICTIONS, SAMPLES = "predictions.npz", "samples.npz"
 TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
+#: A density run's draws (``model.kind: density``): ArviZ InferenceData, beside its summary.
+POSTERIOR = "posterior.nc"
 #: What ``export --kfold K`` writes: the elpd figures, and the run of the fold posteriors (a run directory).
 ELPD, KFOLD = "elpd.json", "kfold-{k}"
 #: Files a run writes when it starts, before its first checkpoint.
 START_FILES = {CONFIG, METADATA, LOG, LOCK, STORE}
+
+
+def is_density_run(d) -> bool:
+    """Whether run directory ``d`` holds a run of a user's density (its config's ``model.kind: density``)."""
+    try:
+        raw = yaml.safe_load((Path(d) / CONFIG).read_text())
+        return isinstance(raw, dict) and (raw.get("model") or {}).get("kind") == "density"
+    except (OSError, yaml.YAMLError):
+        return (Path(d) / POSTERIOR).is_file()
 
 
 def fold_of_case(replicas: ReplicaSet) -> np.ndarray:

@@ -33,7 +33,7 @@ from typing import NamedTuple
 import yaml
 
 from .config import Config, ConfigError, parse
-from .results import RunDir
+from .results import RunDir, is_density_run
 from .store import atomic_write
 
 SWEEP_KEYS = {"name": "the sweep's name (runs go to sweeps/NAME by default)",
@@ -117,6 +117,7 @@ def expand(path) -> tuple:
     combination x case, named by what varies, each config validated with
     its data (ConfigError, naming the sweep file and the run, on the first
     problem)."""
+    from .density_run import check
     from .experiment import build
     path = Path(path)
     spec = read_sweep(path)
@@ -129,6 +130,9 @@ def expand(path) -> tuple:
         raw = yaml.safe_load(p.read_text(encoding="utf-8"))
         if isinstance(raw, dict) and isinstance(raw.get("data"), dict) and raw["data"].get("path"):
             raw["data"]["path"] = str((p.parent / raw["data"]["path"]).resolve())   # runnable from anywhere
+        if isinstance(raw, dict) and isinstance(raw.get("model"), dict) and raw["model"].get("kind") == "density" \
+                and raw["model"].get("file"):
+            raw["model"]["file"] = str((p.parent / raw["model"]["file"]).resolve())
         base_raw[str(b)] = raw
     keys = list(spec["grid"])
     combos = []
@@ -158,10 +162,10 @@ def expand(path) -> tuple:
         raw.setdefault("run", {}).setdefault("threads", 1)    # one worker process per core does the parallelism
         source = f"{path} (run {name})"
         cfg = parse(raw, source)
-        if not isinstance(cfg, Config):
-            raise ConfigError(f"{source}: model.kind = 'density': a sweep runs network configs; run a density "
-                              f"config with adaptive-hmc run")
-        build(cfg, source)
+        if isinstance(cfg, Config):
+            build(cfg, source)
+        else:                                      # a user's density: its file, function and starts checked
+            check(cfg, source)
         planned.append(Planned(name, {k: v for k, v in over.items() if k in varying}, raw))
     return spec.get("name") or path.stem, planned
 
@@ -170,13 +174,15 @@ def run_one(config_path: str, run_dir: str, log_path: str) -> dict:
     """Run (or resume, or skip when finished) one run of a sweep; the task a
     Dask worker executes. Messages go to ``log_path``."""
     from .config import read_config
+    from .density_run import run_density
     from .experiment import run_experiment
     status = RunDir(run_dir).status()
     if status == "finished":
         return {"status": "finished", "skipped": True}
     cfg = read_config(config_path)
+    run = run_experiment if isinstance(cfg, Config) else run_density
     with open(log_path, "a") as log, redirect_stderr(log):
-        run_experiment(cfg, run_dir, source=config_path, resume=status == "checkpointed", quiet=True)
+        run(cfg, run_dir, source=config_path, resume=status == "checkpointed", quiet=True)
     return {"status": "finished", "skipped": False}
 
 
@@ -189,7 +195,10 @@ def result_row(p: Planned, run_dir: Path, status: str, error: str = "") -> dict:
     (:func:`~adaptive_hmc.reports.compare`) when it finished."""
     row = {"run": p.name, **{k: _label(v) if isinstance(v, (dict, list)) else v for k, v in p.overrides.items()},
            "status": status}
-    if status == "finished":
+    if status == "finished" and is_density_run(run_dir):
+        from .reports import density_rows
+        row.update({k: v for k, v in density_rows([run_dir])[0].items() if k != "run"})
+    elif status == "finished":
         from .reports import compare
         r = compare([run_dir])[0]
         for name in r["test"]:

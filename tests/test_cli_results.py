@@ -451,3 +451,39 @@ def test_kfold_elpd_is_exact_from_fold_chains_and_loo_says_when_it_is_unusable(t
     assert own["k"] == 3 and np.isfinite(own["elpd"]) and len(own["draws_per_fold"]) == 3
     assert main(["export", str(tmp_path / "c"), "--kfold", "4"]) == 2
     assert "has 3 cross-validation replicas of its own; use --kfold 3" in capsys.readouterr().err
+
+
+def test_compare_export_and_plot_take_density_runs_beside_network_runs(tmp_path, capsys):
+    """A run of a user's density (eight schools, short) and a network run:
+    compare tables both (the density run's R-hat over every parameter, ESS
+    per second and per 1000 gradients, divergences, E-BFMI), export writes
+    the density run's InferenceData as inference_data.nc, plot draws its
+    tuner and chains, and --kfold says a density has no cases to leave out."""
+    import shutil
+    from pathlib import Path
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    shutil.copy(configs / "eight_schools.py", tmp_path / "eight_schools.py")
+    raw = yaml.safe_load((configs / "eight_schools_density.yaml").read_text())
+    raw["sampler"] = {"warmup": 150}
+    raw["run"].update(super_transitions=4)
+    (tmp_path / "es.yaml").write_text(yaml.safe_dump(raw))
+    assert main(["run", str(tmp_path / "es.yaml"), "--out", str(tmp_path / "es"), "--quiet"]) == 0
+    net, _, _ = _table_run(tmp_path, name="net")
+    capsys.readouterr()
+    assert main(["compare", str(net), str(tmp_path / "es"), "--markdown", str(tmp_path / "t.md")]) == 0
+    out = capsys.readouterr().out
+    assert f"A: {net}" in out and re.search(rf"{re.escape(str(tmp_path / 'es'))}\s+\(a\s+density\s+run\):\s+chains", out)
+    md = (tmp_path / "t.md").read_text()
+    assert md.startswith("| run | tuner | chains | test MSE")                      # the network run's table
+    summary = json.loads((tmp_path / "es" / "summary.json").read_text())
+    assert "| run | chains | draws per chain | R-hat max, every parameter | ESS min |" in md
+    assert f"| {summary['rhat_max']:.3f} | {summary['ess_bulk_min']:.0f} |" in md
+    assert main(["export", str(tmp_path / "es")]) == 0
+    import arviz as az
+    idata = az.from_netcdf(str(tmp_path / "es" / "inference_data.nc"))
+    assert set(idata.posterior.data_vars) == {"mu", "tau", "theta"} and "energy" in idata.sample_stats
+    assert main(["plot", str(tmp_path / "es")]) == 0
+    png = tmp_path / "es" / "plots" / "traces.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
+    assert main(["export", str(tmp_path / "es"), "--kfold", "3"]) == 2
+    assert "is a run of a density, which has no cases to leave out" in capsys.readouterr().err

@@ -157,3 +157,27 @@ def test_the_docs_sweep_example_expands_and_validates(tmp_path):
     name, planned = expand(path)
     assert name == "arm_seeds" and len(planned) == 2 * 3 * 2 * 2
     assert "robot_arm_human__small__seed=2__warmup_super_transitions=3" in {p.name for p in planned}
+
+
+def test_a_sweep_runs_density_configs(tmp_path, capsys):
+    """A sweep over a user's density (eight schools, two seeds): its file found from the base config's
+    folder, each run a density run directory, the table with their R-hat, ESS and divergences; compare
+    tables them."""
+    import shutil
+    (tmp_path / "model").mkdir()
+    shutil.copy(CONFIGS / "eight_schools.py", tmp_path / "model" / "eight_schools.py")
+    raw = yaml.safe_load((CONFIGS / "eight_schools_density.yaml").read_text())
+    raw["model"]["file"] = "model/eight_schools.py"
+    raw["sampler"] = {"warmup": 100}
+    raw["run"].update(super_transitions=3)
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(raw))
+    path, out = _sweep(tmp_path, grid={"run.seed": [1, 2]}, name="dens"), tmp_path / "out"
+    assert main(["sweep", str(path), "--out", str(out), "--workers", "1"]) == 0
+    rows = _rows(out)
+    assert [r["status"] for r in rows] == ["finished"] * 2 and {r["run.seed"] for r in rows} == {"1", "2"}
+    assert all(0.9 < float(r["rhat_max"]) < 2 and float(r["ess_bulk_min"]) > 0 and r["divergences"] != ""
+               for r in rows)
+    assert all((out / "runs" / r["run"] / "posterior.nc").is_file() for r in rows)
+    capsys.readouterr()
+    assert main(["compare", str(out)]) == 0
+    assert capsys.readouterr().out.count("(a density run)") == 2
