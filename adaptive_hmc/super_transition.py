@@ -19,7 +19,7 @@ from .models.base import hyper_values
 from .models.predictive import reset, snapshot
 from .samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
 from .samplers.chain import Observers, Record, copy_chain, new_record, run_chain
-from .samplers.settings import check_settings
+from .samplers.settings import check_settings, check_step_factor
 from .replica_options import as_seed_sequence
 from .replica_state import ReplicaState, Step, fold
 
@@ -97,9 +97,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budge
     from it for this call; default the set's stream after the state's
     ``streams_spawned``) or a Generator (from which such a SeedSequence is seeded).
     """
-    step_factor, num_steps = action["step_factor"], action["num_steps"]
-    if not (isinstance(step_factor, (int, float, np.floating)) and math.isfinite(step_factor) and step_factor > 0):
-        raise ValueError(f"step_factor={step_factor!r}: must be a finite number > 0")
+    step_factor, num_steps = check_step_factor(action["step_factor"]), action["num_steps"]
     if not (isinstance(budget, (int, np.integer)) and budget >= 1):
         raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per replica)")
     if not (isinstance(num_steps, (int, np.integer)) and 1 <= num_steps <= budget):

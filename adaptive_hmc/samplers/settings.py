@@ -43,6 +43,21 @@ class SettingsError(ValueError):
         self.field, self.value, self.allowed = field, value, allowed
 
 
+def check_step_factor(value, template: bool = False) -> float:
+    """The step factor ``value`` as a float: a finite number > 0 (or 0 in a
+    ``template``, whose step is an absolute ``step_size`` or comes later);
+    :class:`SettingsError` otherwise. The one check of a step factor: the
+    settings, :func:`hmc_settings` and a super-transition's action use it (a
+    config's schema declares the same bound for its own messages)."""
+    try:
+        f = float(value) if not isinstance(value, str) else math.nan
+    except (TypeError, ValueError):
+        f = math.nan
+    if isinstance(value, bool) or not math.isfinite(f) or f < 0 or (f == 0 and not template):
+        raise SettingsError("step_factor", value, "must be a finite number > 0")
+    return f
+
+
 class HMCSettings(NamedTuple):
     """Settings of the [Gibbs update, HMC transition] iteration (also read by
     random-walk Metropolis and stochastic dynamics).
@@ -108,11 +123,9 @@ def check_settings(s: HMCSettings, need_step: bool = True) -> HMCSettings:
     if window > num_steps and need_step:
         raise SettingsError("window", window, f"must be in 1..num_steps ({num_steps})")
     step_size = np.atleast_1d(np.asarray(s.step_size, dtype=np.float64)).ravel()
-    step_factor = float(s.step_factor)
+    step_factor = check_step_factor(s.step_factor, template=True)
     if need_step and (step_factor > 0) == (step_size.size > 0):
         raise SettingsError("step_factor", s.step_factor, "give exactly one of step_factor and step_size")
-    if not (math.isfinite(step_factor) and step_factor >= 0):
-        raise SettingsError("step_factor", s.step_factor, "must be a finite number > 0")
     if not np.all(step_size > 0):
         raise SettingsError("step_size", s.step_size, "every entry must be > 0")
     if not 0.0 <= s.persistence < 1.0:
@@ -159,7 +172,7 @@ def hmc_settings(num_steps: int = 1, *, step_factor: float | None = None, step_s
     """Checked :class:`HMCSettings` of one transition: exactly one of
     ``step_factor`` (> 0) and ``step_size`` (> 0, scalar or per parameter);
     ``options`` are the other fields (ValueError names any problem)."""
-    if step_factor is not None and not step_factor > 0:
-        raise SettingsError("step_factor", step_factor, "must be > 0")
+    if step_factor is not None:
+        check_step_factor(step_factor)
     return check_settings(HMCSettings(num_steps, 0.0 if step_factor is None else step_factor,
                                       _NO_STEP if step_size is None else step_size, **options))
