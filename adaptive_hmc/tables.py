@@ -127,6 +127,12 @@ def target_indices(target_columns, names, width: int) -> list:
     return cols
 
 
+def label_classes(cells) -> tuple:
+    """The classes of a column of text labels: its distinct cells but the
+    missing ones, sorted; class k is the k-th (as scikit-learn codes them)."""
+    return tuple(sorted({c for c in cells if c.strip().lower() not in MISSING}))
+
+
 def read_table(path: Path, target_columns, key: str, value, delimiter=None, header=None, labels: bool = False):
     """(X, Y, column names or None, classes) of a table (see :func:`parse_table`):
     ``target_columns`` are Y, the rest X; missing cells are NaN. With
@@ -141,8 +147,7 @@ def read_table(path: Path, target_columns, key: str, value, delimiter=None, head
     cols = target_indices(target_columns, names, A.shape[1])
     classes: tuple = ()
     for j, cells in texts.items():
-        known = [c for c in cells if c.strip().lower() not in MISSING]
-        classes = tuple(sorted(set(known)))
+        classes = label_classes(cells)
         code = {c: k for k, c in enumerate(classes)}
         A[:, j] = [code.get(c, math.nan) for c in cells]
     return np.delete(A, cols, axis=1), A[:, cols], names, classes

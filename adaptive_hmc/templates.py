@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .tables import MISSING, DataError, parse_table, target_indices
+from .tables import DataError, label_classes, parse_table, target_indices
 
 #: The tasks a template is shipped for.
 KINDS = ("regression", "classification")
@@ -83,7 +83,7 @@ def write_template(kind: str, out: Path, csv: Path | None = None, target: str | 
         text = _set(text, "path", _scalar(rel))
         text = _set(text, "target_columns", f"[{_scalar(target)}]")
         if kind == "classification":
-            classes = {c for c in texts.get(col, ()) if c.strip().lower() not in MISSING}
+            classes = label_classes(texts.get(col, ()))
             text = _set(text, "likelihood", ("logistic" if len(classes) == 2 else "softmax") if len(classes) >= 2
                         else _classes(A[:, col], target, csv))
     elif target is not None:
