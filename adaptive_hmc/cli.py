@@ -186,8 +186,10 @@ def _plot(args) -> int:
 
 def _export(args) -> int:
     from .diagnostics import arviz
-    from .elpd import kfold_report, loo_verdict, psis_loo, report_lines
+    from .elpd import check_kfold, kfold_report, loo_verdict, psis_loo, report_lines
     from .export import export
+    if args.kfold is not None:
+        check_kfold(args.dir, args.kfold)            # before any work
     path = export(args.dir)
     print(path)
     idata = arviz().from_netcdf(str(path))

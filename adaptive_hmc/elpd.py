@@ -99,6 +99,18 @@ def kfold_config(run, k: int):
     return parse(raw, f"{run.dir}/config.resolved.yaml with replicas.data folds, k {k}")
 
 
+def check_kfold(d, k) -> None:
+    """ConfigError unless ``--kfold k`` can be asked of run ``d``: k >= 2 folds, a run with cases (not a
+    density), and k its own number of cross-validation replicas when it has some."""
+    if not (isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 2):
+        raise ConfigError(f"--kfold {k!r}: the number of folds, an integer >= 2")
+    if is_density_run(d):
+        raise ConfigError(f"--kfold {k}: {d} is a run of a density, which has no cases to leave out")
+    n_cv = read_run(d).n_cv
+    if n_cv and n_cv != k:
+        raise ConfigError(f"--kfold {k}: the run has {n_cv} cross-validation replicas of its own; use --kfold {n_cv}")
+
+
 def kfold_report(d, k: int, quiet: bool = False, idata=None) -> dict:
     """K-fold elpd of run ``d``: from its own fold chains when it has ``k``
     of them, else from a run of :func:`kfold_config` into ``d/kfold-K``
@@ -106,17 +118,11 @@ def kfold_report(d, k: int, quiet: bool = False, idata=None) -> dict:
     the export ``idata`` (when given) and the held-out test sets' log
     predictive density. Written to ``d/elpd.json``; returned."""
     from .experiment import run_experiment
-    if is_density_run(d):
-        raise ConfigError(f"--kfold {k}: {d} is a run of a density, which has no cases to leave out")
+    check_kfold(d, k)
     run = read_run(d)
-    if not (isinstance(k, (int, np.integer)) and k >= 2):
-        raise ConfigError(f"--kfold {k!r}: the number of folds, an integer >= 2")
-    if run.n_cv == k and "fold_of_case" in run.predictions:
+    if run.n_cv == k:
         folds_run, source = run, "the run's own cross-validation replicas"
     else:
-        if run.n_cv:
-            raise ConfigError(f"--kfold {k}: the run has {run.n_cv} cross-validation replicas of its own; use --kfold "
-                              f"{run.n_cv}")
         out = Path(d) / KFOLD.format(k=k)
         done = (out / "summary.json").is_file()
         if not done:
