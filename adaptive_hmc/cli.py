@@ -86,7 +86,7 @@ def _starting(args) -> None:
 def _run(args) -> int:
     if args.dry_run:
         return _validate(args)
-    from .config import Config, ConfigError, read_config
+    from .config import Config, read_config
     from .experiment import run_experiment
     from .results import RunError
     overrides = {} if args.seed is None else {"run.seed": args.seed}
@@ -97,9 +97,6 @@ def _run(args) -> int:
         raise RunError(f"--extend {args.extend}: the number of super-transitions to add, an integer >= 1")
     if not isinstance(cfg, Config):                      # model.kind: density
         from .density_run import run_density as run
-        if extra:
-            raise ConfigError(f"{args.config}: --extend {args.extend}: extends runs of network configs (model.kind "
-                              f"bnn, neal1992, neal1993); this one is a density's")
     if args.out:
         out = Path(args.out)
     else:   # a fresh directory: runs/NAME-seedS, then -2, -3, ...

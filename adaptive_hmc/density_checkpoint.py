@@ -25,8 +25,14 @@ class CheckpointError(ValueError):
     """A checkpoint of :func:`~adaptive_hmc.general.sample` that cannot be resumed (damaged, or another run's)."""
 
 
+#: What a checkpoint's key may hold (as those written before runs could be extended did) that a resume need not
+#: share: the run's length (more extends it).
+LENGTH = ("super_transitions",)
+
+
 def run_key(q0, seed, **settings) -> dict:
-    """What a checkpoint must share with the run that resumes it."""
+    """What a checkpoint must share with the run that resumes or extends it
+    (everything but the run's length)."""
     seed_repr = seed if isinstance(seed, (int, np.integer)) else repr(as_seed_sequence(seed).entropy)
     return dict(settings, seed=int(seed_repr) if isinstance(seed_repr, (int, np.integer)) else seed_repr,
                 starts=hashlib.sha256(np.ascontiguousarray(q0).tobytes()).hexdigest(), shape=list(q0.shape))
@@ -109,7 +115,8 @@ def restore(path: Path, key: dict, chains) -> tuple:
     from .tuners.bandit import BanditTuner
     ck, note = _read_checkpoint(path)
     state = ck.replicas
-    differ = sorted(k for k in set(key) | set(state["key"]) if key.get(k) != state["key"].get(k))
+    saved = {k: v for k, v in state["key"].items() if k not in LENGTH}
+    differ = sorted(k for k in set(key) | set(saved) if key.get(k) != saved.get(k))
     if differ:
         raise CheckpointError(f"checkpoint {path}: written by a run with other {', '.join(differ)}; resume with the "
                               f"same arguments, or give another path")

@@ -3,7 +3,8 @@ the function from its file, check it at the starts, sample it with
 :func:`~adaptive_hmc.general.sample` into a run directory (``checkpoint.npz``
 after warm-up and every super-transition, the one before it kept as
 ``checkpoint.prev.npz``, the draws appended to ``checkpoint.draws/``, then
-``posterior.nc`` and ``summary.json``), and resume an interrupted one.
+``posterior.nc`` and ``summary.json``), resume an interrupted one, and extend a
+finished one (``metadata.json`` records when it started and each extension).
 
 Flow position: config -> **density_run** (general + results' run-directory conventions).
 """
@@ -26,7 +27,7 @@ from .density_checkpoint import CheckpointError, draws_dir, previous_checkpoint
 from .diagnostics import e_bfmi
 from .general import WarmupError, sample
 from .models.density import DensityError, LogDensity
-from .results import CHECKPOINT, CONFIG, LOCK, POSTERIOR, SUMMARY, RunDir, RunError
+from .results import CHECKPOINT, CONFIG, LOCK, METADATA, POSTERIOR, SUMMARY, RunDir, RunError
 from .store import atomic_write
 
 
@@ -91,12 +92,29 @@ def check(cfg: DensityConfig, source: str) -> tuple:
     return fn, constrain, q0
 
 
-def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quiet: bool = False) -> dict:
-    """Run ``cfg`` into directory ``out`` (or resume it from its checkpoint); the summary."""
+def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quiet: bool = False,
+                extend: int = 0) -> dict:
+    """Run ``cfg`` into directory ``out`` (or resume it from its checkpoint);
+    the summary. ``extend``: add that many super-transitions to the finished
+    run in ``out`` (the draws of a run asked for that many more at the start;
+    its length is recorded in ``metadata.json``, so that ``resume`` continues
+    an interrupted extension to it)."""
     out = Path(out)
-    if (out / SUMMARY).is_file():
-        raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again")
-    if ((out / CHECKPOINT).is_file() or (out / previous_checkpoint(Path(CHECKPOINT))).is_file()) and not resume:
+    rd = RunDir(out)
+    finished = (out / SUMMARY).is_file()
+    checkpointed = (out / CHECKPOINT).is_file() or (out / previous_checkpoint(Path(CHECKPOINT))).is_file()
+    if extend and (resume or not finished):
+        raise RunError("--resume continues an interrupted run or extension; --extend adds to a finished one: one "
+                       "or the other" if resume else f"{out}: --extend {extend}: adds super-transitions to a "
+                       f"finished run, and " + ("this one is unfinished (--resume it first)" if checkpointed
+                                                else "there is none here"))
+    if finished and not extend:
+        raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again, or "
+                       f"--extend N to add N super-transitions to it")
+    if extend and not checkpointed:
+        raise RunError(f"{out}: --extend {extend}: its checkpoint is gone, so the chains cannot go on; run again "
+                       f"with a longer run.super_transitions")
+    if checkpointed and not (resume or extend):
         raise RunError(f"{out}: holds an unfinished run with a checkpoint; add --resume to continue it, or use "
                        f"another --out")
     if resume and not out.exists():
@@ -104,8 +122,8 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
                        f"there")
     if out.exists() and not out.is_dir():
         raise RunError(f"{out}: not a directory; choose another --out")
-    ours = {CONFIG, CHECKPOINT, previous_checkpoint(Path(CHECKPOINT)).name, draws_dir(Path(CHECKPOINT)).name,
-            POSTERIOR, SUMMARY, LOCK}
+    ours = {CONFIG, METADATA, CHECKPOINT, previous_checkpoint(Path(CHECKPOINT)).name,
+            draws_dir(Path(CHECKPOINT)).name, POSTERIOR, SUMMARY, LOCK}
     foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.endswith(".tmp")) \
         if out.is_dir() else []
     if foreign:
@@ -117,17 +135,20 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
         if saved != to_dict(cfg):
             raise RunError(f"{out}: its run has another config ({out / CONFIG}); resume with that config, or use "
                            f"another --out")
-    lock = RunDir(out).lock()              # a second run into the directory is refused, naming the holder
+    lock = rd.lock()                       # a second run into the directory is refused, naming the holder
     try:
-        if (out / SUMMARY).is_file():        # finished while this one waited to start
+        if (out / SUMMARY).is_file() != bool(finished):      # finished while this one waited to start
             raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again")
         atomic_write(out / CONFIG, yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
+        if not (out / METADATA).is_file():
+            rd.write_metadata(dict(config=source, started=time.strftime("%Y-%m-%dT%H:%M:%S")))
+        total = rd.begin_extension(extend) if extend else rd.extended_to() or cfg.run.super_transitions
         try:
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always", ConvergenceWarning)
                 idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
                                constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet,
-                               **cfg.sample_options())
+                               **{**cfg.sample_options(), "super_transitions": total})
         except KeyboardInterrupt:
             raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the "
                               f"warm-up once it ended); resume with: adaptive-hmc run {source} --out {out} "

@@ -33,7 +33,7 @@ from .replica_options import as_seed_sequence
 from .super_transition import SuperTransitionResult, iterations
 from .rewards import esjd_reward
 from .runner import can_draw_bar, compile_kernels, run_super_transitions
-from .density_checkpoint import previous_checkpoint, restore, run_key, save
+from .density_checkpoint import CheckpointError, previous_checkpoint, restore, run_key, save
 from .samplers.adaptation import STEP_FLOOR, DualAveraging, lost_chains, pooled_variance, windows
 from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from .samplers.settings import HMCSettings, check_settings
@@ -270,7 +270,9 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     ``NAME.prev.npz`` and taken when the newest is damaged), each
     super-transition's draws appended once to ``NAME.draws/``; a run given the same arguments
     and an existing checkpoint resumes from it, to the very draws an
-    uninterrupted run makes. ``stop_after``: return None after that many
+    uninterrupted run makes; given more ``super_transitions`` than a finished
+    run's checkpoint holds, it extends that run, to the draws of a run asked
+    for the longer length at the start. ``stop_after``: return None after that many
     super-transitions of this call, leaving the checkpoint (as an interruption
     would).
     """
@@ -296,14 +298,18 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     seed_chains, seed_tuner = as_seed_sequence(seed).spawn(2)
     chains = DensityChains(model, q0, seed_chains, threads)
     compile_s = compile_kernels(chains, quiet=not verbose and not can_draw_bar())
-    key = run_key(q0, seed, warmup=int(warmup), super_transitions=int(super_transitions), budget=budget,
-               step_factor_bounds=[flo, fhi], trajectory_bounds=[tlo, thi], target_accept=float(target_accept),
-               tuner=None if tuner is None else repr(tuner))
+    key = run_key(q0, seed, warmup=int(warmup), budget=budget, step_factor_bounds=[flo, fhi],
+                  trajectory_bounds=[tlo, thi], target_accept=float(target_accept),
+                  tuner=None if tuner is None else repr(tuner))
     path = None if checkpoint is None else Path(checkpoint)
     if path is not None and (path.exists() or previous_checkpoint(path).exists()):
         run, bandit, log, stats, note = restore(path, key, chains)
         if note:
             print(note, file=sys.stderr, flush=True)
+        if chains.n_super > super_transitions:
+            raise CheckpointError(f"checkpoint {path}: holds {chains.n_super} super-transitions, more than the "
+                                  f"super_transitions={super_transitions} asked for; ask for at least "
+                                  f"{chains.n_super} (more extend the run), or give another path")
         step, budget, bounds = run["step"], run["budget"], run["bounds"]
     else:
         t0 = time.perf_counter()

@@ -444,6 +444,47 @@ def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys, m
         assert not (tmp_path / "c").exists()
 
 
+def test_a_finished_density_run_is_extended_to_the_draws_of_the_longer_run(tmp_path, capsys, monkeypatch):
+    """--extend N on a finished density run of n super-transitions: the
+    draws of a run asked for n + N at the start, bit for bit, also when the
+    extension is interrupted and resumed; the lengths recorded in its
+    metadata; --extend refused (exit 2, saying why) with --resume, on an
+    unfinished run and where there is none."""
+    import json
+    import yaml
+    from adaptive_hmc.cli import main
+    cfg = _eight_schools(tmp_path, warmup=200, super_transitions=4)
+    longer = tmp_path / "longer.yaml"
+    longer.write_text(yaml.safe_dump({**yaml.safe_load(cfg.read_text()),
+                                      "run": {**yaml.safe_load(cfg.read_text())["run"], "super_transitions": 9}}))
+    assert main(["run", str(longer), "--out", str(tmp_path / "whole"), "--quiet"]) == 0
+    whole = az.from_netcdf(str(tmp_path / "whole" / "posterior.nc"))
+    a = tmp_path / "a"
+    assert main(["run", str(cfg), "--out", str(a), "--quiet"]) == 0
+    assert main(["run", str(cfg), "--out", str(a), "--quiet", "--extend", "2"]) == 0
+    with monkeypatch.context() as m:                          # the second extension interrupted after 7
+        _interrupted_after(m, 6)
+        assert main(["run", str(cfg), "--out", str(a), "--quiet", "--extend", "3"]) == 130
+    capsys.readouterr()
+    assert main(["run", str(cfg), "--out", str(a), "--quiet", "--extend", "1"]) == 2
+    assert "this one is unfinished (--resume it first)" in capsys.readouterr().err
+    assert main(["run", str(cfg), "--out", str(a), "--quiet", "--resume", "--extend", "1"]) == 2
+    assert "one or the other" in capsys.readouterr().err
+    assert main(["run", str(cfg), "--out", str(a), "--quiet", "--resume"]) == 0
+    extended = az.from_netcdf(str(a / "posterior.nc"))
+    assert extended.posterior["theta"].shape == whole.posterior["theta"].shape
+    np.testing.assert_array_equal(extended.posterior["theta"].values, whole.posterior["theta"].values)
+    np.testing.assert_array_equal(extended.sample_stats["diverging"].values, whole.sample_stats["diverging"].values)
+    meta = json.loads((a / "metadata.json").read_text())
+    assert [(e["from"], e["to"]) for e in meta["extended"]] == [(4, 6), (6, 9)]
+    assert json.loads((a / "summary.json").read_text())["draws"] == json.loads(
+        (tmp_path / "whole" / "summary.json").read_text())["draws"]
+    capsys.readouterr()
+    assert main(["run", str(cfg), "--out", str(tmp_path / "none"), "--extend", "3"]) == 2
+    assert "--extend 3: adds super-transitions to a finished run, and there is none here" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+
 def test_a_density_file_with_cached_numba_functions_runs_again_from_the_cache(tmp_path):
     """A user's file whose functions are @njit(cache=True): the second run loads them from Numba's cache.
     Numba records a cached function's module by the name it is registered under; a module not in
