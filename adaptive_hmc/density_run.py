@@ -25,7 +25,8 @@ from .config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
 from .density_checkpoint import CheckpointError, draws_dir, previous_checkpoint
 from .diagnostics import e_bfmi
-from .general import WarmupError, sample
+from .density_chains import WarmupError
+from .general import sample
 from .models.density import DensityError, LogDensity
 from .results import CHECKPOINT, CONFIG, LOCK, METADATA, POSTERIOR, SUMMARY, RunDir, RunError
 from .store import atomic_write
@@ -148,7 +149,8 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
                 warnings.simplefilter("always", ConvergenceWarning)
                 idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
                                constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet,
-                               **{**cfg.sample_options(), "super_transitions": total})
+                               **{**cfg.sample_options(), "super_transitions": total,
+                                  **({"until": None} if rd.extended_to() else {})})
         except KeyboardInterrupt:
             raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the "
                               f"warm-up once it ended); resume with: adaptive-hmc run {source} --out {out} "
@@ -188,4 +190,5 @@ def summarize(idata) -> dict:
                 divergences=int(idata.sample_stats.diverging.values.sum()), seconds=round(seconds, 3),
                 compile_s=round(float(a["compile_seconds"]), 3), chains=int(idata.posterior.sizes["chain"]),
                 draws=int(idata.posterior.sizes["draw"]), budget=int(a["budget"]),
+                **({"convergence": json.loads(a["convergence"])} if "convergence" in a else {}),
                 finished=time.strftime("%Y-%m-%dT%H:%M:%S"))

@@ -202,6 +202,30 @@ def e_bfmi(energy) -> np.ndarray:
 E_BFMI_LIMIT = 0.3
 
 
+def check_line(n: int, status: str, met: bool, out_of_time: bool, limit: str) -> str:
+    """What a run that goes on until its chains meet says at a check after super-transition ``n``."""
+    return (f"after {n} super-transitions: {status}"
+            + ("; done" if met else f"; the time limit ({limit}) is reached" if out_of_time else "; going on"))
+
+
+def time_limit_warning(stopped: dict, limit: str, seconds: float) -> str:
+    """The warning of a run stopped at its time limit ``limit`` = ``seconds`` before its chains met."""
+    return (f"stopped at the time limit, {limit}={seconds:g}, after {stopped['super_transitions']} super-transitions, "
+            f"before the chains met: {stopped['status']} (raise {limit})")
+
+
+def draws_convergence(st: dict, target_ess: float) -> tuple:
+    """(met, line) of a run of :func:`~adaptive_hmc.general.sample` that goes
+    on until its chains meet: whether the largest R-hat of the unconstrained
+    coordinates (``st``: :func:`chain_statistics`) is at most
+    :data:`RHAT_LIMIT` and their smallest bulk ESS at least ``target_ess``;
+    and a line saying how far each is."""
+    r, ess = float(np.max(st["rhat"])), float(np.min(st["ess_bulk"]))
+    met = bool(r <= RHAT_LIMIT and ess >= target_ess)
+    return met, (f"R-hat max of the unconstrained coordinates {r:.3f} (target <= {RHAT_LIMIT}), smallest bulk ESS "
+                 f"{ess:.0f} (target >= {target_ess:g})")
+
+
 def summary_line(st: dict, stats: dict, gradients: int, seconds: float) -> str:
     """The line a run of :func:`~adaptive_hmc.general.sample` ends with (``verbose``, and the CLI's
     run of a density config): R-hat and ESS of the unconstrained coordinates

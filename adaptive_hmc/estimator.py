@@ -19,8 +19,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .data import Standardizer
-from .metrics import (check_line, convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics,
-                      time_limit_warning)
+from .diagnostics import check_line, time_limit_warning
+from .metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
 from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior

@@ -16,8 +16,8 @@ from .config import Config, ConfigError, parse, to_dict
 from .data import Standardizer, select_features
 from .replicas import memory_estimate
 from .super_transition import iterations
-from .metrics import (check_line, convergence, diagnostics_line, replica_diagnostics, rhat_warning,
-                      time_limit_warning)
+from .diagnostics import check_line, time_limit_warning
+from .metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
 from .results import RunDir, RunError
 from .runner import Progress, check_due, compile_kernels, make_run, run_super_transitions
 

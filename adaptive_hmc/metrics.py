@@ -51,18 +51,6 @@ def convergence(diagnostics: dict, target_ess: float) -> tuple:
                  f"the predictions {ess:.0f} (target >= {target_ess:g})")
 
 
-def check_line(n: int, status: str, met: bool, out_of_time: bool, limit: str) -> str:
-    """What a run that goes on until its chains meet says at a check after super-transition ``n``."""
-    return (f"after {n} super-transitions: {status}"
-            + ("; done" if met else f"; the time limit ({limit}) is reached" if out_of_time else "; going on"))
-
-
-def time_limit_warning(stopped: dict, limit: str, seconds: float) -> str:
-    """The warning of a run stopped at its time limit ``limit`` = ``seconds`` before its chains met."""
-    return (f"stopped at the time limit, {limit}={seconds:g}, after {stopped['super_transitions']} super-transitions, "
-            f"before the chains met: {stopped['status']} (raise {limit})")
-
-
 def _spaced_draws(kept: dict, rows, values) -> np.ndarray:
     """Draws (chains, draws, ...) of ``values(mask)`` (one row per kept
     sample of the chain ``mask`` selects), spaced by the samples' weights

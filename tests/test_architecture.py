@@ -24,7 +24,7 @@ LAYERS = [
     ("rewards",),
     ("tuners",),
     ("runner",),
-    ("density_checkpoint",),
+    ("density_chains", "density_checkpoint"),
     ("general", "timing"),
     ("config", "templates"),
     ("metrics",),

@@ -196,6 +196,50 @@ def test_user_density_samples_a_known_gaussian():
     np.testing.assert_array_equal(py.posterior["q"].values, idata.posterior["q"].values)
 
 
+def test_sample_until_the_chains_meet_stops_when_they_do_or_at_its_time_limit():
+    """``until``: sample() goes on past super_transitions until R-hat <= 1.01
+    and the smallest bulk ESS reaches the target, judged at the
+    super-transitions of check_due (the returned draws meet both, by ArviZ's
+    own figures, and stopping one check earlier they did not), and its answer
+    is right (within 4 MCSE); a time limit that is too short stops it at the
+    first super-transition past super_transitions, says so in a warning and
+    in attrs; a bad ``until`` is a ValueError naming it."""
+    import json
+    import warnings
+    from sklearn.exceptions import ConvergenceWarning
+    from adaptive_hmc.runner import check_due
+    rng = np.random.default_rng(5)
+    starts = MEAN + 3 * SD * rng.normal(size=(4, 4))
+    idata = sample(gaussian, starts, warmup=300, super_transitions=2, budget=300, seed=3,
+                   until={"max_seconds": 600, "target_ess": 6000})
+    conv = json.loads(idata.attrs["convergence"])
+    n = conv["super_transitions"]
+    assert conv["met"] and n > 5 and check_due(n, 2), conv
+    assert float(az.rhat(idata)["q"].max()) <= 1.01 and float(az.ess(idata)["q"].min()) >= 6000
+    z, _ = _moment_z(idata, MEAN, SD)
+    assert np.all(np.abs(z) < 4.0), z
+    earlier = max(c for c in range(2, n) if check_due(c, 2))      # the check before did not meet
+    import ast
+    from adaptive_hmc.super_transition import iterations
+    per_st = [iterations(300, e["num_steps"], True) for e in ast.literal_eval(idata.attrs["tuner_log"])]
+    assert sum(per_st) == idata.posterior.sizes["draw"]
+    draws = idata.posterior["q"].values[:, :sum(per_st[:earlier])]
+    before = az.convert_to_dataset({"q": draws})
+    assert float(az.rhat(before)["q"].max()) > 1.01 or float(az.ess(before)["q"].min()) < 6000
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always", ConvergenceWarning)
+        short = sample(gaussian, starts, warmup=300, super_transitions=2, budget=300, seed=3,
+                       until={"max_seconds": 1e-6, "target_ess": 1e9})
+    conv = json.loads(short.attrs["convergence"])
+    assert not conv["met"] and conv["super_transitions"] == 2
+    assert any("stopped at the time limit, until max_seconds=1e-06, after 2 super-transitions" in str(w.message)
+               for w in said)
+    for bad, message in (({"max_second": 5}, "a dict of max_seconds and target_ess"),
+                         ({"target_ess": -1}, "until target_ess=-1: a number > 0")):
+        with pytest.raises(ValueError, match=message):
+            sample(gaussian, starts, warmup=10, super_transitions=1, until=bad)
+
+
 @numba.njit
 def funnel(q):
     """Neal's funnel: v ~ N(0, 3^2), x_k ~ N(0, e^v), k = 1..8, centred (q = [v, x])."""
@@ -485,6 +529,27 @@ def test_a_finished_density_run_is_extended_to_the_draws_of_the_longer_run(tmp_p
     assert not (tmp_path / "none").exists()
 
 
+def test_a_density_config_with_run_until_stops_when_its_chains_meet(tmp_path, capsys):
+    """run.until in a density config: the run goes on until its chains meet,
+    says so at each check, and its summary holds the verdict; --extend then
+    adds exactly N (run.until off)."""
+    import json
+    import yaml
+    from adaptive_hmc.cli import main
+    cfg = _eight_schools(tmp_path, warmup=300, super_transitions=2)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["run"]["until"] = {"max_seconds": 600, "target_ess": 1000}
+    cfg.write_text(yaml.safe_dump(raw))
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a")]) == 0
+    err = capsys.readouterr().out
+    assert "after 5 super-transitions: R-hat max of the unconstrained coordinates" in err
+    conv = json.loads((tmp_path / "a" / "summary.json").read_text())["convergence"]
+    assert conv["met"] and conv["super_transitions"] >= 5, conv
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", "--extend", "2"]) == 0
+    extended = az.from_netcdf(str(tmp_path / "a" / "posterior.nc"))
+    assert len(eval(extended.attrs["tuner_log"])) == conv["super_transitions"] + 2
+
+
 def test_a_density_file_with_cached_numba_functions_runs_again_from_the_cache(tmp_path):
     """A user's file whose functions are @njit(cache=True): the second run loads them from Numba's cache.
     Numba records a cached function's module by the name it is registered under; a module not in
@@ -593,7 +658,7 @@ def test_chains_that_cannot_move_stop_warm_up_with_a_message_naming_one():
     bounded number of iterations (25 at the step's floor) saying which chain, where, and what to do."""
     import time
     from sklearn.exceptions import ConvergenceWarning
-    from adaptive_hmc.general import WarmupError
+    from adaptive_hmc.density_chains import WarmupError
     starts = np.random.default_rng(4).uniform(-2, 2, size=(4, 4))
     assert all(arma(s)[0] < -1e30 for s in starts)
     t0 = time.perf_counter()

@@ -12,7 +12,7 @@ from ..general import sample
 from ..replica_options import ReplicaOptions, default_data
 from ..runner import MAX_SUPER_TRANSITIONS, RunOptions
 from .base import Number, NumberPair, _Strict
-from .sections import DataConfig, ModelConfig, ReplicasConfig, RunConfig, SamplerConfig, TunerConfig
+from .sections import DataConfig, ModelConfig, ReplicasConfig, RunConfig, SamplerConfig, TunerConfig, UntilConfig
 
 
 class Config(_Strict):
@@ -109,6 +109,11 @@ class DensityRunConfig(_Strict):
     seed: int = Field(0, ge=0, description="decides every random number (also --seed)")
     threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
                                    "depend on it")
+    until: Optional[UntilConfig] = Field(None, description="go on after run.super_transitions until the largest "
+                                         "R-hat of the unconstrained coordinates is at most 1.01 and their smallest "
+                                         "bulk ESS reaches target_ess (here: of the coordinates), checking every 5 "
+                                         "super-transitions and a quarter more than at the last check, within "
+                                         "max_seconds of warm-up and sampling; null: exactly super_transitions")
 
 
 class DensityConfig(_Strict):
@@ -125,4 +130,6 @@ class DensityConfig(_Strict):
         s, r = self.sampler, self.run
         return dict(warmup=s.warmup, target_accept=s.target_accept, step_factor_bounds=tuple(s.step_factor_bounds),
                     trajectory_bounds=tuple(s.trajectory_bounds), super_transitions=r.super_transitions,
-                    budget=r.budget, seed=r.seed, threads=r.threads)
+                    budget=r.budget, seed=r.seed, threads=r.threads,
+                    until=None if r.until is None else dict(max_seconds=float(r.until.max_seconds),
+                                                            target_ess=float(r.until.target_ess)))
