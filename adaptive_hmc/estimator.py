@@ -24,7 +24,7 @@ from .metrics import convergence, kept_samples, log_gradients, rhat_warning, run
 from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
-from .replica_options import DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
+from .replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
 from .runner import (DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, Progress, RunOptions, can_draw_bar, check_due,
                      compile_kernels, make_run)
 from .samplers.settings import HMCSettings
@@ -50,7 +50,7 @@ def _same(a, b) -> bool:
 
 
 class _BNN(BaseEstimator):
-    def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
+    def __init__(self, hidden=(16,), k=DEFAULT_CHAINS, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
@@ -292,7 +292,7 @@ class BNNClassifier(ClassifierMixin, _BNN):
                "error_rate).\n" + _COMMON_DOC
                + '    cv_metric : with ``reward="cv"``, the held-out error rewarded: "log_loss" or "error_rate".\n')
 
-    def __init__(self, hidden=(16,), k=4, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
+    def __init__(self, hidden=(16,), k=DEFAULT_CHAINS, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,

@@ -70,6 +70,16 @@ WEIGHT_BY = ("iterations", "gradients")
 DEFAULT_WEIGHT_BY = "gradients"
 #: Leapfrog steps between predicting samples, at least (``predict_steps``).
 DEFAULT_PREDICT_STEPS = 100
+#: The number of chains of one posterior when none is given, whatever the entry point (a network config with
+#: ``replicas.data: full``, the estimators, a density config): as Stan's and ArviZ's, enough for R-hat to see
+#: chains that disagree. Cross-validation replicas (``data: folds``) default to the thesis's 8 folds.
+DEFAULT_CHAINS, DEFAULT_FOLDS = 4, 8
+
+
+def chains_or_folds(k: int | None, data: str) -> int:
+    """``k``, or when it is None the default for ``data``: :data:`DEFAULT_CHAINS` chains of one posterior
+    ("full") or :data:`DEFAULT_FOLDS` folds ("folds")."""
+    return (DEFAULT_CHAINS if data == "full" else DEFAULT_FOLDS) if k is None else k
 
 
 
@@ -82,7 +92,8 @@ class ReplicaOptions:
     k : with ``data="full"``, the number of chains of the posterior (>= 1);
         with ``data="folds"``, the number of folds (and of CV replicas), >= 2,
         or 0 for the full-data chain alone (no reward). The split is seeded
-        and, for classification, stratified.
+        and, for classification, stratified. None (the default): 4 chains or
+        8 folds (:func:`chains_or_folds`).
     data : one of :data:`DATA`: "full" (every chain on all the training cases)
         or "folds" (CV replicas).
     full_data_chain : folds only: add one chain on all training cases; it
@@ -130,7 +141,7 @@ class ReplicaOptions:
         a step factor of 2 is then the leapfrog stability limit at that state.
     """
 
-    k: int = 8
+    k: int | None = None
     data: str = "full"
     full_data_chain: bool = False
     priors: PriorSpec = field(default_factory=PriorSpec)
@@ -159,9 +170,10 @@ class ReplicaOptions:
             raise ValueError(f"calibrate_after={c!r}: None or an integer >= 0")
         if self.model not in MODELS:
             raise ValueError(f"model={self.model!r}: allowed are {', '.join(MODELS)}")
-        k, data, full = self.k, self.data, self.full_data_chain
+        data, full = self.data, self.full_data_chain
         if data not in DATA:
             raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")
+        k = chains_or_folds(self.k, data)
         if data == "full" and (k < 1 or full):
             raise ValueError(f"data='full' (k={k}, full_data_chain={full}): needs k >= 1 chains, every "
                              f"one on all the training cases (full_data_chain is for data='folds')")

@@ -36,7 +36,7 @@ from .models.predictive import Prediction, new_accumulator, pool_predictions, te
 from .models.priors import PriorSpec
 from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from .samplers.settings import check_settings
-from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices
+from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds
 from .replica_state import ReplicaState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, super_transition
 
@@ -107,7 +107,7 @@ class ReplicaSet:
         self.threads = int(o.threads) if o.threads else len(os.sched_getaffinity(0))
         fold_seed, init_seed, self._streams = as_seed_sequence(seed).spawn(3)
         classify = spec.likelihood != "gaussian"
-        k, data = o.k, o.data
+        k, data = chains_or_folds(o.k, o.data), o.data
         self.data = data
         init_scale = o.init_scale
         if init_scale is None:

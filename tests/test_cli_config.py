@@ -235,8 +235,9 @@ def test_rows_can_be_listed(tmp_path, capsys):
 
 
 def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
-    """Burn-in a third, warm-up, a full-data chain, inputs and targets standardised:
-    the same in a config that does not say and in the estimators."""
+    """Burn-in a third, warm-up, a full-data chain, inputs and targets standardised,
+    4 chains of the posterior (8 folds for the thesis's cv reward): the same in a
+    config that does not say and in the estimators."""
     from adaptive_hmc.estimator import BNNRegressor
     from adaptive_hmc.runner import DEFAULT_WARMUP
     raw = _raw()
@@ -248,11 +249,12 @@ def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
     cfg = read_config(_write(tmp_path, raw))
     assert cfg.run.burn_in.super_transitions == 10 == 30 // 3
     assert cfg.tuner.warmup_super_transitions == DEFAULT_WARMUP
-    assert cfg.replicas.data == "full" and cfg.replicas.predict_from == "full" and cfg.replicas.k == 8
+    assert cfg.replicas.data == "full" and cfg.replicas.predict_from == "full"
+    assert cfg.replicas.k == 4 == BNNRegressor().k                 # chains of the posterior: one default
     assert cfg.data.standardize_inputs and cfg.data.standardize_targets
     raw["tuner"]["reward"] = "cv"                                  # the thesis: folds, and a full-data chain predicts
     thesis = read_config(_write(tmp_path, raw, "cv.yaml")).replicas
-    assert (thesis.data, thesis.full_data_chain, thesis.predict_from) == ("folds", True, "full")
+    assert (thesis.data, thesis.full_data_chain, thesis.predict_from, thesis.k) == ("folds", True, "full", 8)
     assert BNNRegressor().burn_in_super_transitions is None         # resolved to super_transitions // 3 in fit
 
 

@@ -9,7 +9,7 @@ from typing import Dict, List, Literal, Optional
 from pydantic import Field, model_validator
 
 from ..general import sample
-from ..replica_options import ReplicaOptions, default_data
+from ..replica_options import DEFAULT_CHAINS, ReplicaOptions, chains_or_folds, default_data
 from ..runner import MAX_SUPER_TRANSITIONS, RunOptions
 from .base import Number, NumberPair, _Strict
 from .sections import DataConfig, ModelConfig, ReplicasConfig, RunConfig, SamplerConfig, TunerConfig, UntilConfig
@@ -43,10 +43,11 @@ class Config(_Strict):
         data = r.data or default_data(self.tuner.reward)
         full = r.full_data_chain if r.full_data_chain is not None or data == "full" else True
         predict = r.predict_from or ("full" if data == "full" or full else "replicas")
-        if (data, full, predict) == (r.data, r.full_data_chain, r.predict_from):
+        k = chains_or_folds(r.k, data)
+        if (data, full, predict, k) == (r.data, r.full_data_chain, r.predict_from, r.k):
             return self
         return self.model_copy(update={"replicas": r.model_copy(update={"data": data, "full_data_chain": full,
-                                                                         "predict_from": predict})})
+                                                                         "predict_from": predict, "k": k})})
 
 
     def replica_options(self) -> ReplicaOptions:
@@ -88,7 +89,7 @@ class DensityModelConfig(_Strict):
 
 
 class DensitySamplerConfig(_Strict):
-    chains: int = Field(4, ge=1, description="chains of the posterior")
+    chains: int = Field(DEFAULT_CHAINS, ge=1, description="chains of the posterior")
     init_radius: Number = Field(2.0, gt=0, description="each chain starts uniform in (-r, r) in every coordinate "
                                 "(Stan's convention)")
     warmup: int = Field(_sample_default("warmup"), ge=0, description="warm-up iterations adapting a diagonal metric "

@@ -221,8 +221,10 @@ class ReplicasConfig(_Strict):
                                                      "samples are the answer) or folds (k cross-validation replicas, "
                                                      "for the thesis's cv reward); default: folds for tuner.reward "
                                                      "cv, full otherwise")
-    k: int = Field(_replica_default("k"), ge=0, description="data full: chains of the posterior (>= 1); data folds: cross-validation "
-                   "replicas (folds), >= 2, or 0 to run the full-data chain alone (no CV reward)")
+    k: Optional[int] = Field(_replica_default("k"), ge=0, description="data full: chains of the posterior (>= 1); "
+                             "data folds: cross-validation replicas (folds), >= 2, or 0 to run the full-data chain "
+                             "alone (no CV reward); default: 4 chains (as the estimators and density configs), 8 "
+                             "folds (the thesis)")
     full_data_chain: Optional[bool] = Field(None, description="data folds: add a chain on all training cases "
                                             "(predicts, never rewards); default true (not with data full)")
     predict_from: Optional[Literal["all", "full", "replicas"]] = Field(
