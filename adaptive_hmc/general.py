@@ -29,7 +29,8 @@ from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
 from .models.density import LogDensity
 from .replica_options import as_seed_sequence
 from .rewards import esjd_reward
-from .runner import MAX_SUPER_TRANSITIONS, can_draw_bar, check_due, compile_kernels, run_super_transitions
+from .runner import (MAX_SUPER_TRANSITIONS, Progress, can_draw_bar, check_due, compile_kernels,
+                     run_super_transitions)
 from .density_checkpoint import CheckpointError, previous_checkpoint, restore, run_key, save
 from .tuners.options import BanditOptions
 
@@ -131,6 +132,9 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         step, budget, bounds = run["step"], run["budget"], run["bounds"]
     else:
         t0 = time.perf_counter()
+        if verbose:
+            print(f"warm-up: {warmup} iterations of {chains.R} chains (a diagonal metric and a reference step)",
+                  flush=True)
         step = chains.warm_up(int(warmup), target_accept)
         lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
         if budget is None:
@@ -140,26 +144,32 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
         bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
         run = dict(step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)
+        if verbose:
+            print(f"warm-up done in {run['warmup_seconds']:.1f} s: reference step {step:.3g} posterior sds; "
+                  f"super-transitions of {budget} leapfrog steps a chain, L in {bounds['num_steps'][0]}.."
+                  f"{bounds['num_steps'][1]}", flush=True)
         log, stats = [], []
         if path is not None:
             save(path, key, chains, run, bandit, log, stats)
     done_here = []
+    progress = Progress(None if limit else super_transitions, chains.n_super, not verbose,
+                        limit[0] if limit else None, super_transitions)
 
     def keep(entry, result):
         stats.append({field: getattr(result.record, field) for _, field in STATS})
         done_here.append(entry["i"])
-        if verbose:
-            print(f"super-transition {entry['i'] + 1}/{'at least ' if limit else ''}{super_transitions}: "
-                  f"eps={entry['step_factor']:.4g} L={entry['num_steps']} "
-                  f"acceptance={np.mean(entry['acceptance']):.3f} divergences={entry['divergences']}", flush=True)
+        progress.update(entry)
         if limit is not None:
             _check(chains, run, log, super_transitions, limit, verbose)
         if path is not None:
             save(path, key, chains, run, bandit, log, stats)
         return (limit is not None and "stopped" in run) or (stop_after is not None and len(done_here) >= stop_after)
-    if not (limit is not None and "stopped" in run and chains.n_super >= super_transitions):
-        run_super_transitions(chains, bandit, MAX_SUPER_TRANSITIONS if limit else super_transitions, budget,
-                              esjd_reward, callback=keep, warmup=0, log=log)
+    try:
+        if not (limit is not None and "stopped" in run and chains.n_super >= super_transitions):
+            run_super_transitions(chains, bandit, MAX_SUPER_TRANSITIONS if limit else super_transitions, budget,
+                                  esjd_reward, callback=keep, warmup=0, log=log)
+    finally:
+        progress.close()
     if chains.n_super < super_transitions or (limit is not None and "stopped" not in run):
         return None
     Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
