@@ -29,6 +29,8 @@ from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record
 from .samplers.settings import HMCSettings, check_settings
 from .super_transition import SuperTransitionResult, iterations
 
+#: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
+CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
 #: Warm-up trajectories: L drawn uniformly from 1..L_w, L_w = ceil(WARMUP_LENGTH / step) within
 #: [WARMUP_STEPS, MAX_WARMUP_STEPS] (a trajectory of about one posterior sd on average, in the metric's
 #: units, however small the step: a stiff posterior still moves while its metric is learnt).
@@ -43,9 +45,10 @@ _EMPTY = new_accumulator(MLPSpec(1, (1,), 1), np.empty((0, 1)), np.empty((0, 1))
 
 class DensityChains:
     """R chains of one :class:`~adaptive_hmc.models.density.LogDensity`, each
-    with its own scaled target and random stream; :meth:`run` is one
-    super-transition (the interface :func:`~adaptive_hmc.runner.run_super_transitions`
-    drives). ``draws`` collects every sample (R lists of (n, D) arrays, in
+    with its own scaled target and random stream, a
+    :class:`~adaptive_hmc.runner.ChainSet` (what
+    :func:`~adaptive_hmc.runner.run_super_transitions` drives; :meth:`run` is
+    one super-transition). ``draws`` collects every sample (R lists of (n, D) arrays, in
     the scaled coordinates z; q = scale z)."""
 
     def __init__(self, model: LogDensity, positions, seed, threads: int | None = None,
@@ -151,6 +154,29 @@ class DensityChains:
         if final < MIN_STEP:
             self._stuck(final, n - 1)
         return final
+
+    # -- checkpoints (the chain-set interface of runner.ChainSet) -----------------------
+    def checkpoint(self) -> dict:
+        """What a checkpoint holds of the chains: their arrays (:data:`CHAIN_ARRAYS`), the metric's scale,
+        the random streams' states, the super-transitions done and the warm-up's gradients (the draws are
+        stored apart, once each)."""
+        return dict(chains=[[getattr(c, f).copy() for f in CHAIN_ARRAYS] for c in self.chains],
+                    scale=self.scale.copy(), n_super=self.n_super,
+                    streams=[g.bit_generator.state for g in self.streams], warmup_gradients=self.warmup_gradients)
+
+    def restore(self, saved: dict, draws) -> None:
+        """Put back the chains of :meth:`checkpoint` ``saved`` and the ``draws`` of its super-transitions
+        (R lists of (n, D) arrays in the scaled coordinates, or None before the first)."""
+        self.scale = np.asarray(saved["scale"], dtype=np.float64)
+        self.targets = [self.model.chain_target(self.scale) for _ in range(self.R)]
+        for c, arrays in zip(self.chains, saved["chains"], strict=True):
+            for f, a in zip(CHAIN_ARRAYS, arrays, strict=True):
+                getattr(c, f)[...] = a
+        for g, st in zip(self.streams, saved["streams"], strict=True):
+            g.bit_generator.state = st
+        self.n_super, self.warmup_gradients = saved["n_super"], saved["warmup_gradients"]
+        if draws is not None:
+            self.draws = draws
 
     def log_densities(self) -> np.ndarray:
         """Each chain's log density after its last iteration (up to a constant shared by the chains)."""

@@ -17,10 +17,6 @@ from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
 from .replica_options import as_seed_sequence
 from .store import DAMAGED_NPZ, atomic_write, npz_bytes
 
-#: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
-CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
-
-
 class CheckpointError(ValueError):
     """A checkpoint of :func:`~adaptive_hmc.general.sample` that cannot be resumed (damaged, or another run's)."""
 
@@ -61,9 +57,7 @@ def save(path: Path, key: dict, chains, run: dict, bandit, log: list, stats: lis
             draws=np.stack([d[i] for d in chains.draws]), log=np.array(json.dumps(log[i])),
             **{f"stats/{k}": v for k, v in stats[i].items()}))
     chains.draws_stored = len(stats)
-    state = dict(chains=[[getattr(c, f) for f in CHAIN_ARRAYS] for c in chains.chains], scale=chains.scale,
-                 key=key, run=run, stored=len(stats), n_super=chains.n_super,
-                 streams=[g.bit_generator.state for g in chains.streams], warmup_gradients=chains.warmup_gradients)
+    state = dict(chains.checkpoint(), key=key, run=run, stored=len(stats))
     ck = Checkpoint(state, bandit.state_dict(), len(log), float(sum(e["seconds"] for e in log)))
     atomic_write(path, pack_checkpoint(ck), previous=previous_checkpoint(path))
 
@@ -111,7 +105,8 @@ def _read_checkpoint(path: Path) -> tuple:
 
 def restore(path: Path, key: dict, chains) -> tuple:
     """(run, tuner, log, stats, note) of checkpoint ``path`` (or the one before
-    it when it is damaged; the note says so), its chains put back into ``chains``."""
+    it when it is damaged; the note says so), its chains and draws put back
+    into ``chains`` (:meth:`~adaptive_hmc.density_chains.DensityChains.restore`)."""
     from .tuners.bandit import BanditTuner
     ck, note = _read_checkpoint(path)
     state = ck.replicas
@@ -120,16 +115,7 @@ def restore(path: Path, key: dict, chains) -> tuple:
     if differ:
         raise CheckpointError(f"checkpoint {path}: written by a run with other {', '.join(differ)}; resume with the "
                               f"same arguments, or give another path")
-    chains.scale = state["scale"]
-    chains.targets = [chains.model.chain_target(chains.scale) for _ in range(chains.R)]
-    for c, arrays in zip(chains.chains, state["chains"]):
-        for f, a in zip(CHAIN_ARRAYS, arrays):
-            getattr(c, f)[...] = a
-    for g, st in zip(chains.streams, state["streams"]):
-        g.bit_generator.state = st
-    chains.n_super, chains.warmup_gradients = state["n_super"], state["warmup_gradients"]
     draws, stats, log = _read_shards(path, state["stored"])
-    if draws is not None:
-        chains.draws = draws
+    chains.restore(state, draws)
     chains.draws_stored = state["stored"]
     return state["run"], BanditTuner.from_state(ck.tuner), log, stats, note

@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, NamedTuple, TypedDict
+from typing import Callable, NamedTuple, Protocol, TypedDict
 
 import numpy as np
 
@@ -22,7 +22,32 @@ from . import COMPILE_TIME
 from .replica_options import ReplicaOptions
 from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
+from .super_transition import SuperTransitionResult
 from .tuners.options import BanditOptions, FixedOptions
+
+
+class ChainSet(Protocol):
+    """What the outer loop drives, the one interface of every kind of run's
+    chains: a network's replica set (:class:`~adaptive_hmc.replicas.ReplicaSet`)
+    and a user density's chains (:class:`~adaptive_hmc.density_chains.DensityChains`).
+    ``run`` is one super-transition at (step factor, L) of ``budget`` leapfrog
+    steps a chain; ``compile`` loads or compiles the chain loop (its seconds),
+    ``kernels_ready`` says whether that costs a compile; ``checkpoint`` is what
+    a checkpoint holds of the chains, ``restore`` puts it back with what the
+    run's store holds (the stored super-transitions). A set may also ``probe``
+    an action on copies of its chains (:func:`probed_action`)."""
+
+    n_super: int
+
+    def run(self, step_factor: float, num_steps: int, budget: int) -> SuperTransitionResult: ...
+
+    def compile(self) -> float: ...
+
+    def kernels_ready(self) -> bool | None: ...
+
+    def checkpoint(self) -> dict: ...
+
+    def restore(self, saved: dict, stored) -> None: ...
 
 
 #: The package's default reward model (the tuning study, docs/tuning_study.md):
@@ -141,7 +166,7 @@ def _untried_high(tuner, action: dict) -> bool:
     return not safe or float(action["step_factor"]) > PROBE_ABOVE * max(safe)
 
 
-def probed_action(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, told: list = ()) -> tuple:
+def probed_action(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, told: list = ()) -> tuple:
     """The tuner's action, tried first where it raises the step factor past
     every one told feasible (for a tuner with an ``accept_floor``, the feasibility
     model): a chain's stability limit is a cliff that the acceptance below it
@@ -170,7 +195,7 @@ def probed_action(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, 
     return action, probes, gradients
 
 
-def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
+def step(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
          tell: bool = True, told: list = ()) -> tuple:
     """One iteration of the loop; returns (LogEntry, SuperTransitionResult).
     With ``tell`` false (warm-up) the reward is logged but not told to the
@@ -203,7 +228,7 @@ def step(replicas: ReplicaSet, tuner, budget: int, reward=esjd_reward, cv_metric
     return entry, result
 
 
-def run_super_transitions(replicas: ReplicaSet, tuner, super_transitions: int, budget: int, reward=esjd_reward,
+def run_super_transitions(replicas: ChainSet, tuner, super_transitions: int, budget: int, reward=esjd_reward,
                           cv_metric: str | None = None, callback=None, warmup: int = 0,
                           log: list | None = None) -> list:
     """Run the outer loop until ``replicas`` has done ``super_transitions``
@@ -235,9 +260,8 @@ def can_draw_bar() -> bool:
         return False
 
 
-def compile_kernels(replicas, quiet: bool = False) -> float:
-    """``replicas.compile()`` (of a :class:`ReplicaSet` or any chain set with
-    ``compile`` and ``kernels_ready``), saying while it runs, when the kernels are not in
+def compile_kernels(replicas: ChainSet, quiet: bool = False) -> float:
+    """``replicas.compile()`` (of any :class:`ChainSet`), saying while it runs, when the kernels are not in
     the compile cache yet, that the sampler is being compiled for this model,
     how long that usually takes and the seconds so far (a line that counts on
     a terminal, a line before and one after elsewhere). Returns its seconds."""
