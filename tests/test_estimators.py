@@ -146,3 +146,24 @@ def test_warm_start_continues_the_chains_as_one_longer_fit():
         m.fit(X[:-1], y[:-1])
     with pytest.raises(ValueError, match=r"budget=500 \(was 400\)"):
         m.set_params(budget=500).fit(X, y)
+
+
+def test_class_probabilities_are_distributions_to_the_last_bit():
+    """The samples' weighted average of class probabilities that are all 1 for
+    one class can round to 1 + 2^-52, which scikit-learn's metrics refuse
+    (this test meets such cases: the plain average exceeds 1 in some); the
+    averaged probabilities stay in [0, 1], sum to 1 and log_loss takes them."""
+    from sklearn.metrics import log_loss
+    from adaptive_hmc.models.predictive import class_probabilities, predictive_probabilities
+    rng = np.random.default_rng(0)
+    exceeded = 0
+    for _ in range(50):
+        S = int(rng.integers(3, 400))
+        F = np.zeros((S, 5, 3))
+        F[..., 0] = 50.0
+        w = rng.uniform(0.1, 10.0, S)
+        exceeded += bool((np.average(class_probabilities(F, "softmax"), axis=0, weights=w) > 1).any())
+        P = predictive_probabilities(F, "softmax", w)
+        assert np.all((P >= 0) & (P <= 1)) and np.allclose(P.sum(axis=1), 1.0, rtol=0, atol=4e-16)
+        log_loss(np.zeros(5, int), P, labels=[0, 1, 2])
+    assert exceeded > 0

@@ -169,8 +169,12 @@ def predictive_moments(F, noise, weights=None) -> tuple:
 
 def predictive_probabilities(F, likelihood: str, weights=None) -> np.ndarray:
     """Class probabilities (N, K) of networks with outputs F (S, N, n_out),
-    averaged over the samples weighted by ``weights`` (S,) (default: equally)."""
-    return np.average(class_probabilities(F, likelihood), axis=0, weights=weights)
+    averaged over the samples weighted by ``weights`` (S,) (default: equally).
+    Each row is a distribution to the last bit: the weighted average can round
+    a probability of 1 to 1 + 2^-52 (which scikit-learn's metrics refuse), so
+    the averages are clipped to [0, 1] and divided by their sum."""
+    P = np.clip(np.average(class_probabilities(F, likelihood), axis=0, weights=weights), 0.0, 1.0)
+    return P / P.sum(axis=-1, keepdims=True)
 
 
 # -- the model average --------------------------------------------------------------------
