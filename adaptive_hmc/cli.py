@@ -30,10 +30,12 @@ def _validate(args) -> int:
     cfg = read_config(args.config, overrides)
     if not isinstance(cfg, Config):                      # model.kind: density
         from .density_run import check
-        check(cfg, args.config)
+        fn, _, starts = check(cfg, args.config)
         print(f"# {args.config}: valid. A log density of {cfg.model.dim} coordinates ({cfg.model.file}: "
               f"{cfg.model.function}), finite at the {cfg.sampler.chains} chains' starts", file=sys.stderr, flush=True)
-        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="")
+        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", flush=True)
+        if not getattr(args, "no_estimate", False):
+            _density_estimate(cfg, args.config, fn, starts)
         return 0
     replicas = build(cfg, args.config)[0].replicas
     tests = ", ".join(f"{n} ({s.stop - s.start} cases)" for n, s in replicas.test_slices.items()) or "none"
@@ -55,6 +57,21 @@ def _validate(args) -> int:
         said = describe(e, cfg.run.super_transitions, until.max_seconds if until else None)
         print(f"# {args.config}: the run will take {said}", file=sys.stderr)
     return 0
+
+
+def _density_estimate(cfg, source: str, fn, starts) -> None:
+    """validate's time estimate of a density config's run (:func:`~adaptive_hmc.timing.density_estimate`)."""
+    from .density_chains import DensityChains
+    from .models.density import LogDensity
+    from .runner import compile_kernels
+    from .timing import density_estimate, describe_density
+    model = LogDensity(fn, cfg.model.dim, cfg.model.names)
+    s, r = cfg.sampler, cfg.run
+    compile_kernels(DensityChains(model, starts, 0, r.threads))
+    print(f"# {source}: measuring the sampler on this machine for a time estimate ...", file=sys.stderr, flush=True)
+    e = density_estimate(model, starts, s.warmup, r.super_transitions, r.budget, s.trajectory_bounds, r.threads)
+    said = describe_density(e, s.warmup, r.super_transitions, r.until.max_seconds if r.until else None)
+    print(f"# {source}: the run will take {said}", file=sys.stderr)
 
 
 def _init(args) -> int:

@@ -191,6 +191,39 @@ def diagnose(y, gradients: float, seconds: float) -> dict:
             "ess_per_second": both(bulk / seconds) if seconds > 0 else None}
 
 
+#: A quantity whose every chain moved the same way between the first and the last third of its draws by more
+#: than this many within-chain sds is still drifting: the chains are on their way to the posterior, not in it.
+DRIFT_SDS = 0.5
+
+
+def chains_apart(y, names=None) -> dict | None:
+    """Why the chains of draws ``y`` (chains, draws, variables) disagree, for
+    the variable whose chains disagree most: ``drifting`` when every chain's
+    mean moved the same way by more than :data:`DRIFT_SDS` within-chain sds
+    between the first and the last third of its draws (the chains are still
+    climbing toward the posterior: more time is the cure), else steady chains
+    that sit apart (separated modes, or moves too slow to cross between them).
+    Returns {"name", "drifting", "first", "last" (the chain means of the first
+    and last third), "sd" (the pooled within-chain sd)}; None with fewer than
+    6 draws a chain."""
+    y = np.asarray(y, dtype=np.float64)
+    n = y.shape[1] // 3
+    if n < 2 or y.shape[2] == 0:
+        return None
+    first, last = y[:, :n].mean(axis=1), y[:, -n:].mean(axis=1)                      # (chains, variables)
+    sd = np.sqrt(np.mean(y.var(axis=1, ddof=1), axis=0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        move = (last - first) / sd
+        spread = np.ptp(y.mean(axis=1), axis=0) / sd
+    same = np.all(move > 0, axis=0) | np.all(move < 0, axis=0)
+    drift = np.where(same, np.min(np.abs(move), axis=0), 0.0)
+    drift = np.nan_to_num(drift, nan=0.0, posinf=0.0)
+    k = int(np.argmax(drift)) if drift.max() > DRIFT_SDS else int(np.argmax(np.nan_to_num(spread, nan=0.0)))
+    name = names[k] if names is not None else f"variable {k}"
+    return {"name": name, "drifting": bool(drift[k] > DRIFT_SDS), "first": [round(float(v), 3) for v in first[:, k]],
+            "last": [round(float(v), 3) for v in last[:, k]], "sd": round(float(sd[k]), 3)}
+
+
 def e_bfmi(energy) -> np.ndarray:
     """Each chain's energy Bayesian fraction of missing information (Betancourt
     2016): the mean squared change of the Hamiltonian between draws over its

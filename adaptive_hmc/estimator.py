@@ -208,7 +208,7 @@ class _BNN(BaseEstimator):
         return run_diagnostics(self.spec_, kept_samples(self.replicas_, after=n_burn), rows, "full",
                                {"X_test": X, "history_pred": [], "history_count": []}, {"training": slice(0, len(X))},
                                self.replicas_.history_hyper[n_burn:], int(log_gradients(log).sum()),
-                               sum(e["seconds"] for e in log))
+                               sum(e["seconds"] for e in log), self.replicas_.hyper_names)
 
     def _inputs(self, X):
         check_is_fitted(self)

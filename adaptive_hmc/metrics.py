@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import Config
-from .diagnostics import RHAT_LIMIT, compute_spaced, diagnose
+from .diagnostics import RHAT_LIMIT, chains_apart, compute_spaced, diagnose
 from .models.mlp import MLPSpec, predict
 from .replicas import ReplicaSet
 
@@ -98,27 +98,32 @@ def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, hist
             "super-transition means")
 
 
-def hyper_draws(kept: dict, rows, history_hyper) -> np.ndarray:
+def hyper_draws(kept: dict, rows, history_hyper, names=None) -> np.ndarray | tuple:
     """Draws (chains, draws, H') of the logs of the hyperparameters that vary
     (fixed ones are left out) of chains ``rows``: the kept samples' when every
-    chain kept :data:`MIN_KEPT`, else each super-transition's last."""
+    chain kept :data:`MIN_KEPT`, else each super-transition's last. Given the
+    hyperparameters' ``names``, (draws, the names of those that vary)."""
     if _kept_per_chain(kept, rows) >= MIN_KEPT:
         y = _spaced_draws(kept, rows, lambda mine: kept["hyper"][mine])
     else:
         H = np.asarray(history_hyper)
         y = np.transpose(H[:, rows], (1, 0, 2)) if H.size else np.empty((len(rows), 0, 0))
     varying = np.ptp(y.reshape(-1, y.shape[2]), axis=0) > 0 if y.size else np.zeros(0, bool)
-    return np.log(y[:, :, varying])
+    if names is None:
+        return np.log(y[:, :, varying])
+    return np.log(y[:, :, varying]), [n for n, v in zip(names, varying) if v]
 
 
 def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: dict, test_slices: dict,
-                    history_hyper, gradients: int, seconds: float) -> dict:
+                    history_hyper, gradients: int, seconds: float, hyper_names=None) -> dict:
     """summary.json's ``diagnostics``: R-hat and bulk and tail ESS across the
     predicting chains ``rows`` (``chains``) of the test predictions of each
     test set and of the hyperparameters
     (:func:`~adaptive_hmc.diagnostics.diagnose`); ESS per 1000 of every
     gradient the run computed (all chains, warm-up and burn-in included) and
-    per second of sampling. Empty when there are fewer than 4 draws."""
+    per second of sampling; for the hyperparameters also why their chains
+    disagree most (:func:`~adaptive_hmc.diagnostics.chains_apart`, named by
+    ``hyper_names``). Empty when there are fewer than 4 draws."""
     y, kind = prediction_draws(spec, kept, rows, predictions["X_test"], predictions["history_pred"],
                                predictions["history_count"])
     if y.shape[1] < 4:
@@ -130,8 +135,12 @@ def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: d
     for name, sl in test_slices.items():
         cols = (np.arange(sl.start, sl.stop)[:, None] * n_out + np.arange(n_out)).ravel()
         out["test"][name] = diagnose(y[:, :, cols], gradients, seconds)
-    h = hyper_draws(kept, rows, history_hyper)
+    h, names = hyper_draws(kept, rows, history_hyper, list(hyper_names) if hyper_names is not None else
+                           [f"hyperparameter {i}" for i in range(np.shape(history_hyper)[-1])]
+                           if np.size(history_hyper) else [])
     out["hyper"] = diagnose(h, gradients, seconds) if h.size and h.shape[1] >= 4 else None
+    if out["hyper"] is not None and h.shape[0] > 1:
+        out["hyper"]["apart"] = chains_apart(h, names)
     found = [d["rhat_max"] for d in [*out["test"].values(), out["hyper"]] if d is not None]
     out["rhat_max"] = None if None in found else max(found, default=None)
     out["rhat_max_of"] = rhat_of(out)
@@ -193,9 +202,26 @@ def rhat_warning(diagnostics: dict) -> str | None:
         parts.append(f"the log hyperparameters {_shown_rhat(diagnostics['hyper'])}")
     of = f" ({'; '.join(parts)})" if parts else ""
     return (f"the largest R-hat {where} is {shown}{of}, above {RHAT_LIMIT}: {what}, so the answer is not yet the "
-            f"posterior's. Run longer (more super-transitions); where the hyperparameters' R-hat is the larger, "
-            f"model.priors.hyper_moves: interweave (the default) mixes them faster than gibbs; a chain that never "
-            f"moved shows in the log as stuck {stuck}")
+            f"posterior's. {_why_apart((diagnostics.get('hyper') or {}).get('apart'))}Run longer (more "
+            f"super-transitions); where the hyperparameters' R-hat is the larger, model.priors.hyper_moves: "
+            f"interweave (the default) mixes them faster than gibbs; a chain that never moved shows in the log as "
+            f"stuck {stuck}")
+
+
+def _why_apart(apart: dict | None) -> str:
+    """What :func:`~adaptive_hmc.diagnostics.chains_apart` found, as a sentence (or nothing)."""
+    if not apart:
+        return ""
+    def means(v):
+        return ", ".join(f"{x:.2f}" for x in v)
+    if apart["drifting"]:
+        return (f"The chains are still on their way: the log {apart['name']} moved the same way in every chain, "
+                f"from chain means {means(apart['first'])} (first third of the draws) to {means(apart['last'])} "
+                f"(last third; within-chain sd {apart['sd']:.2f}), so more time will bring them closer. ")
+    return (f"No quantity drifts the same way in every chain, but the chains sit apart: the log {apart['name']}'s "
+            f"chain means are {means(apart['last'])} (last third of the draws) with a within-chain sd of "
+            f"{apart['sd']:.2f}: separate modes, or moves too slow to cross between them; more chains show how many "
+            f"there are. ")
 
 
 def _shown_rhat(d: dict) -> str:
@@ -213,7 +239,7 @@ def replica_diagnostics(replicas: ReplicaSet, log: list, wall_s: float, chains: 
     return run_diagnostics(replicas.spec, kept or kept_samples(replicas), replicas.chain_indices(chains), chains,
                            {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
                             "history_count": replicas.history_count}, replicas.test_slices,
-                           replicas.history_hyper, int(log_gradients(log).sum()), wall_s)
+                           replicas.history_hyper, int(log_gradients(log).sum()), wall_s, replicas.hyper_names)
 
 
 def log_gradients(log: list) -> np.ndarray:

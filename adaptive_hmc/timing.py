@@ -4,7 +4,12 @@ their moves on, as a super-transition runs them) scaled by a cost model of
 the run: super-transitions x budget x the probe's seconds per leapfrog step,
 plus the tuner's work between super-transitions.
 
-Flow position: replicas, tuners -> **timing** -> cli (validate), estimator.
+A user density's run (:func:`density_estimate`) is probed the same way, on
+chains of its own from the run's starts; its warm-up and budget depend on the
+reference step that warm-up will find, so the estimate assumes one
+(:data:`ASSUMED_STEP`) and says so.
+
+Flow position: replicas, density_chains, tuners -> **timing** -> cli (validate), estimator.
 Changes no state: the probe runs on copies of the chains.
 """
 from __future__ import annotations
@@ -15,6 +20,7 @@ import time
 
 import numpy as np
 
+from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, WARMUP_STEPS, DensityChains
 from .replicas import ReplicaSet
 from .super_transition import super_transition
 from .tuners.options import BanditOptions
@@ -56,10 +62,11 @@ def tuner_seconds(options) -> float:
     (a, b) = options.bounds["step_factor"]
     actions = [{"step_factor": float(rng.uniform(a, b)), "num_steps": int(rng.integers(lo, hi + 1))}
                for _ in range(TUNER_PROBE_OBSERVATIONS)]
+    accepted = {"acceptance": 0.9} if options.accept_floor is not None else {}   # the feasibility GP in use too
     for x in actions[:-1]:
-        tuner.tell(x, -abs(x["step_factor"] - (a + b) / 2))
+        tuner.tell(x, -abs(x["step_factor"] - (a + b) / 2), **accepted)
     t0 = time.perf_counter()
-    tuner.tell(actions[-1], 0.0)
+    tuner.tell(actions[-1], 0.0, **accepted)
     tuner.ask()
     return time.perf_counter() - t0
 
@@ -85,14 +92,74 @@ def estimate(replicas: ReplicaSet, tuner_options, budget: int, super_transitions
             "tuner_seconds": tuner, "num_steps": L, "chains": replicas.n_replicas, "threads": replicas.threads}
 
 
+def _span(s: float) -> str:
+    """Seconds in words: 1.2 s, 45 s, 3.5 min."""
+    return f"{s:.1f} s" if s < 10 else f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
 def describe(e: dict, super_transitions: int, max_seconds: float | None = None) -> str:
     """One line saying the estimate and its assumptions (``max_seconds``: a run until its chains meet)."""
-    def span(s):
-        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
-    head = (f"about {span(e['seconds'])} for {super_transitions} super-transitions" if max_seconds is None else
-            f"at least about {span(e['seconds'])} ({super_transitions} super-transitions) and at most "
-            f"{span(max_seconds)} (run.until.max_seconds; it stops earlier once the chains meet)")
-    return (f"{head}, compiling apart: {span(e['per_super_transition'])} a super-transition, measured on this "
+    head = (f"about {_span(e['seconds'])} for {super_transitions} super-transitions" if max_seconds is None else
+            f"at least about {_span(e['seconds'])} ({super_transitions} super-transitions) and at most "
+            f"{_span(max_seconds)} (run.until.max_seconds; it stops earlier once the chains meet)")
+    return (f"{head}, compiling apart: {_span(e['per_super_transition'])} a super-transition, measured on this "
             f"machine by a probe of {e['chains']} chains on {e['threads']} threads at L = {e['num_steps']} "
             f"({1e6 * e['seconds_per_step']:.1f} us a leapfrog step), plus {1e3 * e['tuner_seconds']:.0f} ms of "
             f"tuner work; the tuner's choice of L moves it (short trajectories cost more per step)")
+
+
+#: The reference step (posterior sds) a density's estimate assumes warm-up finds: at or above it, warm-up
+#: trajectories are the shortest (``WARMUP_STEPS``) and a super-transition the least budget (1000 steps a
+#: chain), as on posteriordb's posteriors (docs/posteriordb.md; eight schools' is 0.38).
+ASSUMED_STEP = 2.0 / WARMUP_STEPS
+#: Warm-up iterations the probe times (each chain in turn, as warm-up runs them: their per-call overhead
+#: outweighs a cheap density's leapfrog steps).
+WARMUP_PROBE = 30
+
+
+def density_estimate(model, starts, warmup: int, super_transitions: int, budget: int | None, trajectory_bounds,
+                     threads: int | None = None) -> dict:
+    """The estimated seconds of a run of :func:`~adaptive_hmc.general.sample`
+    (compiling apart) of ``model`` from ``starts``: warm-up (its first
+    :data:`WARMUP_PROBE` iterations timed on chains of the probe's own) and
+    ``super_transitions`` of ``budget`` steps a chain (all chains on their
+    threads) at the middle of the trajectory bounds, plus the tuner's work,
+    for the reference step :data:`ASSUMED_STEP`; the sampling probe times
+    super-transitions of chains of its own at a small step, doubling its
+    steps until it takes :data:`PROBE_SECONDS`."""
+    tlo, thi = trajectory_bounds
+    lo, hi = max(1, math.ceil(tlo / ASSUMED_STEP)), max(2, math.ceil(thi / ASSUMED_STEP))
+    budget = budget or max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
+    L = min(int(round(math.sqrt(lo * hi))), budget)
+    steps = 2 * L
+    while True:
+        probe = DensityChains(model, starts, np.random.SeedSequence(0), threads)
+        result = probe.run(PROBE_STEP_FACTOR, L, steps)
+        if result.seconds >= PROBE_SECONDS or steps >= budget:
+            break
+        steps = min(budget, 2 * steps)
+    per_step = result.seconds / steps                       # every chain one leapfrog step, on the threads
+    probe = DensityChains(model, starts, np.random.SeedSequence(0), threads)
+    n = min(warmup, WARMUP_PROBE)
+    t0 = time.perf_counter()
+    probe.warm_up(n)                                        # its first iterations: the longest trajectories
+    warm = (time.perf_counter() - t0) / max(n, 1) * warmup
+    tuner = tuner_seconds(BanditOptions({"step_factor": (0.5 * ASSUMED_STEP, 1.5 * ASSUMED_STEP),
+                                         "num_steps": (lo, min(budget, max(lo + 1, hi)))}))
+    per = budget * per_step + tuner
+    return {"seconds": warm + per * super_transitions, "warmup_seconds": warm, "per_super_transition": per,
+            "seconds_per_step": per_step, "tuner_seconds": tuner, "num_steps": L, "budget": budget,
+            "chains": probe.R, "threads": probe.threads}
+
+
+def describe_density(e: dict, warmup: int, super_transitions: int, max_seconds: float | None = None) -> str:
+    """One line saying a density run's estimate and its assumptions (``max_seconds``: a run until its chains meet)."""
+    head = (f"about {_span(e['seconds'])}" if max_seconds is None else
+            f"at least about {_span(e['seconds'])} and at most {_span(max_seconds)} (run.until.max_seconds; it "
+            f"stops earlier once the chains meet)")
+    return (f"{head}, compiling apart: {warmup} warm-up iterations ({_span(e['warmup_seconds'])}) and "
+            f"{super_transitions} super-transitions of {e['budget']} leapfrog steps a chain "
+            f"({_span(e['per_super_transition'])} each, {1e6 * e['seconds_per_step']:.1f} us a step of {e['chains']} "
+            f"chains on {e['threads']} threads at L = {e['num_steps']}, measured on this machine, and "
+            f"{1e3 * e['tuner_seconds']:.0f} ms of tuner work), if warm-up finds a step of at least "
+            f"{ASSUMED_STEP:g} posterior sds (a stiffer posterior takes longer: its trajectories are longer)")

@@ -351,6 +351,36 @@ def test_the_end_of_run_warning_names_chains_that_have_not_met():
     assert rhat_warning({**one, "rhat_max": 1.003}) is None
 
 
+def test_the_warning_says_whether_the_chains_still_drift_or_sit_apart():
+    """chains_apart tells chains still climbing (every chain's mean moved the
+    same way by more than half a within-chain sd between the first and last
+    third of its draws; fair's log input-hidden precision) from steady chains
+    that sit apart (separated modes), names the quantity, and stays quiet on
+    neither (chains that agree: no drift); the end-of-run warning says which."""
+    from adaptive_hmc.diagnostics import DRIFT_SDS, chains_apart
+    from adaptive_hmc.metrics import rhat_warning
+    rng = np.random.default_rng(3)
+    noise = rng.normal(size=(4, 300, 3))
+    steady = noise.copy()
+    steady[:, :, 2] += np.array([0.0, 2.0, 4.0, 6.0])[:, None]    # four steady chains at different levels
+    found = chains_apart(steady, ["a", "b", "c"])
+    assert found["name"] == "c" and not found["drifting"] and found["sd"] == pytest.approx(1.0, abs=0.1)
+    climbing = noise.copy()
+    climbing[:, :, 1] += np.linspace(0.0, -3.0, 300)[None, :]      # every chain descending: 3 sds over the run
+    found = chains_apart(climbing, ["a", "b", "c"])
+    assert found["name"] == "b" and found["drifting"]
+    assert all(f > l for f, l in zip(found["first"], found["last"]))
+    agree = chains_apart(noise, ["a", "b", "c"])
+    assert not agree["drifting"]                                   # power: pure noise is not called a drift
+    assert DRIFT_SDS == 0.5
+    d = {"chains": "full", "rhat_max": 2.8, "hyper": {"rhat_max": 2.8, "apart": chains_apart(climbing, ["a", "b",
+                                                                                                       "c"])}}
+    assert "The chains are still on their way: the log b moved the same way in every chain" in rhat_warning(d)
+    d["hyper"]["apart"] = chains_apart(steady, ["a", "b", "c"])
+    assert "No quantity drifts the same way in every chain, but the chains sit apart: the log c's chain means are" \
+        in rhat_warning(d)
+
+
 def test_text_labels_are_classes_through_init_validate_run_and_predict(tmp_path, capsys):
     """A table labelled 'yes'/'no' (as the estimators accept): init picks the
     logistic likelihood, validate and run accept it, classes are the sorted

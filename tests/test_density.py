@@ -455,6 +455,9 @@ def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys, m
     from adaptive_hmc.cli import main
     cfg = _eight_schools(tmp_path, warmup=300, super_transitions=8)
     assert main(["validate", str(cfg)]) == 0
+    said = capsys.readouterr().err                  # a time estimate from a probe, with what it assumes
+    assert re.search(r"the run will take about [0-9.]+ (s|min), compiling apart: 300 warm-up iterations", said)
+    assert "if warm-up finds a step of at least 0.125 posterior sds" in said
     assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet"]) == 0
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     ref = pdb.reference("eight_schools_noncentered")
