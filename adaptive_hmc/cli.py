@@ -47,7 +47,7 @@ def _validate(args) -> int:
           f"follows", file=sys.stderr, flush=True)
     print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", flush=True)
     if not getattr(args, "no_estimate", False):
-        from .runner import compile_kernels
+        from .progress import compile_kernels
         from .timing import describe, estimate
         compile_kernels(replicas)
         print(f"# {args.config}: measuring the sampler on this machine for a time estimate ...", file=sys.stderr,
@@ -63,7 +63,7 @@ def _density_estimate(cfg, source: str, fn, starts) -> None:
     """validate's time estimate of a density config's run (:func:`~adaptive_hmc.timing.density_estimate`)."""
     from .density_chains import DensityChains
     from .models.density import LogDensity
-    from .runner import compile_kernels
+    from .progress import compile_kernels
     from .timing import density_estimate, describe_density
     model = LogDensity(fn, cfg.model.dim, cfg.model.names)
     s, r = cfg.sampler, cfg.run

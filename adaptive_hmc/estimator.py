@@ -25,8 +25,8 @@ from .models.mlp import MLPSpec
 from .models.priors import PriorSpec
 from .posterior import Posterior
 from .replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
-from .runner import (DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, Progress, RunOptions, can_draw_bar, check_due,
-                     compile_kernels, make_run)
+from .progress import Progress, can_draw_bar, compile_kernels
+from .runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, check_due, make_run
 from .samplers.settings import HMCSettings
 from .tuners.options import BanditOptions
 

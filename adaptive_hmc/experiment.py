@@ -19,7 +19,8 @@ from .super_transition import iterations
 from .diagnostics import check_line, time_limit_warning
 from .metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
 from .results import RunDir, RunError
-from .runner import Progress, check_due, compile_kernels, make_run, run_super_transitions
+from .progress import Progress, compile_kernels
+from .runner import check_due, make_run, run_super_transitions
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:

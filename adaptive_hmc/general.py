@@ -29,8 +29,8 @@ from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
 from .models.density import LogDensity
 from .replica_options import as_seed_sequence
 from .rewards import esjd_reward
-from .runner import (MAX_SUPER_TRANSITIONS, Progress, can_draw_bar, check_due, compile_kernels,
-                     run_super_transitions)
+from .progress import Progress, can_draw_bar, compile_kernels
+from .runner import MAX_SUPER_TRANSITIONS, check_due, run_super_transitions
 from .density_checkpoint import CheckpointError, previous_checkpoint, restore, run_key, save
 from .tuners.options import BanditOptions
 

@@ -8,17 +8,12 @@ The runner speaks to tuners through ``ask`` and ``tell`` only.
 from __future__ import annotations
 
 import math
-import os
-import sys
-import threading
-import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Callable, NamedTuple, Protocol, TypedDict
 
 import numpy as np
 
-from . import COMPILE_TIME
 from .replica_options import ReplicaOptions
 from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
@@ -250,95 +245,6 @@ def run_super_transitions(replicas: ChainSet, tuner, super_transitions: int, bud
         if callback is not None and callback(entry, result):
             break
     return log
-
-
-def can_draw_bar() -> bool:
-    """Whether stderr is a terminal that reports a width (one of width 0 would draw nothing)."""
-    try:
-        return sys.stderr.isatty() and os.get_terminal_size(sys.stderr.fileno()).columns > 0
-    except (OSError, ValueError):
-        return False
-
-
-def compile_kernels(replicas: ChainSet, quiet: bool = False) -> float:
-    """``replicas.compile()`` (of any :class:`ChainSet`), saying while it runs, when the kernels are not in
-    the compile cache yet, that the sampler is being compiled for this model,
-    how long that usually takes and the seconds so far (a line that counts on
-    a terminal, a line before and one after elsewhere). Returns its seconds."""
-    if quiet or replicas.kernels_ready():
-        return replicas.compile()
-    what = f"compiling the sampler for this model (first run only; {COMPILE_TIME}, later runs load it from the cache)"
-    done = threading.Event()
-    t0 = time.perf_counter()
-    if can_draw_bar():
-        def tick():
-            while not done.wait(1.0):
-                print(f"\r{what}: {time.perf_counter() - t0:.0f} s", end="", file=sys.stderr, flush=True)
-        print(f"{what}: 0 s", end="", file=sys.stderr, flush=True)
-        ticker = threading.Thread(target=tick, daemon=True)
-        ticker.start()
-    else:
-        print(f"{what} ...", file=sys.stderr, flush=True)
-        ticker = None
-    try:
-        seconds = replicas.compile()
-    finally:
-        done.set()
-        if ticker is not None:
-            ticker.join()
-            print(file=sys.stderr, flush=True)
-    print(f"compiled in {seconds:.1f} s", file=sys.stderr, flush=True)
-    return seconds
-
-
-class Progress:
-    """tqdm bar on a terminal that can draw one (it shows the elapsed and
-    remaining time), plain log lines otherwise, each with the elapsed time and,
-    when the length is known, the time left at the pace so far (``total``
-    None: a run whose length is not known in advance; ``limit_s``: its time
-    limit, which applies from super-transition ``limit_from`` on, said beside
-    the elapsed time)."""
-
-    def __init__(self, total: int | None, initial: int, quiet: bool = False, limit_s: float | None = None,
-                 limit_from: int = 0):
-        self.quiet = quiet
-        self.bar = None
-        if not quiet and can_draw_bar():
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions")
-        self.total, self.initial, self.limit_s, self.limit_from = total, initial, limit_s, limit_from
-        self.t0 = time.perf_counter()
-
-    def timing(self, done: int) -> str:
-        """Elapsed time after ``done`` super-transitions (of this process) and what is left."""
-        elapsed = time.perf_counter() - self.t0
-        if self.total is not None:
-            left = elapsed / max(done, 1) * (self.total - self.initial - done)
-            return f"elapsed {elapsed:.0f} s, about {left:.0f} s left"
-        if self.limit_s is None:
-            return f"elapsed {elapsed:.0f} s"
-        return f"elapsed {elapsed:.0f} s; time limit {self.limit_s:g} s, from super-transition {self.limit_from} on"
-
-    def update(self, e: dict):
-        acc = float(np.mean(e["acceptance"]))
-        reward = "failed" if e["reward"] is None else f"{e['reward']:.6g}"
-        stuck = f" STUCK: chains {e['stuck_chains']} accepted nothing" if e["stuck_chains"] else ""
-        probed = "".join(f" (probed eps={p['step_factor']:.3f} L={p['num_steps']}: a chain's acceptance "
-                         f"{p['min_accept_prob']:.2f}, not run)" for p in e.get("probes", ()) if not p["passed"])
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"eps={e['step_factor']:.3f} L={e['num_steps']} reward={reward} acc={acc:.2f}"
-                                     + (f" stuck={len(e['stuck_chains'])}" if stuck else ""))
-            self.bar.update(1)
-        elif not self.quiet:
-            of = "" if self.total is None else f"/{self.total}"
-            print(f"super-transition {e['i'] + 1}{of} (log i={e['i']}): eps={e['step_factor']:.4f} "
-                  f"L={e['num_steps']} reward={reward} acceptance={acc:.3f} divergences={e['divergences']} "
-                  f"{e['seconds']:.2f}s; {self.timing(e['i'] + 1 - self.initial)}{stuck}{probed}",
-                  flush=True)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
 
 
 @dataclass(frozen=True)

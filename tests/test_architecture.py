@@ -24,6 +24,7 @@ LAYERS = [
     ("rewards",),
     ("tuners",),
     ("runner",),
+    ("progress",),
     ("density_chains", "density_checkpoint"),
     ("general", "timing"),
     ("config", "templates"),

@@ -17,17 +17,17 @@ def test_progress_falls_back_to_lines_where_no_bar_can_be_drawn(monkeypatch, cap
     plain lines, not a bar that draws nothing for the whole run."""
     import os
     import sys
-    from adaptive_hmc import runner
+    from adaptive_hmc import progress as console
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(sys.stderr, "fileno", lambda: 2, raising=False)
     monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((0, 0)))
-    progress = runner.Progress(2, 0)
-    assert progress.bar is None and not runner.can_draw_bar()
+    progress = console.Progress(2, 0)
+    assert progress.bar is None and not console.can_draw_bar()
     progress.update({"i": 0, "step_factor": 0.1, "num_steps": 20, "reward": 1.0, "acceptance": [0.9, 0.8],
                      "stuck_chains": [], "divergences": 0, "seconds": 0.1})
     assert "super-transition 1/2" in capsys.readouterr().out
     monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((80, 24)))
-    assert runner.can_draw_bar()
+    assert console.can_draw_bar()
 
 
 def test_a_run_speaks_before_its_imports_and_while_its_sampler_compiles(monkeypatch, capsys):
@@ -37,7 +37,8 @@ def test_a_run_speaks_before_its_imports_and_while_its_sampler_compiles(monkeypa
     import subprocess
     import sys
     import time
-    from adaptive_hmc import COMPILE_TIME, runner
+    from adaptive_hmc import COMPILE_TIME
+    from adaptive_hmc import progress as console
     from adaptive_hmc.cli import main
     code = ("import sys; from adaptive_hmc.cli import main\n"
             "sys.argv = ['adaptive-hmc', 'run', 'missing.yaml']\nsys.exit(main())")
@@ -57,13 +58,13 @@ def test_a_run_speaks_before_its_imports_and_while_its_sampler_compiles(monkeypa
             time.sleep(0.05)
             return 0.05
 
-    monkeypatch.setattr(runner, "can_draw_bar", lambda: False)
-    assert runner.compile_kernels(Fake(True)) == 0.05
+    monkeypatch.setattr(console, "can_draw_bar", lambda: False)
+    assert console.compile_kernels(Fake(True)) == 0.05
     assert capsys.readouterr().err == ""
-    runner.compile_kernels(Fake(False))
+    console.compile_kernels(Fake(False))
     err = capsys.readouterr().err
     assert "compiling the sampler for this model (first run only" in err and "compiled in 0.1 s" in err
-    runner.compile_kernels(Fake(False), quiet=True)
+    console.compile_kernels(Fake(False), quiet=True)
     assert capsys.readouterr().err == ""
     assert main(["run", "missing.yaml", "--quiet"]) == 2
     assert "starting" not in capsys.readouterr().err
