@@ -143,14 +143,14 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
         atomic_write(out / CONFIG, yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
         if not (out / METADATA).is_file():
             rd.write_metadata(dict(config=source, started=time.strftime("%Y-%m-%dT%H:%M:%S")))
-        total = rd.begin_extension(extend) if extend else rd.extended_to() or cfg.run.super_transitions
+        extended_to = rd.begin_extension(extend) if extend else rd.extended_to()   # the length an --extend set
         try:
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always", ConvergenceWarning)
                 idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
                                constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet,
-                               **{**cfg.sample_options(), "super_transitions": total,
-                                  **({"until": None} if rd.extended_to() else {})})
+                               **{**cfg.sample_options(),
+                                  **({"super_transitions": extended_to, "until": None} if extended_to else {})})
         except KeyboardInterrupt:
             raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the "
                               f"warm-up once it ended); resume with: adaptive-hmc run {source} --out {out} "
