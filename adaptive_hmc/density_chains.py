@@ -26,7 +26,7 @@ from .models.predictive import new_accumulator
 from .replica_options import as_seed_sequence
 from .samplers.adaptation import STEP_FLOOR, DualAveraging, lost_chains, pooled_variance, windows
 from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
-from .samplers.settings import HMCSettings, check_settings
+from .samplers.settings import Action, HMCSettings, check_settings
 from .super_transition import SuperTransitionResult, iterations
 
 #: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
@@ -215,10 +215,11 @@ class DensityChains:
             f"huge scale): start the chains nearer the posterior's bulk (draws from the prior, or values near 0 on "
             f"the unconstrained scale), or check the density where chain {j} is")
 
-    def run(self, step_factor: float, num_steps: int, budget: int) -> SuperTransitionResult:
+    def run(self, action: Action, budget: int) -> SuperTransitionResult:
         """One super-transition: :func:`~adaptive_hmc.super_transition.iterations` of
-        HMC at (step factor, L) on every chain, every sample kept."""
-        s = check_settings(self.settings._replace(step_factor=float(step_factor), num_steps=int(num_steps)))
+        HMC at ``action`` on every chain, every sample kept."""
+        step_factor, num_steps = Action.of(action)
+        s = check_settings(self.settings._replace(step_factor=step_factor, num_steps=num_steps))
         n_iter = iterations(budget, num_steps, s.jitter)
         rec = new_record(self.R, n_iter, 0)
         kept = [np.empty((n_iter, self.model.dim)) for _ in range(self.R)]
@@ -231,7 +232,7 @@ class DensityChains:
         seconds = time.perf_counter() - t0
         for j in range(self.R):
             self.draws[j].append(kept[j] * self.scale)
-        result = SuperTransitionResult(self.n_super, float(step_factor), int(num_steps), n_iter, rec, [], "none",
+        result = SuperTransitionResult(self.n_super, step_factor, num_steps, n_iter, rec, [], "none",
                                        seconds, None)
         self.n_super += 1
         return result

@@ -35,7 +35,7 @@ from .models.neal1993 import Neal93MLP
 from .models.predictive import Prediction, new_accumulator, pool_predictions, test_metrics, to_original_units
 from .models.priors import PriorSpec
 from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
-from .samplers.settings import check_settings
+from .samplers.settings import Action, check_settings
 from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds
 from .replica_state import ReplicaState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, super_transition
@@ -159,14 +159,13 @@ class ReplicaSet:
         return np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key, pool_size=s.pool_size,
                                       n_children_spawned=spawned)
 
-    def run(self, step_factor: float, num_steps: int, budget: int, rng=None) -> "SuperTransitionResult":
-        """Advance :attr:`state` by one :func:`super_transition`; its result."""
-        self.state, result = super_transition(self, self.state, {"step_factor": step_factor,
-                                                                 "num_steps": num_steps}, budget, rng)
+    def run(self, action: Action, budget: int, rng=None) -> "SuperTransitionResult":
+        """Advance :attr:`state` by one :func:`super_transition` at ``action``; its result."""
+        self.state, result = super_transition(self, self.state, action, budget, rng)
         return result
 
-    def probe(self, step_factor: float, num_steps: int, budget: int, k: int = 0) -> "SuperTransitionResult":
-        """A trial of (step factor, L) that leaves :attr:`state` as it was: a
+    def probe(self, action: Action, budget: int, k: int = 0) -> "SuperTransitionResult":
+        """A trial of ``action`` that leaves :attr:`state` as it was: a
         :func:`super_transition` of :data:`PROBE_TRAJECTORIES` trajectories a
         chain (at most ``budget`` leapfrog steps) on copies of the chains, its
         new state dropped. Its random stream is the ``k``-th probe's of the
@@ -175,8 +174,9 @@ class ReplicaSet:
         s = self._streams
         seq = np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key + (PROBE_KEY, self.n_super, int(k)),
                                      pool_size=s.pool_size)
-        action = {"step_factor": step_factor, "num_steps": num_steps}
-        _, result = super_transition(self, self.state, action, min(int(budget), PROBE_TRAJECTORIES * num_steps), seq)
+        action = Action.of(action)
+        _, result = super_transition(self, self.state, action, min(int(budget), PROBE_TRAJECTORIES * action.num_steps),
+                                     seq)
         return result
 
     # -- the current state's parts, by name ----------------------------------------

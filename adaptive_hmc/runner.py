@@ -17,6 +17,7 @@ import numpy as np
 from .replica_options import ReplicaOptions
 from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
+from .samplers.settings import Action
 from .super_transition import SuperTransitionResult
 from .tuners.options import BanditOptions, FixedOptions
 
@@ -25,8 +26,8 @@ class ChainSet(Protocol):
     """What the outer loop drives, the one interface of every kind of run's
     chains: a network's replica set (:class:`~adaptive_hmc.replicas.ReplicaSet`)
     and a user density's chains (:class:`~adaptive_hmc.density_chains.DensityChains`).
-    ``run`` is one super-transition at (step factor, L) of ``budget`` leapfrog
-    steps a chain; ``compile`` loads or compiles the chain loop (its seconds),
+    ``run`` is one super-transition at an :class:`~adaptive_hmc.samplers.settings.Action`
+    (step factor, L) of ``budget`` leapfrog steps a chain; ``compile`` loads or compiles the chain loop (its seconds),
     ``kernels_ready`` says whether that costs a compile; ``checkpoint`` is what
     a checkpoint holds of the chains, ``restore`` puts it back with what the
     run's store holds (the stored super-transitions). A set may also ``probe``
@@ -34,7 +35,7 @@ class ChainSet(Protocol):
 
     n_super: int
 
-    def run(self, step_factor: float, num_steps: int, budget: int) -> SuperTransitionResult: ...
+    def run(self, action: Action, budget: int) -> SuperTransitionResult: ...
 
     def compile(self) -> float: ...
 
@@ -174,10 +175,10 @@ def probed_action(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, to
     action, probes, gradients = tuner.ask(), [], 0
     can_probe = hasattr(replicas, "probe")                   # the replica sets; not the general sampler's chains
     while can_probe and len(probes) < MAX_PROBES and _untried_high(tuner, action):
-        trial = replicas.probe(float(action["step_factor"]), int(action["num_steps"]), budget, len(probes))
+        trial = replicas.probe(Action.of(action), budget, len(probes))
         gradients += trial.gradients
         chains = trial.record.accept_prob.mean(axis=1)
-        probes.append(dict(step_factor=float(action["step_factor"]), num_steps=int(action["num_steps"]),
+        probes.append(dict(step_factor=trial.step_factor, num_steps=trial.num_steps,
                            min_accept_prob=round(float(chains.min()), 6), passed=bool(chains.min() >= PROBE_FLOOR),
                            gradients=trial.gradients))
         if probes[-1]["passed"]:
@@ -198,7 +199,7 @@ def step(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, cv_metric: 
     Told actions that raise the step factor are probed first (:func:`probed_action`)."""
     action, probes, probe_gradients = probed_action(replicas, tuner, budget, reward, told) if tell \
         else (tuner.ask(), [], 0)
-    result = replicas.run(float(action["step_factor"]), int(action["num_steps"]), budget)
+    result = replicas.run(Action.of(action), budget)
     raw = float(reward(result))
     rec = result.record
     value, info = None, None

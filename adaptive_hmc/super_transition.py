@@ -19,7 +19,7 @@ from .models.base import hyper_values
 from .models.predictive import reset, snapshot
 from .samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
 from .samplers.chain import Observers, Record, copy_chain, new_record, run_chain
-from .samplers.settings import check_settings, check_step_factor
+from .samplers.settings import Action, check_settings
 from .replica_options import as_seed_sequence
 from .replica_state import ReplicaState, Step, fold
 
@@ -81,7 +81,7 @@ def predict_every(predict_steps: int, num_steps: int, jitter: bool, n_iter: int)
     return max(1, min(math.ceil(predict_steps / mean), n_iter)) if predict_steps else 1
 
 
-def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budget: int,
+def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,
                      rng=None) -> tuple:
     """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at
     ``action`` (its ``step_factor`` and ``num_steps`` L)] on every chain of
@@ -97,10 +97,10 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: dict, budge
     from it for this call; default the set's stream after the state's
     ``streams_spawned``) or a Generator (from which such a SeedSequence is seeded).
     """
-    step_factor, num_steps = check_step_factor(action["step_factor"]), action["num_steps"]
+    step_factor, num_steps = Action.of(action)
     if not (isinstance(budget, (int, np.integer)) and budget >= 1):
         raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per replica)")
-    if not (isinstance(num_steps, (int, np.integer)) and 1 <= num_steps <= budget):
+    if num_steps > budget:
         raise ValueError(f"num_steps={num_steps!r}: must be an integer in 1..budget ({budget})")
     base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
     settings = check_settings(setup.settings._replace(

@@ -22,6 +22,7 @@ import numpy as np
 
 from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, WARMUP_STEPS, DensityChains
 from .replicas import ReplicaSet
+from .samplers.settings import Action
 from .super_transition import super_transition
 from .tuners.options import BanditOptions
 
@@ -43,7 +44,7 @@ def seconds_per_step(replicas: ReplicaSet, num_steps: int, budget: int) -> float
     probe.settings = replicas.settings._replace(initial_phase_steps=0)
     steps = min(budget, 2 * num_steps)
     while True:
-        action = {"step_factor": PROBE_STEP_FACTOR, "num_steps": min(num_steps, steps)}
+        action = Action(PROBE_STEP_FACTOR, min(num_steps, steps))
         _, result = super_transition(probe, replicas.state, action, steps, np.random.SeedSequence(0))
         if result.seconds >= PROBE_SECONDS or steps >= budget:
             return result.seconds / steps
@@ -134,7 +135,7 @@ def density_estimate(model, starts, warmup: int, super_transitions: int, budget:
     steps = 2 * L
     while True:
         probe = DensityChains(model, starts, np.random.SeedSequence(0), threads)
-        result = probe.run(PROBE_STEP_FACTOR, L, steps)
+        result = probe.run(Action(PROBE_STEP_FACTOR, L), steps)
         if result.seconds >= PROBE_SECONDS or steps >= budget:
             break
         steps = min(budget, 2 * steps)

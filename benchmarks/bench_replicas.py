@@ -17,6 +17,7 @@ import numpy as np
 from adaptive_hmc.data import load_robot_arm
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.replicas import ReplicaSet
+from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.samplers import HMCSettings
 
 
@@ -31,11 +32,11 @@ def make(threads):
 def rate(threads, budget, repeats):
     """Best leapfrog steps/s (total over replicas) over ``repeats`` super-transitions, and the final state."""
     rs = make(threads)
-    rs.run(0.3, 100, 200)  # compile / load the cache, settle the chains
+    rs.run(Action(0.3, 100), 200)  # compile / load the cache, settle the chains
     best = 0.0
     for _ in range(repeats):
         t = time.perf_counter()
-        res = rs.run(0.3, 100, budget)
+        res = rs.run(Action(0.3, 100), budget)
         best = max(best, res.leapfrog_steps / (time.perf_counter() - t))
     return best, rs
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from adaptive_hmc.config import read_config
 from adaptive_hmc.experiment import build
+from adaptive_hmc.samplers.settings import Action
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,10 +35,10 @@ def measure(config: Path, actions, repeats: int, budget: int, warm: int, seed: i
     cfg = read_config(config, {"run.seed": seed})
     replicas = build(cfg, str(config))[0].replicas
     for _ in range(warm):                                   # leave the start at a safe action
-        replicas.run(actions[0][0], actions[0][1], budget)
+        replicas.run(Action(actions[0][0], actions[0][1]), budget)
     rows = []
     for eps, L in actions:
-        per = np.array([chain_rewards(replicas.run(eps, L, budget)) for _ in range(repeats)])
+        per = np.array([chain_rewards(replicas.run(Action(eps, L), budget)) for _ in range(repeats)])
         mean_all, one = per.mean(axis=1), per[:, 0]
         rows.append({"step_factor": eps, "num_steps": L, "chains": per.shape[1], "reward": float(mean_all.mean()),
                      "cv_all": float(mean_all.std(ddof=1) / mean_all.mean()),

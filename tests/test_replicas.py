@@ -10,6 +10,7 @@ import pytest
 from adaptive_hmc.data import kfold, load_robot_arm
 from adaptive_hmc.estimator import BNNClassifier, BNNRegressor
 from adaptive_hmc.models.mlp import MLPSpec, predict
+from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.models.priors import PriorSpec
 from adaptive_hmc.replica_state import chain_arrays
 from adaptive_hmc.replicas import ReplicaSet
@@ -78,19 +79,31 @@ def test_budget_respected_exactly(jitter, window):
     L steps; with it (L drawn from 1..7, mean 4) 2 budget / (L + 1) = 25, whose
     steps average the budget (sd of one super-transition's total: 10)."""
     rs = _replicas(settings=HMCSettings(jitter=jitter, window=window), full_data_chain=True)
-    res = rs.run(0.3, 7, 100)
+    res = rs.run(Action(0.3, 7), 100)
     assert res.n_iter == (25 if jitter else 100 // 7)
     used = res.record.num_steps.sum(axis=1)
     assert np.all(rs.chains[0].counters == [used[0], res.n_iter])
     if jitter:
-        more = np.concatenate([rs.run(0.3, 7, 100).record.num_steps.sum(axis=1) for _ in range(10)])
+        more = np.concatenate([rs.run(Action(0.3, 7), 100).record.num_steps.sum(axis=1) for _ in range(10)])
         assert abs(more.mean() - 100) < 4 * 10 / np.sqrt(more.size)
     else:
         assert np.all(used == 14 * 7)
     with pytest.raises(ValueError, match="num_steps"):
-        rs.run(0.3, 101, 100)
+        rs.run(Action(0.3, 101), 100)
     with pytest.raises(ValueError, match="step_factor"):
-        rs.run(float("nan"), 10, 100)
+        rs.run(Action(float("nan"), 10), 100)
+
+
+@pytest.mark.parametrize("bad, field", [({"step_factor": 0.3}, "action"), (Action(0.3, 2.5), "num_steps"),
+                                        (Action(0.3, 0), "num_steps"), (Action(0.3, True), "num_steps"),
+                                        (Action(-1.0, 5), "step_factor"), (Action("0.3", 5), "step_factor")])
+def test_an_action_is_checked_once_where_a_tuners_dict_becomes_one(bad, field):
+    """A tuner's dict becomes an Action, checked, in one place (Action.of), which every chain set's run uses."""
+    from adaptive_hmc.samplers.settings import SettingsError
+    assert Action.of({"step_factor": 0.25, "num_steps": 12.0}) == (0.25, 12)
+    assert type(Action.of({"step_factor": 1, "num_steps": np.int64(3)}).num_steps) is int
+    with pytest.raises(SettingsError, match=field):
+        Action.of(bad)
 
 
 def test_a_super_transition_is_a_pure_function_of_its_state():
@@ -100,10 +113,10 @@ def test_a_super_transition_is_a_pure_function_of_its_state():
     from adaptive_hmc.replica_state import checkpoint_state
     from adaptive_hmc.super_transition import super_transition
     rs = _replicas(full_data_chain=True, thin=1)
-    rs.run(0.3, 10, 100)
+    rs.run(Action(0.3, 10), 100)
     before = rs.state
     saved = checkpoint_state(before)
-    action = {"step_factor": 0.3, "num_steps": 10}
+    action = Action(0.3, 10)
     (s1, r1), (s2, r2) = (super_transition(rs, before, action, 100) for _ in range(2))
     for u, v in zip(r1.record, r2.record):
         assert np.array_equal(u, v)
@@ -121,7 +134,7 @@ def test_a_super_transition_is_a_pure_function_of_its_state():
 
 def test_initial_phase_keeps_hyperparameters_fixed():
     rs = _replicas(settings=HMCSettings(initial_phase_steps=50), initial_hyper=1.0)
-    res = rs.run(0.2, 10, 100)
+    res = rs.run(Action(0.2, 10), 100)
     h = res.record.hyper
     # Gibbs starts at the first iteration with >= 50 leapfrog steps done: iteration 5.
     assert np.all(h[:, :5] == h[:, :1])
@@ -138,7 +151,7 @@ def test_serial_and_parallel_runs_are_bitwise_identical():
     def go(threads):
         rs = _replicas(threads=threads, full_data_chain=True,
                        settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
-        out = [rs.run(eps, L, 120) for eps, L in ((0.3, 10), (0.5, 6))]
+        out = [rs.run(Action(eps, L), 120) for eps, L in ((0.3, 10), (0.5, 6))]
         return rs, out
     a, ra = go(1)
     alive = []
@@ -177,9 +190,9 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
     spec = rs.spec
     D = spec.n_params
     metric = "mse" if likelihood == "gaussian" else "log_loss"
-    rs.run(0.05, 5, 200)   # a first super-transition at another setting
+    rs.run(Action(0.05, 5), 200)   # a first super-transition at another setting
     before = [len(k) for k in rs.kept]
-    res = rs.run(0.4, 10, 200)
+    res = rs.run(Action(0.4, 10), 200)
     rows = _split_kept(rs, before)
     errs = []
     for r, fold, kept in zip(rs.replicas, rs.folds, rows):
@@ -208,10 +221,10 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood, predict_step
     rs = _replicas(likelihood, full_data_chain=True, burn_in_super_transitions=1, predict_steps=predict_steps,
                    thin=every)
     spec = rs.spec
-    rs.run(0.3, 5, 100)
+    rs.run(Action(0.3, 5), 100)
     assert rs.retained.sum() == rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
     for _ in range(2):
-        rs.run(0.3, 5, 100)
+        rs.run(Action(0.3, 5), 100)
     Q, noise, _ = rs.samples()
     assert len(Q) == rs.retained.sum() == 2 * 20 // every * rs.n_replicas      # one L: equal weights, plain averages
     Xt, Yt = rs.X_test, rs.Y_test
@@ -243,7 +256,7 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood, predict_step
 
 def test_esjd_reward_from_the_record():
     rs = _replicas()
-    res = rs.run(0.3, 9, 90)
+    res = rs.run(Action(0.3, 9), 90)
     r = res.record
     manual = np.mean([(r.accept_prob[j] * r.squared_jump[j]).sum() for j in range(rs.n_replicas)]) / 3.0
     assert esjd_reward(res) == pytest.approx(manual, rel=1e-12)
@@ -252,7 +265,7 @@ def test_esjd_reward_from_the_record():
 
 def test_held_out_error_rejects_wrong_metric():
     rs = _replicas("logistic")
-    res = rs.run(0.3, 5, 20)
+    res = rs.run(Action(0.3, 5), 20)
     with pytest.raises(ValueError, match="regression"):
         held_out_error(res.held_out[0], "logistic", "mse")
     assert math.isfinite(cv_error(res))
@@ -275,7 +288,7 @@ def test_no_cv_replicas_needs_the_full_data_chain():
     with pytest.raises(ValueError, match="full_data_chain"):
         ReplicaSet(spec, X, Y, k=0, data="folds")
     rs = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
-    res = rs.run(0.3, 5, 20)
+    res = rs.run(Action(0.3, 5), 20)
     # 4 iterations of L = 5, one predicting (predict_steps 100), weighing the 4 x 5 steps it stands for
     assert res.held_out == [] and rs.retained[0] == 1 and rs.test_count[0] == 4 * 5
 
@@ -291,7 +304,7 @@ def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
                     initial_hyper=None, settings=HMCSettings(gibbs=False, jitter=True),
                     test_sets={"x": (x_star, np.zeros((3, 1)))}, burn_in_super_transitions=2, seed=11)
     for _ in range(82):
-        rs.run(0.4, 20, 5000)
+        rs.run(Action(0.4, 20), 5000)
     batches = np.array([p[0, 0] / c[0] for p, c in zip(rs.history_pred[2:], rs.history_count[2:])])
     mean = rs.prediction("x").mean[:, 0]
     se = np.sqrt(batches.std(axis=0, ddof=1) ** 2 / len(batches) + is_se ** 2)
@@ -312,7 +325,7 @@ def test_robot_arm_short_run_beats_mean_and_widens_outside_training_region():
                     settings=HMCSettings(window=5, initial_phase_steps=1000),
                     burn_in_super_transitions=4)
     for _ in range(12):
-        res = rs.run(0.3, 50, 1000)
+        res = rs.run(Action(0.3, 50), 1000)
     mse = rs.metrics()["test"]["mse"]
     mean_mse = np.mean(np.sum((Y.mean(0) - Yt) ** 2, 1))
     assert mse < 0.02 * mean_mse, (mse, mean_mse)
@@ -363,7 +376,7 @@ def test_bandit_drives_replicas():
 def test_predictions_from_chosen_chains_match_numpy_from_kept_samples():
     rs = _replicas(full_data_chain=True, predict_steps=0)              # every iteration predicts and is kept
     for _ in range(2):
-        rs.run(0.3, 5, 100)
+        rs.run(Action(0.3, 5), 100)
     D = rs.spec.n_params
     kept = [np.array(k)[:, :D] for k in rs.kept]
     for chains, rows in (("full", [rs.n_cv]), ("replicas", range(rs.n_cv)), ("all", range(rs.n_replicas))):
@@ -390,8 +403,8 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
     means = {}
     for weight_by in ("gradients", "iterations"):
         rs = _replicas(likelihood, full_data_chain=True, weight_by=weight_by, predict_steps=0)
-        rs.run(0.3, 2, 100)
-        rs.run(0.3, 10, 100)
+        rs.run(Action(0.3, 2), 100)
+        rs.run(Action(0.3, 10), 100)
         A, chain, st = rs.kept_rows()
         w = rs.kept_weights()
         assert np.array_equal(w, np.where(st == 0, 2.0, 10.0) if weight_by == "gradients" else np.ones(len(A)))
@@ -439,8 +452,8 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
                         replicas=ReplicaOptions(k=4, data="folds", settings=HMCSettings(window=3),
                                                 priors=PriorSpec(hyper_moves="gibbs")))
         rs = runs.replicas
-        rs.run(0.2, 20, 2000)                              # leave the start
-        res = rs.run(eps, 20, 400, rng=np.random.SeedSequence(9))
+        rs.run(Action(0.2, 20), 2000)                              # leave the start
+        res = rs.run(Action(eps, 20), 400, rng=np.random.SeedSequence(9))
         scores[name] = (res.acceptance.mean(), runs.reward(res), cv_reward(res))
     (acc_stuck, esjd_stuck, cv_stuck), (acc_mix, esjd_mix, cv_mix) = scores["stuck"], scores["mixing"]
     assert acc_stuck == 0.0 and acc_mix > 0.5                            # the test has its two cases
@@ -457,13 +470,13 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
 def test_step_calibration_is_made_once_after_warm_up_and_kept_in_the_state():
     from adaptive_hmc.samplers.calibration import curvature_scale
     rs = _replicas(calibrate_after=1)
-    steps = [rs.run(0.2, 10, 200).step]                  # recorded, as a run's sample store does
+    steps = [rs.run(Action(0.2, 10), 200).step]                  # recorded, as a run's sample store does
     assert np.all(rs.step_calibration == 1.0)
     expected = [curvature_scale(r.model, c.position, c.hyper) for r, c in zip(rs.replicas, rs.chains)]
-    steps.append(rs.run(0.2, 10, 200).step)
+    steps.append(rs.run(Action(0.2, 10), 200).step)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12) and np.all(rs.step_calibration != 1.0)
     state = rs.checkpoint()
-    rs.run(0.2, 10, 200)
+    rs.run(Action(0.2, 10), 200)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12)       # frozen
     fresh = _replicas(calibrate_after=1)
     fresh.restore(state, steps)
@@ -478,7 +491,7 @@ def test_an_absolute_base_step_is_scaled_by_the_step_factor():
     runs bit for bit as base 0.003 at factor 1, and not as base 0.002 at factor 1."""
     def run(base, factor):
         rs = _replicas(settings=HMCSettings(step_size=np.array([base]), window=2))
-        return rs.run(factor, 8, 96).record
+        return rs.run(Action(factor, 8), 96).record
 
     a, b, c = run(0.002, 1.5), run(0.003, 1.0), run(0.002, 1.0)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
@@ -522,15 +535,15 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
                           model=model, thin=1, test_sets={"t": arm.rows(401, 420)}, threads=1)
 
     rs = make()
-    results = [rs.run(1.0, 20, 120) for _ in range(2)]
+    results = [rs.run(Action(1.0, 20), 120) for _ in range(2)]
     temps = [r.record.temperature.mean() for r in results]
     assert temps[0] > 5.0 > temps[1]                   # 6 hot iterations then cooling
     state, steps = rs.checkpoint(), [r.step for r in results]
     assert all(not np.isclose(c.kd[0], 0.5 * rs.dim) for c in rs.chains)
-    a = [rs.run(1.0, 20, 120).record for _ in range(2)]
+    a = [rs.run(Action(1.0, 20), 120).record for _ in range(2)]
     fresh = make()
     fresh.restore(state, steps)
-    b = [fresh.run(1.0, 20, 120).record for _ in range(2)]
+    b = [fresh.run(Action(1.0, 20), 120).record for _ in range(2)]
     for ra, rb in zip(a, b):
         assert np.array_equal(ra.energy, rb.energy) and np.array_equal(ra.temperature, rb.temperature)
     W, noise, chain = rs.samples()
@@ -553,7 +566,7 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
         assert r.model.n_cases == len(X) and r.held.YT.shape[1] == 0
     starts = np.array([c.position.copy() for c in rs.chains])
     assert np.all(np.abs(starts) > 0) and len({s.tobytes() for s in starts}) == 3      # N(0, 0.1^2), apart
-    rs.run(0.3, 10, 200)
+    rs.run(Action(0.3, 10), 200)
     ends = np.array([c.position for c in rs.chains])
     assert len({e.tobytes() for e in ends}) == 3
     with pytest.raises(ValueError, match="replicas"):
@@ -561,7 +574,7 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     one = ReplicaSet(spec, X, Y, k=1, data="full", seed=4, init_scale=0.0, thin=1)
     old = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, seed=4, thin=1)
     for s in (one, old):
-        s.run(0.3, 10, 200)
+        s.run(Action(0.3, 10), 200)
     assert np.array_equal(one.chains[0].position, old.chains[0].position)
     assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
     with pytest.raises(ValueError, match="full_data_chain is for data='folds'"):
@@ -576,16 +589,16 @@ def test_every_gradient_evaluation_is_counted():
     from adaptive_hmc.samplers.calibration import CURVATURE_EVALUATIONS
     from adaptive_hmc.samplers.chain import HYPER_MOVE_STEPS
     held = _replicas(settings=HMCSettings(initial_phase_steps=10 ** 6))
-    res = held.run(0.3, 5, 100)
+    res = held.run(Action(0.3, 5), 100)
     assert res.gradients == res.leapfrog_steps + held.n_replicas                 # one at each chain's start
     gibbs = _replicas(settings=HMCSettings(initial_phase_steps=0), calibrate_after=1,
                       priors=PriorSpec(hyper_moves="gibbs"))
-    res = gibbs.run(0.3, 5, 100)
+    res = gibbs.run(Action(0.3, 5), 100)
     assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * res.n_iter   # one after each Gibbs update
-    res = gibbs.run(0.3, 5, 100)
+    res = gibbs.run(Action(0.3, 5), 100)
     assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (res.n_iter + CURVATURE_EVALUATIONS)
     moves = _replicas(settings=HMCSettings(initial_phase_steps=0))               # with the interweaving moves,
-    res = moves.run(0.3, HYPER_MOVE_STEPS, 3 * HYPER_MOVE_STEPS)                # their forward passes count too
+    res = moves.run(Action(0.3, HYPER_MOVE_STEPS), 3 * HYPER_MOVE_STEPS)                # their forward passes count too
     n_dirs = len(moves.replicas[0].model.target.scale_dirs)
     assert res.gradients >= res.leapfrog_steps + moves.n_replicas * res.n_iter * (1 + 2 * n_dirs)
     assert res.record.gradients.sum() == res.gradients
@@ -602,16 +615,16 @@ def test_a_probe_leaves_the_state_as_it_was_and_is_seeded_by_its_place():
     and others for another k."""
     from adaptive_hmc.super_transition import PROBE_TRAJECTORIES
     a, b = _replicas(full_data_chain=True), _replicas(full_data_chain=True)
-    a.run(0.3, 10, 100)
-    b.run(0.3, 10, 100)
+    a.run(Action(0.3, 10), 100)
+    b.run(Action(0.3, 10), 100)
     before = a.state
-    p1, p2, p3 = a.probe(0.5, 12, 100, 0), a.probe(0.5, 12, 100, 0), a.probe(0.5, 12, 100, 1)
+    p1, p2, p3 = a.probe(Action(0.5, 12), 100, 0), a.probe(Action(0.5, 12), 100, 0), a.probe(Action(0.5, 12), 100, 1)
     assert a.state is before
     assert np.array_equal(p1.record.accept_prob, p2.record.accept_prob)
     assert not np.array_equal(p1.record.accept_prob, p3.record.accept_prob)
     assert p1.n_iter == (3 if a.settings.jitter else PROBE_TRAJECTORIES)
     assert p1.gradients == int(p1.record.gradients.sum()) > 0
-    ra, rb = a.run(0.3, 10, 100), b.run(0.3, 10, 100)
+    ra, rb = a.run(Action(0.3, 10), 100), b.run(Action(0.3, 10), 100)
     for u, v in zip(ra.record, rb.record):
         assert np.array_equal(u, v)
     assert all(np.array_equal(u, v) for c, d in zip(a.state.chains, b.state.chains)

@@ -10,6 +10,7 @@ from scipy import stats
 from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
+from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec, gibbs_hyper, slice_log_mu
 from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc, make_metropolis, make_stochastic_dynamics
@@ -162,7 +163,7 @@ def _posterior_chains(model, x_star, data, k, seed):
                     settings=HMCSettings(jitter=True), test_sets={"star": (x_star, np.zeros((len(x_star), 1)))},
                     burn_in_super_transitions=2, full_data_chain=False)
     for _ in range(14):
-        rs.run(0.4, 20, 10_000)
+        rs.run(Action(0.4, 20), 10_000)
     A, chain, _ = rs.kept_rows()
     draws = np.stack([model.predict(A[chain == j, :rs.dim], x_star)[:, :, 0] for j in range(k)])  # (chains, draws, 3)
     st = chain_statistics(draws)

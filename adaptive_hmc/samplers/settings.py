@@ -58,6 +58,33 @@ def check_step_factor(value, template: bool = False) -> float:
     return f
 
 
+class Action(NamedTuple):
+    """What a tuner asks and a super-transition runs, the one value that goes
+    from the tuner to the kernel: ``step_factor`` (times each chain's base
+    steps) and ``num_steps``, the trajectory length L in leapfrog steps. Tuners
+    speak dicts of their dimensions (they know nothing of HMC);
+    :meth:`Action.of` turns one into this, checked once."""
+
+    step_factor: float
+    num_steps: int
+
+    @classmethod
+    def of(cls, action) -> "Action":
+        """``action`` (a tuner's dict with ``step_factor`` and ``num_steps``, or
+        an :class:`Action`) checked: the step factor by :func:`check_step_factor`,
+        L a whole number >= 1; :class:`SettingsError` otherwise."""
+        if not isinstance(action, Action):
+            try:
+                action = cls(action["step_factor"], action["num_steps"])
+            except (KeyError, TypeError, IndexError):
+                raise SettingsError("action", action, "need step_factor and num_steps") from None
+        L = action.num_steps
+        if isinstance(L, bool) or not isinstance(L, (int, float, np.integer, np.floating)) \
+                or not (math.isfinite(L) and L >= 1 and float(L).is_integer()):
+            raise SettingsError("num_steps", L, "must be a whole number >= 1")
+        return cls(check_step_factor(action.step_factor), int(L))
+
+
 class HMCSettings(NamedTuple):
     """Settings of the [Gibbs update, HMC transition] iteration (also read by
     random-walk Metropolis and stochastic dynamics).
