@@ -9,13 +9,13 @@ line starts at once.
 from importlib import import_module
 
 _WHERE = {
-    "BNNClassifier": "estimator", "BNNRegressor": "estimator",
+    "BNNClassifier": "front.estimator", "BNNRegressor": "front.estimator",
     "BayesianMLP": "models.bnn", "GaussianTarget": "models.gaussian", "MLPSpec": "models.mlp",
     "GammaPrior": "models.priors", "PriorSpec": "models.priors",
-    "ReplicaOptions": "replicas", "ReplicaSet": "replicas", "super_transition": "replicas",
-    "read_run": "results",
-    "cv_reward": "rewards", "esjd_reward": "rewards", "esjd": "rewards", "sample": "general",
-    "RunOptions": "runner", "make_run": "runner", "run_super_transitions": "runner",
+    "ReplicaOptions": "engine.replicas", "ReplicaSet": "engine.replicas", "super_transition": "engine.replicas",
+    "read_run": "rundir.finished_run",
+    "cv_reward": "engine.rewards", "esjd_reward": "engine.rewards", "esjd": "engine.rewards", "sample": "front.general",
+    "RunOptions": "engine.runner", "make_run": "engine.runner", "run_super_transitions": "engine.runner",
     "HMCSettings": "samplers", "hmc_settings": "samplers", "init_state": "samplers", "make_hmc": "samplers",
     "make_metropolis": "samplers", "make_stochastic_dynamics": "samplers",
     "BanditTuner": "tuners", "FixedTuner": "tuners", "BanditOptions": "tuners.options",

@@ -7,7 +7,7 @@ independent when batches are much longer than the autocorrelation time.
 Across chains of one posterior: ArviZ's rank-normalised split R-hat and bulk
 and tail ESS (Vehtari, Gelman, Simpson, Carpenter & Bürkner 2021); from
 the Hamiltonian of each draw, E-BFMI (Betancourt 2016); and what says that
-draws of :func:`~adaptive_hmc.general.sample` cannot be trusted yet.
+draws of :func:`~adaptive_hmc.front.general.sample` cannot be trusted yet.
 """
 import os
 import warnings
@@ -248,7 +248,7 @@ def time_limit_warning(stopped: dict, limit: str, seconds: float) -> str:
 
 
 def draws_convergence(st: dict, target_ess: float) -> tuple:
-    """(met, line) of a run of :func:`~adaptive_hmc.general.sample` that goes
+    """(met, line) of a run of :func:`~adaptive_hmc.front.general.sample` that goes
     on until its chains meet: whether the largest R-hat of the unconstrained
     coordinates (``st``: :func:`chain_statistics`) is at most
     :data:`RHAT_LIMIT` and their smallest bulk ESS at least ``target_ess``;
@@ -260,7 +260,7 @@ def draws_convergence(st: dict, target_ess: float) -> tuple:
 
 
 def summary_line(st: dict, stats: dict, gradients: int, seconds: float) -> str:
-    """The line a run of :func:`~adaptive_hmc.general.sample` ends with (``verbose``, and the CLI's
+    """The line a run of :func:`~adaptive_hmc.front.general.sample` ends with (``verbose``, and the CLI's
     run of a density config): R-hat and ESS of the unconstrained coordinates
     (``st``: :func:`~adaptive_hmc.diagnostics.chain_statistics`), per second
     of warm-up and sampling and per 1000 gradients, divergences and E-BFMI."""

@@ -21,7 +21,7 @@ def timed_run(config: Path, out: Path, cache: Path) -> dict:
     """One run as a user starts it; the seconds at which each stderr line came."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(cache))
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "adaptive_hmc.cli", "run", str(config), "--out", str(out)],
+    proc = subprocess.Popen([sys.executable, "-m", "adaptive_hmc.front.cli", "run", str(config), "--out", str(out)],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     lines = [(time.perf_counter() - t0, line.rstrip()) for line in proc.stderr]
     if proc.wait() != 0:

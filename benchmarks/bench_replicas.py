@@ -16,7 +16,7 @@ import numpy as np
 
 from adaptive_hmc.data import load_robot_arm
 from adaptive_hmc.models.mlp import MLPSpec
-from adaptive_hmc.replicas import ReplicaSet
+from adaptive_hmc.engine.replicas import ReplicaSet
 from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.samplers import HMCSettings
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_hmc.config import read_config
-from adaptive_hmc.experiment import build
+from adaptive_hmc.front.experiment import build
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "robot_arm_fixed_hyper_bandit.yaml"
 

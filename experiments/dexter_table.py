@@ -24,10 +24,10 @@ import numpy as np
 
 from adaptive_hmc.config import read_config
 from adaptive_hmc.data import load_split, select_features
-from adaptive_hmc.experiment import run_experiment
+from adaptive_hmc.front.experiment import run_experiment
 from adaptive_hmc.models.predictive import predicted_labels
-from adaptive_hmc.reports import diagnostics
-from adaptive_hmc.finished_run import read_run
+from adaptive_hmc.front.reports import diagnostics
+from adaptive_hmc.rundir.finished_run import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"bandit": "dexter_bandit", "human": "dexter_human"}
@@ -212,7 +212,7 @@ def slice_figure(d: Path, path: Path, eps: float = 0.22):
 
 
 def figures(d: Path, img: Path, prefix: str = "dexter"):
-    from adaptive_hmc.plots import reward_surface, running_error
+    from adaptive_hmc.front.plots import reward_surface, running_error
     run = read_run(d)
     reward_surface(run, img / f"{prefix}_reward_surface.png")
     running_error(run, img / f"{prefix}_running_error.png")

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adaptive_hmc import BNNClassifier, BNNRegressor  # noqa: E402
-from adaptive_hmc.metrics import kept_samples, log_gradients, run_diagnostics  # noqa: E402
+from adaptive_hmc.rundir.metrics import kept_samples, log_gradients, run_diagnostics  # noqa: E402
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec  # noqa: E402
 
 NEAL = dict(input_hidden=GammaPrior(400.0, 0.5), hidden_bias=GammaPrior(400.0, 0.5),

@@ -18,11 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from adaptive_hmc.metrics import untimed
+from adaptive_hmc.rundir.metrics import untimed
 
 
 def command(config, out, resume):
-    return [sys.executable, "-m", "adaptive_hmc.cli", "run", str(config), "--out", str(out), "--quiet"] + \
+    return [sys.executable, "-m", "adaptive_hmc.front.cli", "run", str(config), "--out", str(out), "--quiet"] + \
         (["--resume"] if resume else [])
 
 

@@ -29,7 +29,7 @@ from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.models.neal1992 import Neal92MLP
 from adaptive_hmc.models.predictive import squared_errors
 from adaptive_hmc.samplers import anneal, hmc_settings, init_state
-from adaptive_hmc.sweep import dask_session, timed_map_tasks
+from adaptive_hmc.front.sweep import dask_session, timed_map_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLISHED = (0.00547, 0.00568, 0.00571, 0.00571, 0.00574)

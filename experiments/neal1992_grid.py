@@ -28,7 +28,7 @@ from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.models.neal1992 import Neal92MLP
 from adaptive_hmc.models.predictive import squared_errors
 from adaptive_hmc.samplers import anneal, hmc_settings, init_state
-from adaptive_hmc.sweep import dask_session, timed_map_tasks
+from adaptive_hmc.front.sweep import dask_session, timed_map_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 EPS0 = (0.25e-4, 0.35e-4, 0.5e-4, 0.71e-4, 1.0e-4, 1.41e-4, 2.0e-4)
@@ -117,7 +117,7 @@ def bandit_run(variant: str, seed: int, total: int = 200_000) -> dict:
     leapfrog steps as a grid run, HMC at T0 = 1 with dummy acceptance (after
     Neal's hot start and cooling for the "bandit_cooled" variant, see :data:`BANDITS`);
     predictions from the samples of the last 50,000 steps' super-transitions."""
-    from adaptive_hmc.runner import DEFAULT_WARMUP, told_acceptance
+    from adaptive_hmc.engine.runner import DEFAULT_WARMUP, told_acceptance
     from adaptive_hmc.tuners.options import DEFAULT_BANDIT
     from adaptive_hmc.tuners import BanditTuner, Exponential
     v = BANDITS[variant]

@@ -35,7 +35,7 @@ from adaptive_hmc.models.neal1992 import N_GROUPS
 from adaptive_hmc.models.neal1993 import Neal93MLP
 from adaptive_hmc.models.predictive import squared_errors
 from adaptive_hmc.samplers import hmc_settings, init_state, sample
-from adaptive_hmc.sweep import dask_session, timed_map_tasks
+from adaptive_hmc.front.sweep import dask_session, timed_map_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 HIDDEN = 16

@@ -153,7 +153,7 @@ def score(name: str, draws: dict, reference: dict) -> dict:
 
 
 def run_ours(name: str, seed: int, chains: int, cfg: dict) -> dict:
-    from adaptive_hmc.general import sample
+    from adaptive_hmc.front.general import sample
     from adaptive_hmc.models import posteriordb as pdb
     p = pdb.posterior(name)
     idata = sample(p.logp_grad, p.initial(np.random.default_rng(seed), chains), constrain=p.constrain, seed=seed,
@@ -210,7 +210,7 @@ def markdown(rows: list, cfg: dict, chains: int, wall: float, command: str) -> s
              f"Command: `{command}` ({wall / 60:.1f} min on this machine's 2 cores).", "",
              "Each posterior of posteriordb (Magnusson, Bürkner & Vehtari; reference draws from long Stan NUTS runs, "
              "shipped in `adaptive_hmc/datasets/posteriordb`) written as a user log density "
-             "(`adaptive_hmc/models/posteriordb.py`) and sampled by `adaptive_hmc.general.sample` with its defaults "
+             "(`adaptive_hmc/models/posteriordb.py`) and sampled by `adaptive_hmc.front.general.sample` with its defaults "
              f"({chains} chains, {cfg['warmup']} warm-up iterations adapting a diagonal metric and a reference step, "
              f"then {cfg['super_transitions']} super-transitions of "
              + (f"{cfg['budget']}" if cfg["budget"] else "the default budget of") + " leapfrog steps per chain at the "

@@ -24,7 +24,7 @@ import numpy as np
 import yaml
 
 from adaptive_hmc.data import Standardizer, load_split
-from adaptive_hmc.sweep import dask_session, map_tasks, run_sweep
+from adaptive_hmc.front.sweep import dask_session, map_tasks, run_sweep
 from adaptive_hmc.tasks import ENCODINGS, TASKS, TRAIN_CASES
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_hmc.config import read_config
-from adaptive_hmc.experiment import build
+from adaptive_hmc.front.experiment import build
 from adaptive_hmc.samplers.settings import Action
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_hmc.config import read_config
-from adaptive_hmc.experiment import run_experiment
-from adaptive_hmc.finished_run import read_run
-from adaptive_hmc.results import RunDir
+from adaptive_hmc.front.experiment import run_experiment
+from adaptive_hmc.rundir.finished_run import read_run
+from adaptive_hmc.rundir.results import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {"robot_arm_human": "FBM-style hand-tuned HMC, one chain (ours)",

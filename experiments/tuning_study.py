@@ -40,20 +40,20 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_hmc.config import read_config
-from adaptive_hmc.experiment import run_experiment
+from adaptive_hmc.front.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
-from adaptive_hmc.replica_options import DEFAULT_WEIGHT_BY
-from adaptive_hmc.super_transition import iterations
-from adaptive_hmc.rewards import esjd
-from adaptive_hmc.runner import told_acceptance
+from adaptive_hmc.engine.replica_options import DEFAULT_WEIGHT_BY
+from adaptive_hmc.engine.super_transition import iterations
+from adaptive_hmc.engine.rewards import esjd
+from adaptive_hmc.engine.runner import told_acceptance
 from adaptive_hmc.tuners.options import DEFAULT_BANDIT
 from adaptive_hmc.diagnostics import batch_means_mcse, compute_spaced, draws_ess
-from adaptive_hmc.reports import diagnostics
-from adaptive_hmc.finished_run import read_run
-from adaptive_hmc.results import RunDir
+from adaptive_hmc.front.reports import diagnostics
+from adaptive_hmc.rundir.finished_run import read_run
+from adaptive_hmc.rundir.results import RunDir
 from adaptive_hmc.samplers.chain import init_state, make_hmc
 from adaptive_hmc.samplers.settings import hmc_settings
-from adaptive_hmc.sweep import dask_session, map_tasks
+from adaptive_hmc.front.sweep import dask_session, map_tasks
 from adaptive_hmc.tuners import BanditTuner
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,7 +109,7 @@ def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=(),
     """(label, kind, action or None, overrides, seed) of every run of a robot-arm target; ``top``: cells
     (eps, L) run again on ``top_seeds`` (their kind "top" here, "hand" in the rows); ``thin``: the runs'
     run.thin (the ESS is measured on the kept samples: with long trajectories thin 5 keeps a few a
-    super-transition and the figure is a lower bound, see adaptive_hmc.metrics.thin_limited)."""
+    super-transition and the figure is a lower bound, see adaptive_hmc.rundir.metrics.thin_limited)."""
     steps, lengths = ROBOT[target]["grid"]
     out = [hand_run(eps, L, seed) for seed in grid_seeds for eps in steps for L in lengths]
     out += [hand_run(eps, L, seed, "top") for seed in top_seeds for eps, L in top]
@@ -159,7 +159,7 @@ def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEI
     """One chain of HMC (absolute step size; trajectory lengths drawn from
     1..L with ``jitter``, as the package's tuned sampler) on N(0, cov), its actions
     from ``tuner`` (ask/tell; each super-transition's reward
-    :func:`~adaptive_hmc.rewards.esjd` of its iterations, as a run's), ``size`` as
+    :func:`~adaptive_hmc.engine.rewards.esjd` of its iterations, as a run's), ``size`` as
     :data:`GAUSS_SIZE`. Returns the low-acceptance share after warm-up,
     divergences, and the ESS per 1000 gradients of the chain's average, its
     draws weighted as ``weight_by`` says (as a run's samples,

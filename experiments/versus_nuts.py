@@ -69,9 +69,9 @@ def ours(target: str, seed: int, runs: Path, quick: bool) -> dict:
     answer, the predictive means and sds at the test inputs with their Monte
     Carlo standard errors."""
     from adaptive_hmc.diagnostics import compute_spaced
-    from adaptive_hmc.experiment import run_experiment
-    from adaptive_hmc.finished_run import read_run
-    from adaptive_hmc.results import RunDir
+    from adaptive_hmc.front.experiment import run_experiment
+    from adaptive_hmc.rundir.finished_run import read_run
+    from adaptive_hmc.rundir.results import RunDir
     cfg, source = target_config(target, seed, quick)
     d = RunDir(runs / f"ours-{target}-seed{seed}")
     if not d.is_finished:

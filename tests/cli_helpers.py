@@ -7,9 +7,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from adaptive_hmc.cli import main
+from adaptive_hmc.front.cli import main
 from adaptive_hmc.config import read_config
-from adaptive_hmc.experiment import run_experiment
+from adaptive_hmc.front.experiment import run_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "configs"

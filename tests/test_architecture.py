@@ -1,5 +1,7 @@
 """The package's imports go one way, in the order data flows (docs/ARCHITECTURE.md):
-no module imports a layer above its own."""
+no module imports a layer above its own, and the folders are layers too (the
+data modules, models, samplers and tuners, then the engine, the config, the run
+directory and the front, each folder's modules contiguous in that order)."""
 import ast
 from pathlib import Path
 
@@ -7,71 +9,93 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "adaptive_hmc"
 
+#: Folders whose modules are layers of their own (named "folder.module"); the other folders are one layer each.
+LAYERED_FOLDERS = ("engine", "rundir", "front")
 #: Layers from the bottom; groups in one layer do not import each other.
 LAYERS = [
     ("jit", "diagnostics", "tasks"),
     ("tables",),
     ("data",),
     ("models",),
-    ("posterior",),
     ("samplers",),
-    ("replica_options",),
-    ("replica_state",),
-    ("super_transition",),
-    ("replicas",),
-    ("store",),
-    ("checkpoint",),
-    ("rewards",),
     ("tuners",),
-    ("runner",),
-    ("progress",),
-    ("density_chains", "density_checkpoint"),
-    ("general", "timing"),
-    ("config", "templates"),
-    ("metrics",),
-    ("results",),
-    ("finished_run",),
-    ("experiment", "estimator"),
-    ("density_run",),
-    ("reports", "plots", "export", "elpd"),
-    ("sweep",),
-    ("cli",),
+    ("engine.replica_options",),
+    ("engine.replica_state",),
+    ("engine.super_transition",),
+    ("engine.replicas",),
+    ("engine.rewards",),
+    ("engine.runner",),
+    ("engine.progress",),
+    ("engine.density_chains",),
+    ("engine.timing",),
+    ("config",),
+    ("rundir.store", "rundir.posterior"),
+    ("rundir.checkpoint",),
+    ("rundir.density_checkpoint", "rundir.metrics"),
+    ("rundir.results",),
+    ("rundir.finished_run",),
+    ("front.general", "front.templates"),
+    ("front.experiment", "front.estimator"),
+    ("front.density_run",),
+    ("front.reports", "front.plots", "front.export", "front.elpd"),
+    ("front.sweep",),
+    ("front.cli",),
 ]
 RANK = {group: i for i, layer in enumerate(LAYERS) for group in layer}
-MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p != PACKAGE / "__init__.py")
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if p.name != "__init__.py" or p.parent.name not in
+                 ("adaptive_hmc",) + LAYERED_FOLDERS)
+
+
+def _group_of(parts: list) -> str:
+    """The layer group of the module at ``parts`` (its dotted path under adaptive_hmc)."""
+    if parts and parts[0] in LAYERED_FOLDERS:
+        return ".".join(parts[:2])
+    return parts[0] if parts else ""
 
 
 def _group(path: Path) -> str:
-    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    return _group_of(list(rel.parts))
 
 
 def _imported_groups(path: Path) -> set:
-    """Top-level groups of adaptive_hmc that ``path`` imports (anywhere in the file)."""
+    """Layer groups of adaptive_hmc that ``path`` imports (anywhere in the file)."""
     package = path.relative_to(PACKAGE).parent.parts        # e.g. ("models",)
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - (node.level - 1)]
-                parts = list(base) + (node.module.split(".") if node.module else [])
-                if parts:
-                    out.add(parts[0])
-                else:                         # "from . import x" at the top of the package
-                    out.update(a.name for a in node.names)
+                base = list(package[:len(package) - (node.level - 1)])
+                parts = base + (node.module.split(".") if node.module else [])
+                if node.module is None or (parts and parts[0] in LAYERED_FOLDERS and len(parts) == 1):
+                    out.update(_group_of(parts + [a.name]) for a in node.names)   # "from . import x"
+                else:
+                    out.add(_group_of(parts))
             elif node.module and node.module.split(".")[0] == "adaptive_hmc":
-                mod = node.module.split(".")
-                out.add(mod[1] if len(mod) > 1 else node.names[0].name)
+                mod = node.module.split(".")[1:]
+                out.add(_group_of(mod + ([node.names[0].name] if len(mod) < 2 else [])))
         elif isinstance(node, ast.Import):
             for a in node.names:
                 mod = a.name.split(".")
                 if mod[0] == "adaptive_hmc" and len(mod) > 1:
-                    out.add(mod[1])
+                    out.add(_group_of(mod[1:]))
+    out.discard("")
     return out
 
 
+def test_the_folders_are_layers_in_the_flows_order():
+    """Each layered folder's modules are contiguous in LAYERS and the folders come in the architecture's order."""
+    folders = [g.split(".")[0] for layer in LAYERS for g in layer]
+    order = list(dict.fromkeys(folders))
+    assert order.index("models") < order.index("samplers") < order.index("tuners") < order.index("engine") \
+        < order.index("config") < order.index("rundir") < order.index("front")
+    for f in LAYERED_FOLDERS:
+        at = [i for i, x in enumerate(folders) if x == f]
+        assert at == list(range(at[0], at[-1] + 1)), f"{f}'s modules are not contiguous in LAYERS"
+
+
 def test_every_module_has_a_layer():
-    missing = sorted({_group(p) for p in MODULES if not p.name.startswith("_") or p.name == "__init__.py"}
-                     - set(RANK) - {"datasets"})
+    missing = sorted({_group(p) for p in MODULES} - set(RANK) - {"datasets"})
     assert not missing, f"modules without a layer in LAYERS: {missing}"
 
 
@@ -83,8 +107,14 @@ def test_imports_go_down_the_flow(path):
 
 
 def test_the_check_finds_an_upward_import(tmp_path, monkeypatch):
-    """The checker has power: a models module importing the replicas is caught."""
+    """The checker has power: a models module importing the replicas, and the
+    engine's replicas importing its runner, are caught."""
     fake = PACKAGE / "models" / "mlp.py"
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from ..replicas import ReplicaSet\n")
-    assert "replicas" in _imported_groups(fake)
-    assert RANK["replicas"] > RANK["models"]
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from ..engine.replicas import ReplicaSet\n")
+    assert "engine.replicas" in _imported_groups(fake)
+    assert RANK["engine.replicas"] > RANK["models"]
+    fake = PACKAGE / "engine" / "replicas.py"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from .runner import make_run\n"
+                                                                 "from . import timing\n")
+    assert {"engine.runner", "engine.timing"} <= _imported_groups(fake)
+    assert RANK["engine.runner"] > RANK["engine.replicas"]

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import yaml
 
-from adaptive_hmc.cli import main
+from adaptive_hmc.front.cli import main
 from adaptive_hmc.config import read_config
-from adaptive_hmc.experiment import run_experiment
+from adaptive_hmc.front.experiment import run_experiment
 from cli_helpers import CONFIGS, QUICK, _raw, _write, _small, CASES, _table
 
 
@@ -67,7 +67,7 @@ def test_quick_configs_validate(path):
 
 
 def test_relative_data_path_is_relative_to_the_config_file(tmp_path, monkeypatch):
-    from adaptive_hmc.experiment import build
+    from adaptive_hmc.front.experiment import build
     (tmp_path / "sub").mkdir()
     _table(tmp_path / "sub")
     (tmp_path / "t.csv").write_text("not,a,table\n")          # a decoy in the working directory
@@ -120,7 +120,7 @@ def test_unknown_keys_get_the_nearest_allowed_key(tmp_path, capsys):
 def test_help_imports_no_compiled_layer():
     import subprocess
     import sys
-    code = ("import sys\nfrom adaptive_hmc.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+    code = ("import sys\nfrom adaptive_hmc.front.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith(('numba', 'sklearn', 'adaptive_hmc.models'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().splitlines()[-1] == "[]", out
@@ -129,7 +129,7 @@ def test_help_imports_no_compiled_layer():
 def test_tables_as_people_have_them(tmp_path, capsys):
     """A header row, targets by name, '?' for missing values, white space in a
     file named .csv, and a seeded stratified shuffled split."""
-    from adaptive_hmc.experiment import build
+    from adaptive_hmc.front.experiment import build
     rng = np.random.default_rng(5)
     X = rng.normal(size=(50, 3))
     label = (X[:, 0] > 0.3).astype(int)
@@ -171,7 +171,7 @@ def test_templates_validate_on_a_csv_with_a_header(kind, tmp_path, capsys):
     """The bare template, with the file it names, validates; init fills in a
     CSV's path (relative to the config), target, name and (classification)
     the likelihood, and the result validates."""
-    from adaptive_hmc.templates import template_text
+    from adaptive_hmc.front.templates import template_text
     rng = np.random.default_rng(2)
     X = rng.normal(size=(40, 2))
     y = (X[:, 0] > 0).astype(int) if kind == "classification" else X[:, 0] + 0.1 * rng.normal(size=40)
@@ -238,8 +238,8 @@ def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
     """Burn-in a third, warm-up, a full-data chain, inputs and targets standardised,
     4 chains of the posterior (8 folds for the thesis's cv reward): the same in a
     config that does not say and in the estimators."""
-    from adaptive_hmc.estimator import BNNRegressor
-    from adaptive_hmc.runner import DEFAULT_WARMUP
+    from adaptive_hmc.front.estimator import BNNRegressor
+    from adaptive_hmc.engine.runner import DEFAULT_WARMUP
     raw = _raw()
     raw["data"] = {"dataset": "robot_arm", "train_rows": [1, 200], "test_sets": {"t": [201, 300]}}
     raw["replicas"] = {}
@@ -261,7 +261,7 @@ def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
 def test_jitter_is_on_for_the_tuned_hmc_sampler_only(tmp_path):
     """sampler.jitter left out: on with the bandit (kind hmc, no annealing), off with a fixed
     setting, with annealing or another transition; a value given is kept; the estimators' default on."""
-    from adaptive_hmc.estimator import BNNRegressor
+    from adaptive_hmc.front.estimator import BNNRegressor
     raw = _raw()
     raw.get("sampler", {}).pop("jitter", None)
 
@@ -298,6 +298,6 @@ def test_hyperpriors_default_to_shape_2_for_the_weights_in_every_entry_point(tmp
     assert spec.input_hidden == GammaPrior(4.0, 2.0) and spec.hidden_bias == GammaPrior(400.0, 0.5)
     assert spec.noise == GammaPrior(16.0, 0.5)
     for kind in ("regression", "classification"):
-        text = importlib.resources.files("adaptive_hmc").joinpath(f"templates/{kind}.yaml").read_text()
+        text = importlib.resources.files("adaptive_hmc").joinpath(f"front/templates/{kind}.yaml").read_text()
         priors = yaml.safe_load(text)["model"]["priors"]
         assert all(priors[g] == {"sd": 0.05, "shape": 2} for g in ("input_hidden", "hidden_bias", "hidden_output"))

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import yaml
 
-from adaptive_hmc.cli import main
+from adaptive_hmc.front.cli import main
 from adaptive_hmc.config import read_config
-from adaptive_hmc.experiment import run_experiment
-from adaptive_hmc.finished_run import read_run
+from adaptive_hmc.front.experiment import run_experiment
+from adaptive_hmc.rundir.finished_run import read_run
 from cli_helpers import _raw, _write, _small, _checkpointed, _table_run
 
 
@@ -65,7 +65,7 @@ def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
     s = {c: json.loads((d / "summary.json").read_text()) for c, d in runs.items()}
     assert s["all"]["predict_from"] == "all" and s["full"]["predict_from"] == "full"
     assert s["full"]["test_mse"] != s["all"]["test_mse"]          # the same samples, other chains pooled
-    from adaptive_hmc.reports import compare
+    from adaptive_hmc.front.reports import compare
     for chains in ("all", "full"):
         row = compare([runs["all"]], chains)[0]
         assert row["chains"] == chains
@@ -82,7 +82,7 @@ def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
 
 def test_predict_from_a_finished_run(tmp_path, capsys):
     from adaptive_hmc.models.mlp import predict as mlp_predict
-    from adaptive_hmc.finished_run import read_run
+    from adaptive_hmc.rundir.finished_run import read_run
     out, X, y = _table_run(tmp_path)
     np.savetxt(tmp_path / "new.csv", X[45:], delimiter=",")
     capsys.readouterr()
@@ -111,7 +111,7 @@ def test_predict_from_a_finished_run(tmp_path, capsys):
 
 
 def test_predict_needs_kept_samples_and_gives_class_probabilities(tmp_path, capsys):
-    from adaptive_hmc.finished_run import read_run
+    from adaptive_hmc.rundir.finished_run import read_run
     out, X, y = _table_run(tmp_path, thin=0, name="nothin")
     np.savetxt(tmp_path / "new.csv", X[:5], delimiter=",")
     capsys.readouterr()
@@ -146,7 +146,7 @@ def test_readme_walkthrough_own_csv_to_prediction(tmp_path, capsys, monkeypatch)
     rows = ["size,age,price"] + [f"{a:.5f},{b:.5f},{p:.5f}" for (a, b), p in zip(X, price)]
     (tmp_path / "my_data.csv").write_text("\n".join(rows) + "\n")
     # the template comes from the installed package: run where the repository is not on the path
-    done = subprocess.run([sys.executable, "-m", "adaptive_hmc.cli", "init", "regression", "--csv", "my_data.csv",
+    done = subprocess.run([sys.executable, "-m", "adaptive_hmc.front.cli", "init", "regression", "--csv", "my_data.csv",
                            "--out", "my.yaml"], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     raw = yaml.safe_load((tmp_path / "my.yaml").read_text())
@@ -192,8 +192,8 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     and the median."""
     from adaptive_hmc.diagnostics import chain_statistics, compute_spaced
     from adaptive_hmc.models.mlp import predict
-    from adaptive_hmc.reports import compare, table
-    from adaptive_hmc.metrics import MIN_KEPT, prediction_draws, thin_limited
+    from adaptive_hmc.front.reports import compare, table
+    from adaptive_hmc.rundir.metrics import MIN_KEPT, prediction_draws, thin_limited
     raw = _small(_raw(), n=8)
     raw["replicas"].update(data="folds", full_data_chain=False)      # the thesis's: the replicas predict
     path = _write(tmp_path, raw)
@@ -256,7 +256,7 @@ def test_standardized_targets_are_sampled_in_units_of_their_sd_and_reported_in_t
     samples, so equal to rounding), and the exported posterior predictive."""
     import arviz as az
     from adaptive_hmc.models.predictive import squared_errors
-    from adaptive_hmc.finished_run import read_run
+    from adaptive_hmc.rundir.finished_run import read_run
     out, X, y = _table_run(tmp_path, thin=1, name="scaled", y_scale=1000.0, standardize_targets=True,
                            predict_steps=0)
     run = read_run(out)
@@ -341,7 +341,7 @@ def test_vectorised_r_hat_and_ess_are_arviz_figures():
 
 
 def test_the_end_of_run_warning_names_chains_that_have_not_met():
-    from adaptive_hmc.metrics import rhat_warning
+    from adaptive_hmc.rundir.metrics import rhat_warning
     assert rhat_warning({"chains": "full", "rhat_max": 1.004}) is None
     assert "is 1.050, above 1.01" in rhat_warning({"chains": "full", "rhat_max": 1.05})
     assert "not finite (a chain never moved)" in rhat_warning({"chains": "full", "rhat_max": None})
@@ -358,7 +358,7 @@ def test_the_warning_says_whether_the_chains_still_drift_or_sit_apart():
     that sit apart (separated modes), names the quantity, and stays quiet on
     neither (chains that agree: no drift); the end-of-run warning says which."""
     from adaptive_hmc.diagnostics import DRIFT_SDS, chains_apart
-    from adaptive_hmc.metrics import rhat_warning
+    from adaptive_hmc.rundir.metrics import rhat_warning
     rng = np.random.default_rng(3)
     noise = rng.normal(size=(4, 300, 3))
     steady = noise.copy()
@@ -431,7 +431,7 @@ def test_kfold_elpd_is_exact_from_fold_chains_and_loo_says_when_it_is_unusable(t
     p(y | draw), checked here against a plain NumPy computation from the fold
     run's samples; a second call reuses the fold run. PSIS-LOO is printed
     with its Pareto k verdict. A run with its own CV replicas uses them."""
-    from adaptive_hmc.elpd import kfold_elpd
+    from adaptive_hmc.front.elpd import kfold_elpd
     rng = np.random.default_rng(3)
     X = rng.uniform(-1, 1, size=(60, 3))
     y = np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=60)

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import yaml
 
-from adaptive_hmc.cli import main
+from adaptive_hmc.front.cli import main
 from adaptive_hmc.config import read_config
-from adaptive_hmc.experiment import run_experiment
-from adaptive_hmc.metrics import untimed
-from adaptive_hmc.finished_run import read_run
-from adaptive_hmc.results import RunDir
+from adaptive_hmc.front.experiment import run_experiment
+from adaptive_hmc.rundir.metrics import untimed
+from adaptive_hmc.rundir.finished_run import read_run
+from adaptive_hmc.rundir.results import RunDir
 from cli_helpers import ROBOT_ARM_QUICK, _raw, _write, _small, _checkpointed, DAMAGE
 
 
@@ -41,7 +41,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     expected = {"traces", "running_error", "robot_arm_outputs"}
     if raw["tuner"]["kind"] == "bandit":
         expected |= {"reward_surface", "reward_slice"}
-    from adaptive_hmc.finished_run import read_run
+    from adaptive_hmc.rundir.finished_run import read_run
     H = read_run(out).predictions["history_hyper"]
     if H.size and np.ptp(H, axis=(0, 1)).max() > 0:                                  # Gibbs-updated priors
         expected.add("hyperparameters")
@@ -120,8 +120,8 @@ def test_a_run_until_its_chains_meet_stops_at_the_check_that_met_and_resumes_ali
     super-transitions runner.check_due names, stops at the first check that
     meets the targets (here: one that judges 10 draws a chain enough) and
     reports it; interrupted and resumed, it ends as the uninterrupted run."""
-    from adaptive_hmc import experiment
-    from adaptive_hmc.runner import check_due
+    from adaptive_hmc.front import experiment
+    from adaptive_hmc.engine.runner import check_due
     checks = []
 
     def fake(diagnostics, target_ess):
@@ -291,7 +291,7 @@ def test_out_that_is_a_file_or_below_one(tmp_path, capsys):
 def test_a_failing_disk_ends_with_a_message_and_keeps_the_checkpoint(tmp_path, capsys, monkeypatch):
     import errno
 
-    from adaptive_hmc import results
+    from adaptive_hmc.rundir import results
     path, out = _checkpointed(tmp_path, n=3)
     kept = (out / "checkpoint.npz").read_bytes()
     real = results.atomic_write

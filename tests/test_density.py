@@ -11,7 +11,7 @@ import numba
 import numpy as np
 import pytest
 
-from adaptive_hmc.general import sample
+from adaptive_hmc.front.general import sample
 from adaptive_hmc.models.base import NoHyper, energy_grad
 from adaptive_hmc.models.density import LogDensity
 from adaptive_hmc.models import posteriordb as pdb
@@ -49,7 +49,7 @@ def _eight_schools(tmp_path, warmup: int, super_transitions: int):
 
 def _interrupted_after(monkeypatch, i: int):
     """Make sample()'s outer loop raise KeyboardInterrupt after super-transition ``i`` (as Ctrl-C would)."""
-    from adaptive_hmc import general
+    from adaptive_hmc.front import general
     real = general.run_super_transitions
 
     def interrupted(*args, callback, **kw):
@@ -207,7 +207,7 @@ def test_sample_until_the_chains_meet_stops_when_they_do_or_at_its_time_limit():
     import json
     import warnings
     from sklearn.exceptions import ConvergenceWarning
-    from adaptive_hmc.runner import check_due
+    from adaptive_hmc.engine.runner import check_due
     rng = np.random.default_rng(5)
     starts = MEAN + 3 * SD * rng.normal(size=(4, 4))
     idata = sample(gaussian, starts, warmup=300, super_transitions=2, budget=300, seed=3,
@@ -220,7 +220,7 @@ def test_sample_until_the_chains_meet_stops_when_they_do_or_at_its_time_limit():
     assert np.all(np.abs(z) < 4.0), z
     earlier = max(c for c in range(2, n) if check_due(c, 2))      # the check before did not meet
     import ast
-    from adaptive_hmc.super_transition import iterations
+    from adaptive_hmc.engine.super_transition import iterations
     per_st = [iterations(300, e["num_steps"], True) for e in ast.literal_eval(idata.attrs["tuner_log"])]
     assert sum(per_st) == idata.posterior.sizes["draw"]
     draws = idata.posterior["q"].values[:, :sum(per_st[:earlier])]
@@ -279,7 +279,7 @@ def test_bad_arguments_and_user_functions_are_clear_errors(tmp_path, capsys, mon
     wrong shape (before any sampling), or its Python function raises mid-run
     (exit 2, saying whether a checkpoint is there to --resume): never a
     traceback."""
-    from adaptive_hmc.cli import main
+    from adaptive_hmc.front.cli import main
     starts = MEAN + SD * np.random.default_rng(3).normal(size=(2, 4))
     for kw, message in ((dict(warmup=-1), "warmup=-1: an integer >= 0"),
                         (dict(super_transitions=0), "super_transitions=0: an integer >= 1"),
@@ -381,9 +381,9 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     damaged is a CheckpointError naming each. A density's run directory is
     locked, refuses a folder of someone else's files, and reports a damaged
     checkpoint with exit 2, never a traceback."""
-    from adaptive_hmc.cli import main
-    from adaptive_hmc.density_checkpoint import CheckpointError, previous_checkpoint
-    from adaptive_hmc.results import RunDir
+    from adaptive_hmc.front.cli import main
+    from adaptive_hmc.rundir.density_checkpoint import CheckpointError, previous_checkpoint
+    from adaptive_hmc.rundir.results import RunDir
     starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
     kw = dict(warmup=200, super_transitions=5, budget=300, seed=5)
     whole = sample(gaussian, starts, **kw)
@@ -428,7 +428,7 @@ def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):
     times what their checkpoint files end at (rewriting every draw so far
     at each would write about 20 times), about as much at the last as at
     the first."""
-    from adaptive_hmc import density_checkpoint
+    from adaptive_hmc.rundir import density_checkpoint
     written = []
     real = density_checkpoint.atomic_write
 
@@ -452,7 +452,7 @@ def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys, m
     and functions are refused with exit 2 before any work, naming the key."""
     import json
     import yaml
-    from adaptive_hmc.cli import main
+    from adaptive_hmc.front.cli import main
     cfg = _eight_schools(tmp_path, warmup=300, super_transitions=8)
     assert main(["validate", str(cfg)]) == 0
     said = capsys.readouterr().err                  # a time estimate from a probe, with what it assumes
@@ -499,7 +499,7 @@ def test_a_finished_density_run_is_extended_to_the_draws_of_the_longer_run(tmp_p
     unfinished run and where there is none."""
     import json
     import yaml
-    from adaptive_hmc.cli import main
+    from adaptive_hmc.front.cli import main
     cfg = _eight_schools(tmp_path, warmup=200, super_transitions=4)
     longer = tmp_path / "longer.yaml"
     longer.write_text(yaml.safe_dump({**yaml.safe_load(cfg.read_text()),
@@ -538,7 +538,7 @@ def test_a_density_config_with_run_until_stops_when_its_chains_meet(tmp_path, ca
     adds exactly N (run.until off)."""
     import json
     import yaml
-    from adaptive_hmc.cli import main
+    from adaptive_hmc.front.cli import main
     cfg = _eight_schools(tmp_path, warmup=300, super_transitions=2)
     raw = yaml.safe_load(cfg.read_text())
     raw["run"]["until"] = {"max_seconds": 600, "target_ess": 1000}
@@ -576,7 +576,7 @@ def test_a_density_file_with_cached_numba_functions_runs_again_from_the_cache(tm
                                    "sampler": {"warmup": 100},
                                    "run": {"seed": 1, "super_transitions": 3, "budget": 100}}))
     for out in ("a", "b"):
-        r = subprocess.run([sys.executable, "-m", "adaptive_hmc.cli", "run", str(cfg), "--out", str(tmp_path / out),
+        r = subprocess.run([sys.executable, "-m", "adaptive_hmc.front.cli", "run", str(cfg), "--out", str(tmp_path / out),
                             "--quiet"], capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr[-2000:]
         assert list((tmp_path / "__pycache__").glob("cached.logp_grad-*.nbi"))       # written, then read
@@ -661,7 +661,7 @@ def test_chains_that_cannot_move_stop_warm_up_with_a_message_naming_one():
     bounded number of iterations (25 at the step's floor) saying which chain, where, and what to do."""
     import time
     from sklearn.exceptions import ConvergenceWarning
-    from adaptive_hmc.density_chains import WarmupError
+    from adaptive_hmc.engine.density_chains import WarmupError
     starts = np.random.default_rng(4).uniform(-2, 2, size=(4, 4))
     assert all(arma(s)[0] < -1e30 for s in starts)
     t0 = time.perf_counter()

@@ -58,13 +58,13 @@ def test_docs_example_runs(page, code, capsys):
 def test_docs_command_line_is_accepted(page, line):
     """Each command the docs show parses as the command line's own parser reads it (the commands
     that run are run by the command-line tests: the quick configs, init, validate, compare, predict, ...)."""
-    from adaptive_hmc.cli import parser
+    from adaptive_hmc.front.cli import parser
     args = parser().parse_args(shlex.split(line)[1:])
     assert args.command == shlex.split(line)[1]
 
 
 def test_docs_commands_cover_every_command():
-    from adaptive_hmc.cli import parser
+    from adaptive_hmc.front.cli import parser
     sub = next(a for a in parser()._actions if a.dest == "command")
     shown = {shlex.split(line)[1] for _, line in _commands()}
     assert shown == set(sub.choices), set(sub.choices) ^ shown

@@ -9,7 +9,7 @@ from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.estimator_checks import check_classifiers_train, check_estimator, check_regressors_train
 
 from adaptive_hmc import BNNClassifier, BNNRegressor
-from adaptive_hmc.metrics import untimed
+from adaptive_hmc.rundir.metrics import untimed
 
 TINY = dict(hidden=(4,), k=2, super_transitions=3, budget=60, num_steps_bounds=(5, 20), initial_phase_steps=0,
             thin=1, threads=1, max_seconds=None)
@@ -65,7 +65,7 @@ def test_a_fit_reports_the_diagnostics_of_its_posterior_chains(monkeypatch):
     most CHECK_CASES training cases) across the k chains of the posterior, per
     1000 of every gradient the fit computed; chains that cannot have met (too
     short a fit) are warned about."""
-    from adaptive_hmc import estimator
+    from adaptive_hmc.front import estimator
     monkeypatch.setattr(estimator, "CHECK_CASES", 30)
     rng = np.random.default_rng(1)
     X = rng.normal(size=(40, 2))

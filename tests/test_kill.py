@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adaptive_hmc.metrics import untimed
+from adaptive_hmc.rundir.metrics import untimed
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -19,7 +19,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 #: of the named file leaves half its .tmp and the process gets SIGKILL.
 DYING = """
 import os, signal, sys
-from adaptive_hmc import results, store
+from adaptive_hmc.rundir import results, store
 target, nth = sys.argv[1], int(sys.argv[2])
 seen = [0]
 real = store.atomic_write
@@ -31,7 +31,7 @@ def dying(path, data, **kw):
             os.kill(os.getpid(), signal.SIGKILL)
     real(path, data, **kw)
 results.atomic_write = store.atomic_write = dying
-from adaptive_hmc.cli import main
+from adaptive_hmc.front.cli import main
 sys.exit(main(sys.argv[3:]))
 """
 

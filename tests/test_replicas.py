@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from adaptive_hmc.data import kfold, load_robot_arm
-from adaptive_hmc.estimator import BNNClassifier, BNNRegressor
+from adaptive_hmc.front.estimator import BNNClassifier, BNNRegressor
 from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.models.priors import PriorSpec
-from adaptive_hmc.replica_state import chain_arrays
-from adaptive_hmc.replicas import ReplicaSet
-from adaptive_hmc.rewards import cv_error, cv_reward, esjd_reward, held_out_error
-from adaptive_hmc.runner import fallback_reward, run_super_transitions
+from adaptive_hmc.engine.replica_state import chain_arrays
+from adaptive_hmc.engine.replicas import ReplicaSet
+from adaptive_hmc.engine.rewards import cv_error, cv_reward, esjd_reward, held_out_error
+from adaptive_hmc.engine.runner import fallback_reward, run_super_transitions
 from adaptive_hmc.samplers import HMCSettings
 from adaptive_hmc.tuners import BanditTuner, FixedTuner
 
@@ -110,8 +110,8 @@ def test_a_super_transition_is_a_pure_function_of_its_state():
     """super_transition(setup, state, action, budget) -> (state, result): the
     same state and action give the same bits twice, the state given is left as
     it was, and the new one is the old with one more super-transition folded in."""
-    from adaptive_hmc.replica_state import checkpoint_state
-    from adaptive_hmc.super_transition import super_transition
+    from adaptive_hmc.engine.replica_state import checkpoint_state
+    from adaptive_hmc.engine.super_transition import super_transition
     rs = _replicas(full_data_chain=True, thin=1)
     rs.run(Action(0.3, 10), 100)
     before = rs.state
@@ -440,8 +440,8 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     mixes, each run from the same state: the default reward (ESJD/sqrt(L)) puts
     the stuck one far below, and so does the GP target the tuner makes of it;
     the thesis's CV reward barely tells them apart (the gap this reward closes)."""
-    from adaptive_hmc.replica_options import ReplicaOptions
-    from adaptive_hmc.runner import DEFAULT_REWARD, RunOptions, make_run
+    from adaptive_hmc.engine.replica_options import ReplicaOptions
+    from adaptive_hmc.engine.runner import DEFAULT_REWARD, RunOptions, make_run
     from adaptive_hmc.tuners.options import DEFAULT_BANDIT, FixedOptions
     assert DEFAULT_REWARD == "esjd"
     spec, X, Y = _toy()
@@ -502,7 +502,7 @@ def test_an_absolute_base_step_is_scaled_by_the_step_factor():
 def test_base_step_from_a_config(tmp_path, capsys):
     import yaml
 
-    from adaptive_hmc.cli import main
+    from adaptive_hmc.front.cli import main
     from adaptive_hmc.config import read_config
     raw = yaml.safe_load((Path(__file__).resolve().parents[1] / "configs" / "robot_arm_human_quick.yaml").read_text())
     raw["sampler"].update(base_step=0.002, step_nu=0.5)
@@ -613,7 +613,7 @@ def test_a_probe_leaves_the_state_as_it_was_and_is_seeded_by_its_place():
     PROBE_TRAJECTORIES trajectories a chain (three with jitter), counts its
     gradients, and draws the same numbers for the same (super-transition, k)
     and others for another k."""
-    from adaptive_hmc.super_transition import PROBE_TRAJECTORIES
+    from adaptive_hmc.engine.super_transition import PROBE_TRAJECTORIES
     a, b = _replicas(full_data_chain=True), _replicas(full_data_chain=True)
     a.run(Action(0.3, 10), 100)
     b.run(Action(0.3, 10), 100)
@@ -687,7 +687,7 @@ def test_which_moves_are_probed():
     action while every one told failed, or none was told (the first told
     action: the warm-up ran there from a cold start); never for a tuner
     without an accept_floor."""
-    from adaptive_hmc.runner import _untried_high
+    from adaptive_hmc.engine.runner import _untried_high
     t = _Scripted([{"step_factor": 0.1, "num_steps": 10}])
     assert _untried_high(t, {"step_factor": 0.1})
     t.history = [{"action": {"step_factor": 0.1}, "acceptance": 0.9},

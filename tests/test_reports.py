@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adaptive_hmc.cli import main
+from adaptive_hmc.front.cli import main
 
 N = 12          # training cases of the tiny problem
 
@@ -120,9 +120,9 @@ def test_the_running_error_plot_follows_the_prediction_setting(tmp_path):
     """running_error.png's curve ends at the summary's test error (the
     predicting chains', here the full-data chain's, not every chain's pooled),
     and its axis counts the gradients the run computed."""
-    from adaptive_hmc.plots import running_errors
-    from adaptive_hmc.reports import model_average_errors
-    from adaptive_hmc.finished_run import read_run
+    from adaptive_hmc.front.plots import running_errors
+    from adaptive_hmc.front.reports import model_average_errors
+    from adaptive_hmc.rundir.finished_run import read_run
     _data(tmp_path)
     cfg = _config(tmp_path, "f", [1, 9], {"rest": [10, N]}, super_transitions=12)
     raw = yaml.safe_load(cfg.read_text())
@@ -173,7 +173,7 @@ def test_the_verdict_is_of_the_paired_difference_over_the_common_cases():
     error is far larger than the difference, the paired one is not, so the
     verdict names the better run; shuffled (unpaired) the same errors are
     indistinguishable. Costs are per effective sample, with the ratio."""
-    from adaptive_hmc.reports import verdicts
+    from adaptive_hmc.front.reports import verdicts
     rng = np.random.default_rng(1)
     hard = rng.exponential(1.0, 400)                     # cases differ a lot in difficulty
     a = hard + 0.01 * rng.normal(size=400)
@@ -200,7 +200,7 @@ def test_compare_warns_when_runs_are_not_like_for_like_and_names_units(tmp_path,
     """Runs that differ in chains and run length are flagged; the terminal
     form is narrow and every figure says its units; the markdown table's
     headers too; the verdict's difference is that of the stored predictions."""
-    from adaptive_hmc.reports import TERMINAL_WIDTH
+    from adaptive_hmc.front.reports import TERMINAL_WIDTH
     _data(tmp_path)
     a = _run(tmp_path, _config(tmp_path, "a", [1, 9], {"rest": [10, N]}, super_transitions=12))
     cfg = _config(tmp_path, "b", [1, 9], {"rest": [10, N]}, super_transitions=16)

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import yaml
 
-from adaptive_hmc.metrics import untimed
+from adaptive_hmc.rundir.metrics import untimed
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 
 def _command(config: Path, out: Path, *extra):
-    return [sys.executable, "-m", "adaptive_hmc.cli", "run", str(config), "--out", str(out), "--quiet", *extra]
+    return [sys.executable, "-m", "adaptive_hmc.front.cli", "run", str(config), "--out", str(out), "--quiet", *extra]
 
 
 def _env(cache: Path) -> dict:
@@ -88,7 +88,7 @@ def test_kernels_compiled_after_other_kernels_are_the_fresh_compiles(tmp_path, w
     density.write_text(yaml.safe_dump(raw))
     runs = [["run", str(density), "--out", str(tmp_path / "density"), "--quiet"],
             ["run", str(_config(tmp_path)), "--out", str(tmp_path / "after"), "--quiet"]]
-    script = ("import json, sys\nfrom adaptive_hmc.cli import main\n"
+    script = ("import json, sys\nfrom adaptive_hmc.front.cli import main\n"
               "for argv in json.loads(sys.argv[1]):\n    assert main(argv) == 0, argv\n")
     proc = subprocess.run([sys.executable, "-c", script, json.dumps(runs)], env=_env(tmp_path / "cache"),
                           capture_output=True, text=True, timeout=900)

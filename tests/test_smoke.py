@@ -17,7 +17,7 @@ def test_progress_falls_back_to_lines_where_no_bar_can_be_drawn(monkeypatch, cap
     plain lines, not a bar that draws nothing for the whole run."""
     import os
     import sys
-    from adaptive_hmc import progress as console
+    from adaptive_hmc.engine import progress as console
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
     monkeypatch.setattr(sys.stderr, "fileno", lambda: 2, raising=False)
     monkeypatch.setattr(os, "get_terminal_size", lambda fd=None: os.terminal_size((0, 0)))
@@ -38,9 +38,9 @@ def test_a_run_speaks_before_its_imports_and_while_its_sampler_compiles(monkeypa
     import sys
     import time
     from adaptive_hmc import COMPILE_TIME
-    from adaptive_hmc import progress as console
-    from adaptive_hmc.cli import main
-    code = ("import sys; from adaptive_hmc.cli import main\n"
+    from adaptive_hmc.engine import progress as console
+    from adaptive_hmc.front.cli import main
+    code = ("import sys; from adaptive_hmc.front.cli import main\n"
             "sys.argv = ['adaptive-hmc', 'run', 'missing.yaml']\nsys.exit(main())")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     first = done.stderr.splitlines()[0]

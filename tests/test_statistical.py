@@ -157,7 +157,7 @@ def _posterior_chains(model, x_star, data, k, seed):
     pooled predictive mean at x_star, its Monte Carlo standard error (ArviZ's
     multi-chain bulk ESS of the kept draws) and the largest R-hat."""
     from adaptive_hmc.diagnostics import chain_statistics
-    from adaptive_hmc.replicas import ReplicaSet
+    from adaptive_hmc.engine.replicas import ReplicaSet
     from adaptive_hmc.samplers.settings import HMCSettings
     rs = ReplicaSet(model.spec, model.X, model.Y, k=k, data=data, priors=model.priors, seed=seed, thin=1,
                     settings=HMCSettings(jitter=True), test_sets={"star": (x_star, np.zeros((len(x_star), 1)))},

@@ -112,7 +112,7 @@ def test_the_gaussians_loop_tells_the_reward_a_run_tells():
     tuner = Recorder()
     study.gaussian_run([[1.0, 0.5], [0.5, 1.0]], tuner, size, seed=3)
     from adaptive_hmc.models.gaussian import GaussianTarget
-    from adaptive_hmc.rewards import esjd
+    from adaptive_hmc.engine.rewards import esjd
     from adaptive_hmc.samplers.chain import init_state, make_hmc
     from adaptive_hmc.samplers.settings import hmc_settings
     model = GaussianTarget(np.zeros(2), np.array([[1.0, 0.5], [0.5, 1.0]]))

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from adaptive_hmc.cli import main
-from adaptive_hmc.results import RunDir
-from adaptive_hmc.sweep import expand, prepare
+from adaptive_hmc.front.cli import main
+from adaptive_hmc.rundir.results import RunDir
+from adaptive_hmc.front.sweep import expand, prepare
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
@@ -122,7 +122,7 @@ def test_a_killed_sweep_resumes_where_it_stopped(tmp_path):
     _base(tmp_path, n=8, budget=1500)
     path, out = _sweep(tmp_path, grid={"run.seed": [1, 2, 3, 4, 5, 6]}), tmp_path / "out"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "adaptive_hmc.cli", "sweep", str(path), "--out", str(out), "--workers", "2"]
+    cmd = [sys.executable, "-m", "adaptive_hmc.front.cli", "sweep", str(path), "--out", str(out), "--workers", "2"]
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from adaptive_hmc.cli import main
+from adaptive_hmc.front.cli import main
 from adaptive_hmc.data import data_dir, load_split
 from adaptive_hmc.tasks import TASKS, TRAIN_CASES
 from cli_helpers import load_script
@@ -106,7 +106,7 @@ def test_the_benchmark_runs_in_its_quick_form(tmp_path):
 
 def test_more_run_seeds_name_each_run_by_its_seed_as_the_sweep_does(tmp_path):
     """--seeds 1 2: the sweep grids run.seed, and the runs the report reads are the runs the sweep plans."""
-    from adaptive_hmc.sweep import prepare
+    from adaptive_hmc.front.sweep import prepare
     ras = load_script("experiments", "rasmussen1996")
     for seeds in ((1,), (1, 2)):
         out = tmp_path / f"s{len(seeds)}"

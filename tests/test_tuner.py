@@ -376,7 +376,7 @@ def test_a_failure_of_a_few_stuck_chains_is_told_transient():
     its floor) while most chains, each alone, pass the floor (its divergences
     counted) is the chains' failure; not when most fail, for one chain, or for
     a tuner without a floor."""
-    from adaptive_hmc.runner import chains_failure
+    from adaptive_hmc.engine.runner import chains_failure
     ok = np.zeros((8, 20), bool)
     acc = np.array([1.0, 1, 1, 0, 1, 1, 1, 0.9])
     assert chains_failure(acc, ok, 0.8) and not chains_failure(acc, ok, None)
@@ -390,7 +390,7 @@ def test_a_failure_of_a_few_stuck_chains_is_told_transient():
 
 
 def test_told_acceptance_fails_stuck_chains_and_divergences():
-    from adaptive_hmc.runner import told_acceptance
+    from adaptive_hmc.engine.runner import told_acceptance
     assert told_acceptance([0.9, 0.7]) == pytest.approx(0.8)
     assert told_acceptance([0.9, 0.0]) == 0.0                   # one stuck chain fails the action
     assert told_acceptance([1.0, 1.0], divergent_share=0.02) == pytest.approx(0.8)

@@ -7,7 +7,7 @@ from typing import Annotated, List, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..replica_options import ReplicaOptions
+from ..engine.replica_options import ReplicaOptions
 from ..samplers.settings import HMCSettings
 
 
@@ -15,7 +15,7 @@ _SETTINGS = HMCSettings._field_defaults     # sampler defaults: declared once, i
 
 
 def _replica_default(name: str):
-    """The default of :class:`~adaptive_hmc.replica_options.ReplicaOptions` field ``name``."""
+    """The default of :class:`~adaptive_hmc.engine.replica_options.ReplicaOptions` field ``name``."""
     return ReplicaOptions.__dataclass_fields__[name].default
 
 

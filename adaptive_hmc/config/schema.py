@@ -3,14 +3,13 @@ density's (:class:`DensityConfig`): the sections together, the defaults
 that depend on several of them, and the library's arguments they make."""
 from __future__ import annotations
 
-import inspect
 from typing import Dict, List, Literal, Optional
 
 from pydantic import Field, model_validator
 
-from ..general import sample
-from ..replica_options import DEFAULT_CHAINS, ReplicaOptions, chains_or_folds, default_data
-from ..runner import MAX_SUPER_TRANSITIONS, RunOptions
+from ..engine.density_chains import SAMPLE_DEFAULTS
+from ..engine.replica_options import DEFAULT_CHAINS, ReplicaOptions, chains_or_folds, default_data
+from ..engine.runner import MAX_SUPER_TRANSITIONS, RunOptions
 from .base import Number, NumberPair, _Strict
 from .sections import DataConfig, ModelConfig, ReplicasConfig, RunConfig, SamplerConfig, TunerConfig, UntilConfig
 
@@ -51,7 +50,7 @@ class Config(_Strict):
 
 
     def replica_options(self) -> ReplicaOptions:
-        """The ``replicas`` argument of :func:`~adaptive_hmc.runner.make_run`."""
+        """The ``replicas`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
         s, r, t, m = self.sampler, self.run, self.tuner, self.model
         return ReplicaOptions(
             k=self.replicas.k, data=self.replicas.data, full_data_chain=bool(self.replicas.full_data_chain),
@@ -64,15 +63,15 @@ class Config(_Strict):
             weight_by=r.weight_by, predict_steps=r.predict_steps)
 
     def run_options(self) -> RunOptions:
-        """The ``run`` argument of :func:`~adaptive_hmc.runner.make_run`."""
+        """The ``run`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
         r, t = self.run, self.tuner
         return RunOptions(MAX_SUPER_TRANSITIONS if r.until else r.super_transitions, r.budget, r.seed, t.reward,
                           t.cv_metric, t.warmup_super_transitions)
 
 
 def _sample_default(name: str):
-    """The default of :func:`~adaptive_hmc.general.sample`'s argument ``name``."""
-    return inspect.signature(sample).parameters[name].default
+    """The default of :func:`~adaptive_hmc.front.general.sample`'s argument ``name``."""
+    return getattr(SAMPLE_DEFAULTS, name)
 
 
 class DensityModelConfig(_Strict):
@@ -127,7 +126,7 @@ class DensityConfig(_Strict):
     run: DensityRunConfig = Field(default_factory=DensityRunConfig, description="length, budget, seed")
 
     def sample_options(self) -> dict:
-        """The keyword arguments of :func:`~adaptive_hmc.general.sample` (besides the density and the starts)."""
+        """The keyword arguments of :func:`~adaptive_hmc.front.general.sample` (besides the density and the starts)."""
         s, r = self.sampler, self.run
         return dict(warmup=s.warmup, target_accept=s.target_accept, step_factor_bounds=tuple(s.step_factor_bounds),
                     trajectory_bounds=tuple(s.trajectory_bounds), super_transitions=r.super_transitions,

@@ -14,8 +14,8 @@ from ..data import Split, load_split
 from ..tables import DataError
 from ..models.mlp import MLPSpec
 from ..models.priors import HYPER_MOVES, GammaPrior, PriorSpec
-from ..replica_options import MODELS
-from ..runner import DEFAULT_REWARD, DEFAULT_WARMUP
+from ..engine.replica_options import MODELS
+from ..engine.runner import DEFAULT_REWARD, DEFAULT_WARMUP
 from ..samplers.settings import KINDS, HMCSettings
 from ..tuners.options import BanditOptions, FixedOptions, bandit_default
 from ..tuners.schedules import Exponential, Polynomial, Wang2013
@@ -297,7 +297,7 @@ class TunerConfig(_Strict):
                                           "to equilibrium, not the action)")
 
     def options(self) -> BanditOptions | FixedOptions:
-        """The ``tuner`` argument of :func:`~adaptive_hmc.runner.make_run`."""
+        """The ``tuner`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
         if self.kind == "fixed":
             return FixedOptions(float(self.step_factor), int(self.num_steps))
         sch = self.schedule

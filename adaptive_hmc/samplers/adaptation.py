@@ -4,7 +4,7 @@ Stan's constants) and a diagonal metric from windowed estimates of the
 position variance (Stan's expanding slow windows, pooled within chains).
 
 Flow position: samplers (plain NumPy; no compiled code). Used by
-:mod:`adaptive_hmc.general` between single iterations of the chains.
+:mod:`adaptive_hmc.front.general` between single iterations of the chains.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The tuners' options as types, each default in one place: what a config
 (``TunerConfig.options()``) and the estimators build, and what
-:func:`~adaptive_hmc.runner.make_run` turns into a tuner.
+:func:`~adaptive_hmc.engine.runner.make_run` turns into a tuner.
 
 Flow position: **tuner** (built above it by the config and the estimators).
 """

@@ -3,7 +3,7 @@ multi-chain diagnostics of the predicting chains (R-hat, ESS per gradient and
 per second) and the end-of-run lines that report them.
 
 Flow position: replicas, config -> **metrics** -> results, estimator. Reads
-a :class:`~adaptive_hmc.replicas.ReplicaSet` or the arrays a run directory
+a :class:`~adaptive_hmc.engine.replicas.ReplicaSet` or the arrays a run directory
 stores; writes nothing.
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Config
-from .diagnostics import RHAT_LIMIT, chains_apart, compute_spaced, diagnose
-from .models.mlp import MLPSpec, predict
-from .replicas import ReplicaSet
+from ..config import Config
+from ..diagnostics import RHAT_LIMIT, chains_apart, compute_spaced, diagnose
+from ..models.mlp import MLPSpec, predict
+from ..engine.replicas import ReplicaSet
 
 #: A super-transition whose mean acceptance is below this mixes poorly (issue of tuning, not of luck).
 LOW_ACCEPTANCE = 0.2

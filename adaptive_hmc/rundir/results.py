@@ -1,5 +1,5 @@
 """The run directory: file names, the log, atomic writes, checkpoints, the
-summary (a finished run is read back by :mod:`~adaptive_hmc.finished_run`).
+summary (a finished run is read back by :mod:`~adaptive_hmc.rundir.finished_run`).
 
 Flow position: runner -> **results** -> reports, plots, CLI. Everything else
 reads and writes run directories only through this module. Layout::
@@ -7,7 +7,7 @@ reads and writes run directories only through this module. Layout::
     config.resolved.yaml  metadata.json  log.jsonl  store/  checkpoint.npz  checkpoint.prev.npz  .lock
     predictions.npz  samples.npz  tuner.json  summary.json  plots/
 
-The samples go to the append-only sample store (:mod:`~adaptive_hmc.store`),
+The samples go to the append-only sample store (:mod:`~adaptive_hmc.rundir.store`),
 written once; the log is appended a line per super-transition. A checkpoint
 holds state only (the chains' arrays, random-stream and super-transition
 counters, the tuner's state, the log's length, the sampling time), so its
@@ -33,11 +33,11 @@ import numpy as np
 import yaml
 
 from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
-from .config import Config, to_dict
-from .data import Standardizer
+from ..config import Config, to_dict
+from ..data import Standardizer
 from .metrics import kept_samples, summarize
-from .replicas import ReplicaSet
-from .runner import LogEntry
+from ..engine.replicas import ReplicaSet
+from ..engine.runner import LogEntry
 from .store import STORE, SampleStore, atomic_write, npz_bytes
 
 CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"

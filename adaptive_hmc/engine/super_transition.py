@@ -15,11 +15,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .models.base import hyper_values
-from .models.predictive import reset, snapshot
-from .samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
-from .samplers.chain import Observers, Record, copy_chain, new_record, run_chain
-from .samplers.settings import Action, check_settings
+from ..models.base import hyper_values
+from ..models.predictive import reset, snapshot
+from ..samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
+from ..samplers.chain import Observers, Record, copy_chain, new_record, run_chain
+from ..samplers.settings import Action, check_settings
 from .replica_options import as_seed_sequence
 from .replica_state import ReplicaState, Step, fold
 
@@ -38,7 +38,7 @@ class SuperTransitionResult(NamedTuple):
     held_out: list
     likelihood: str
     seconds: float
-    step: Step          # what it adds to the state and to the sample store
+    step: Step          # what it adds to the state and to the sample store (a density's chains: their draws)
     calibration_gradients: int = 0      # evaluations of the step calibration before it (all chains)
 
     @property

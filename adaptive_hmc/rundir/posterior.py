@@ -1,6 +1,6 @@
 """The posterior predictive of kept samples: the one object that turns a
 run's (or a fitted estimator's) kept weight vectors into predictions on new
-inputs, for :class:`~adaptive_hmc.finished_run.Run`, the estimators and the
+inputs, for :class:`~adaptive_hmc.rundir.finished_run.Run`, the estimators and the
 reports alike.
 
 Flow position: data, models -> **posterior** -> results, estimator.
@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .data import Standardizer
-from .models.mlp import MLPSpec, predict
-from .models.predictive import predictive_moments, predictive_probabilities
+from ..data import Standardizer
+from ..models.mlp import MLPSpec, predict
+from ..models.predictive import predictive_moments, predictive_probabilities
 
 
 class Posterior(NamedTuple):

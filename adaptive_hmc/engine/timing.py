@@ -22,9 +22,9 @@ import numpy as np
 
 from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, WARMUP_STEPS, DensityChains
 from .replicas import ReplicaSet
-from .samplers.settings import Action
+from ..samplers.settings import Action
 from .super_transition import super_transition
-from .tuners.options import BanditOptions
+from ..tuners.options import BanditOptions
 
 #: The probe runs until it has taken this many seconds (doubling its leapfrog steps), or the run's budget.
 PROBE_SECONDS = 0.5
@@ -120,7 +120,7 @@ WARMUP_PROBE = 30
 
 def density_estimate(model, starts, warmup: int, super_transitions: int, budget: int | None, trajectory_bounds,
                      threads: int | None = None) -> dict:
-    """The estimated seconds of a run of :func:`~adaptive_hmc.general.sample`
+    """The estimated seconds of a run of :func:`~adaptive_hmc.front.general.sample`
     (compiling apart) of ``model`` from ``starts``: warm-up (its first
     :data:`WARMUP_PROBE` iterations timed on chains of the probe's own) and
     ``super_transitions`` of ``budget`` steps a chain (all chains on their

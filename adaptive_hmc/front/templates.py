@@ -1,5 +1,5 @@
 """Config templates for a user's own table, shipped with the package
-(``adaptive_hmc/templates/*.yaml``) and written by ``adaptive-hmc init``,
+(``adaptive_hmc/front/templates/*.yaml``) and written by ``adaptive-hmc init``,
 prefilled from a CSV's header when one is given.
 
 Flow position: beside config (it writes what config reads); reads tables
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .tables import DataError, label_classes, parse_table, target_indices
+from ..tables import DataError, label_classes, parse_table, target_indices
 
 #: The tasks a template is shipped for.
 KINDS = ("regression", "classification")
@@ -25,7 +25,7 @@ def template_text(kind: str) -> str:
     """The shipped template of ``kind`` (one of :data:`KINDS`), comments included."""
     if kind not in KINDS:
         raise ValueError(f"template {kind!r}: allowed are {', '.join(KINDS)}")
-    return (files("adaptive_hmc") / "templates" / f"{kind}.yaml").read_text(encoding="utf-8")
+    return (files("adaptive_hmc") / "front" / "templates" / f"{kind}.yaml").read_text(encoding="utf-8")
 
 
 def _set(text: str, key: str, value: str) -> str:

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from . import COMPILE_TIME
+from .. import COMPILE_TIME
 from .runner import ChainSet
 
 

@@ -2,7 +2,7 @@
 convergence and cost.
 
 Flow position: results -> **reports**. Reads runs through
-:func:`~adaptive_hmc.finished_run.read_run` only; never samples.
+:func:`~adaptive_hmc.rundir.finished_run.read_run` only; never samples.
 """
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .diagnostics import RHAT_LIMIT
-from .models.predictive import predicted_labels, squared_errors, standard_error
-from .metrics import run_diagnostics
-from .finished_run import Run, read_run
-from .results import SUMMARY, RunDir, RunError
+from ..diagnostics import RHAT_LIMIT
+from ..models.predictive import predicted_labels, squared_errors, standard_error
+from ..rundir.metrics import run_diagnostics
+from ..rundir.finished_run import Run, read_run
+from ..rundir.results import SUMMARY, RunDir, RunError
 
 
 def diagnostics(run: Run) -> dict:
     """The run's multi-chain diagnostics (summary.json's ``diagnostics``:
-    :func:`~adaptive_hmc.metrics.run_diagnostics`), computed from the run
+    :func:`~adaptive_hmc.rundir.metrics.run_diagnostics`), computed from the run
     directory for a summary written without them."""
     if "diagnostics" in run.summary:
         return run.summary["diagnostics"]

@@ -1,7 +1,7 @@
 """Rewards of a super-transition (higher is better).
 
 Flow position: super-transition -> **reward** -> tuner. A reward is a function
-of a :class:`~adaptive_hmc.super_transition.SuperTransitionResult` only, so it sees
+of a :class:`~adaptive_hmc.engine.super_transition.SuperTransitionResult` only, so it sees
 nothing but the samples of that super-transition.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .models.predictive import predicted_labels, squared_errors
+from ..models.predictive import predicted_labels, squared_errors
 
 CV_METRICS = ("mse", "error_rate", "log_loss")
 

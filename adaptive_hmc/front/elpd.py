@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 from scipy.special import logsumexp
 
-from .config import ConfigError, parse, to_dict
-from .models.predictive import pointwise_log_likelihood
-from .finished_run import read_run
-from .results import ELPD, KFOLD, RunDir, RunError, is_density_run
+from ..config import ConfigError, parse, to_dict
+from ..models.predictive import pointwise_log_likelihood
+from ..rundir.finished_run import read_run
+from ..rundir.results import ELPD, KFOLD, RunDir, RunError, is_density_run
 
 #: Above this Pareto k a case's PSIS-LOO term is unreliable (Vehtari et al. 2017; ArviZ's threshold).
 PARETO_K_LIMIT = 0.7

@@ -7,7 +7,7 @@ posterior, every chain on all the training cases, each with its own start and
 random stream. With ``data="folds"`` (the thesis's CV reward) replica j is
 trained on every fold but j and holds fold j out, plus, optionally, one chain
 on all the training data, which then makes the predictions.
-:func:`~adaptive_hmc.super_transition.super_transition` runs a fixed budget of leapfrog steps at one
+:func:`~adaptive_hmc.engine.super_transition.super_transition` runs a fixed budget of leapfrog steps at one
 setting (step factor, L) on every replica, each replica in the compiled
 iteration :func:`~adaptive_hmc.samplers.chain.run_chain` on its own thread and
 its own random stream, so the result is bit-identical whatever the thread count.
@@ -26,16 +26,16 @@ from dataclasses import replace
 
 import numpy as np
 
-from .data import kfold
-from .models.base import hyper_values
-from .models.bnn import BayesianMLP, check_data
-from .models.mlp import MLPSpec
-from .models.neal1992 import Neal92MLP
-from .models.neal1993 import Neal93MLP
-from .models.predictive import Prediction, new_accumulator, pool_predictions, test_metrics, to_original_units
-from .models.priors import PriorSpec
-from .samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
-from .samplers.settings import Action, check_settings
+from ..data import kfold
+from ..models.base import hyper_values
+from ..models.bnn import BayesianMLP, check_data
+from ..models.mlp import MLPSpec
+from ..models.neal1992 import Neal92MLP
+from ..models.neal1993 import Neal93MLP
+from ..models.predictive import Prediction, new_accumulator, pool_predictions, test_metrics, to_original_units
+from ..models.priors import PriorSpec
+from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
+from ..samplers.settings import Action, check_settings
 from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds
 from .replica_state import ReplicaState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, super_transition

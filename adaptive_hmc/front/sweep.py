@@ -4,7 +4,7 @@ Flow position: the edge's batch form. A sweep file names base configs and
 overrides; :func:`expand` turns it into one config per combination (every one
 validated before anything runs); :func:`run_sweep` runs them on a Dask cluster
 (a ``LocalCluster`` of single-threaded worker processes by default, or an
-existing scheduler), each as :func:`~adaptive_hmc.experiment.run_experiment`
+existing scheduler), each as :func:`~adaptive_hmc.front.experiment.run_experiment`
 into its own run directory, and keeps ``sweep.csv`` and ``sweep.md`` up to
 date as runs finish. A sweep directory::
 
@@ -32,9 +32,9 @@ from typing import NamedTuple
 
 import yaml
 
-from .config import Config, ConfigError, parse
-from .results import RunDir, is_density_run
-from .store import atomic_write
+from ..config import Config, ConfigError, parse
+from ..rundir.results import RunDir, is_density_run
+from ..rundir.store import atomic_write
 
 SWEEP_KEYS = {"name": "the sweep's name (runs go to sweeps/NAME by default)",
               "base": "a config file, or a list of them, relative to the sweep file",
@@ -173,7 +173,7 @@ def expand(path) -> tuple:
 def run_one(config_path: str, run_dir: str, log_path: str) -> dict:
     """Run (or resume, or skip when finished) one run of a sweep; the task a
     Dask worker executes. Messages go to ``log_path``."""
-    from .config import read_config
+    from ..config import read_config
     from .density_run import run_density
     from .experiment import run_experiment
     status = RunDir(run_dir).status()
@@ -192,7 +192,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def result_row(p: Planned, run_dir: Path, status: str, error: str = "") -> dict:
     """One row of the sweep's table: the overrides, then the run's figures
-    (:func:`~adaptive_hmc.reports.compare`) when it finished."""
+    (:func:`~adaptive_hmc.front.reports.compare`) when it finished."""
     row = {"run": p.name, **{k: _label(v) if isinstance(v, (dict, list)) else v for k, v in p.overrides.items()},
            "status": status}
     if status == "finished" and is_density_run(run_dir):

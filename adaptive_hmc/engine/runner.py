@@ -17,15 +17,15 @@ import numpy as np
 from .replica_options import ReplicaOptions
 from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
-from .samplers.settings import Action
+from ..samplers.settings import Action
 from .super_transition import SuperTransitionResult
-from .tuners.options import BanditOptions, FixedOptions
+from ..tuners.options import BanditOptions, FixedOptions
 
 
 class ChainSet(Protocol):
     """What the outer loop drives, the one interface of every kind of run's
-    chains: a network's replica set (:class:`~adaptive_hmc.replicas.ReplicaSet`)
-    and a user density's chains (:class:`~adaptive_hmc.density_chains.DensityChains`).
+    chains: a network's replica set (:class:`~adaptive_hmc.engine.replicas.ReplicaSet`)
+    and a user density's chains (:class:`~adaptive_hmc.engine.density_chains.DensityChains`).
     ``run`` is one super-transition at an :class:`~adaptive_hmc.samplers.settings.Action`
     (step factor, L) of ``budget`` leapfrog steps a chain; ``compile`` loads or compiles the chain loop (its seconds),
     ``kernels_ready`` says whether that costs a compile; ``checkpoint`` is what
@@ -298,7 +298,7 @@ def make_run(spec, X, Y, *, tuner: BanditOptions | FixedOptions, run: RunOptions
     :class:`~adaptive_hmc.tuners.options.BanditOptions` (the package's
     defaults for every option not given) or a
     :class:`~adaptive_hmc.tuners.options.FixedOptions`; the reward "cv" needs
-    ``replicas.data`` "folds" (:func:`~adaptive_hmc.replica_options.default_data`)."""
+    ``replicas.data`` "folds" (:func:`~adaptive_hmc.engine.replica_options.default_data`)."""
     if not isinstance(tuner, (BanditOptions, FixedOptions)):
         raise TypeError(f"tuner={tuner!r}: a BanditOptions or a FixedOptions (adaptive_hmc.tuners.options)")
     if run.reward == "cv" and replicas.data != "folds":

@@ -18,20 +18,20 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .data import Standardizer
-from .diagnostics import check_line, time_limit_warning
-from .metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
-from .models.mlp import MLPSpec
-from .models.priors import PriorSpec
-from .posterior import Posterior
-from .replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
-from .progress import Progress, can_draw_bar, compile_kernels
-from .runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, check_due, make_run
-from .samplers.settings import HMCSettings
-from .tuners.options import BanditOptions
+from ..data import Standardizer
+from ..diagnostics import check_line, time_limit_warning
+from ..rundir.metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
+from ..models.mlp import MLPSpec
+from ..models.priors import PriorSpec
+from ..rundir.posterior import Posterior
+from ..engine.replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
+from ..engine.progress import Progress, can_draw_bar, compile_kernels
+from ..engine.runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, check_due, make_run
+from ..samplers.settings import HMCSettings
+from ..tuners.options import BanditOptions
 
 #: The most training cases whose fitted values the diagnostics read, at the checks of a run until the chains
-#: meet (:func:`~adaptive_hmc.metrics.check_due`) and at the end (a seeded subset, the same throughout;
+#: meet (:func:`~adaptive_hmc.rundir.metrics.check_due`) and at the end (a seeded subset, the same throughout;
 #: ``diagnostics_["fitted_cases"]`` says how many of how many; the hyperparameters are read whole).
 CHECK_CASES = 200
 

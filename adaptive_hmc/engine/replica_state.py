@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .samplers.chain import ChainState
+from ..samplers.chain import ChainState
 
 
 def chain_arrays(chain: ChainState) -> list:

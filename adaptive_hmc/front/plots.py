@@ -1,7 +1,7 @@
 """Figures from a run directory (DESIGN principle 9: plots only read results).
 
 Flow position: results -> **plots**. Runs are read through
-:func:`~adaptive_hmc.finished_run.read_run`; the reward model is refitted from the
+:func:`~adaptive_hmc.rundir.finished_run.read_run`; the reward model is refitted from the
 tuner's saved history (no sampling); everything else is read as saved.
 """
 from __future__ import annotations
@@ -16,13 +16,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .data import robot_arm_truth  # noqa: E402
-from .diagnostics import arviz, chain_statistics  # noqa: E402
-from .metrics import log_gradients  # noqa: E402
-from .models.mlp import predict  # noqa: E402
-from .models.predictive import predicted_labels, squared_errors  # noqa: E402
-from .finished_run import Run, read_run  # noqa: E402
-from .results import PLOTS, POSTERIOR, is_density_run  # noqa: E402
+from ..data import robot_arm_truth  # noqa: E402
+from ..diagnostics import arviz, chain_statistics  # noqa: E402
+from ..rundir.metrics import log_gradients  # noqa: E402
+from ..models.mlp import predict  # noqa: E402
+from ..models.predictive import predicted_labels, squared_errors  # noqa: E402
+from ..rundir.finished_run import Run, read_run  # noqa: E402
+from ..rundir.results import PLOTS, POSTERIOR, is_density_run  # noqa: E402
 
 LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
 

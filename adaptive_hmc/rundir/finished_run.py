@@ -13,12 +13,12 @@ from typing import NamedTuple
 import numpy as np
 import yaml
 
-from .config import Config, ConfigError, parse
-from .data import Standardizer
-from .models.mlp import MLPSpec
+from ..config import Config, ConfigError, parse
+from ..data import Standardizer
+from ..models.mlp import MLPSpec
 from .posterior import Posterior
-from .replica_options import chain_indices
-from .tuners import BanditTuner, FixedTuner
+from ..engine.replica_options import chain_indices
+from ..tuners import BanditTuner, FixedTuner
 from .results import CONFIG, PREDICTIONS, SAMPLES, SUMMARY, TUNER, RunDir, RunError
 
 
@@ -60,7 +60,7 @@ class Run(NamedTuple):
     def posterior(self, chains: str | None = None, keep=None) -> Posterior:
         """The kept samples of ``chains`` (default: the config's
         ``replicas.predict_from``), or those ``keep`` picks (a mask or indices
-        into samples.npz's rows), as a :class:`~adaptive_hmc.posterior.Posterior`."""
+        into samples.npz's rows), as a :class:`~adaptive_hmc.rundir.posterior.Posterior`."""
         chains = chains or self.config.replicas.predict_from
         if keep is None:
             keep = np.isin(self.samples["chain"], self.chain_indices(chains))
@@ -87,7 +87,7 @@ class Run(NamedTuple):
         return self.input_map.width
 
     def predict(self, X, return_std: bool = False, chains: str | None = None):
-        """:meth:`Posterior.predict <adaptive_hmc.posterior.Posterior.predict>` of :meth:`posterior`."""
+        """:meth:`Posterior.predict <adaptive_hmc.rundir.posterior.Posterior.predict>` of :meth:`posterior`."""
         return self.posterior(chains).predict(X, return_std)
 
     def predict_proba(self, X, chains: str | None = None) -> np.ndarray:

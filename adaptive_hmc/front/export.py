@@ -2,7 +2,7 @@
 ``predict`` table) and ArviZ InferenceData of its posterior (``export``).
 
 Flow position: results -> **export**. Reads runs through
-:func:`~adaptive_hmc.finished_run.read_run` only; never samples.
+:func:`~adaptive_hmc.rundir.finished_run.read_run` only; never samples.
 """
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
-from .diagnostics import arviz
-from .models.predictive import class_probabilities, pointwise_log_likelihood
-from .finished_run import Run, read_run
-from .results import POSTERIOR, RunError, is_density_run
-from .store import atomic_write
+from ..diagnostics import arviz
+from ..models.predictive import class_probabilities, pointwise_log_likelihood
+from ..rundir.finished_run import Run, read_run
+from ..rundir.results import POSTERIOR, RunError, is_density_run
+from ..rundir.store import atomic_write
 
 
 def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95) -> tuple:

@@ -1,4 +1,4 @@
-"""The sample store: every super-transition's :class:`~adaptive_hmc.replica_state.Step`
+"""The sample store: every super-transition's :class:`~adaptive_hmc.engine.replica_state.Step`
 (prediction sums, hyperparameters, kept weight vectors with their weights),
 appended as the run goes and never rewritten; and the atomic writes every
 run file goes through.
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .replica_state import Step
+from ..engine.replica_state import Step
 
 STORE = "store"
 #: What reading a damaged npz file (truncated, bit-flipped, another file's arrays) raises.
@@ -99,7 +99,7 @@ class SampleStore:
                 p.unlink()
 
     def read(self, n_super: int | None = None) -> list:
-        """The :class:`~adaptive_hmc.replica_state.Step` of every stored
+        """The :class:`~adaptive_hmc.engine.replica_state.Step` of every stored
         super-transition (the first ``n_super``); ValueError when a shard is
         missing or damaged."""
         steps = []

@@ -1,6 +1,6 @@
 """A configured run of a user's log density (``model.kind: density``): load
 the function from its file, check it at the starts, sample it with
-:func:`~adaptive_hmc.general.sample` into a run directory (``checkpoint.npz``
+:func:`~adaptive_hmc.front.general.sample` into a run directory (``checkpoint.npz``
 after warm-up and every super-transition, the one before it kept as
 ``checkpoint.prev.npz``, the draws appended to ``checkpoint.draws/``, then
 ``posterior.nc`` and ``summary.json``), resume an interrupted one, and extend a
@@ -21,15 +21,15 @@ import numpy as np
 import yaml
 from sklearn.exceptions import ConvergenceWarning
 
-from .config import ConfigError, DensityConfig, to_dict
+from ..config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
-from .density_checkpoint import CheckpointError, draws_dir, previous_checkpoint
-from .diagnostics import e_bfmi
-from .density_chains import WarmupError
+from ..rundir.density_checkpoint import CheckpointError, draws_dir, previous_checkpoint
+from ..diagnostics import e_bfmi
+from ..engine.density_chains import WarmupError
 from .general import sample
-from .models.density import DensityError, LogDensity
-from .results import CHECKPOINT, CONFIG, LOCK, METADATA, POSTERIOR, SUMMARY, RunDir, RunError
-from .store import atomic_write
+from ..models.density import DensityError, LogDensity
+from ..rundir.results import CHECKPOINT, CONFIG, LOCK, METADATA, POSTERIOR, SUMMARY, RunDir, RunError
+from ..rundir.store import atomic_write
 
 
 def load(cfg: DensityConfig, source: str) -> tuple:
@@ -65,7 +65,7 @@ def load(cfg: DensityConfig, source: str) -> tuple:
 
 def starts(cfg: DensityConfig) -> np.ndarray:
     """The chains' starts: uniform in (-init_radius, init_radius), from the seed's third child
-    (:func:`~adaptive_hmc.general.sample` uses the first two)."""
+    (:func:`~adaptive_hmc.front.general.sample` uses the first two)."""
     rng = np.random.default_rng(np.random.SeedSequence(cfg.run.seed).spawn(3)[2])
     r = cfg.sampler.init_radius
     return rng.uniform(-r, r, size=(cfg.sampler.chains, cfg.model.dim))

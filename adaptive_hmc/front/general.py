@@ -23,25 +23,26 @@ from pathlib import Path
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .diagnostics import (chain_statistics, check_line, draws_convergence, summary_line, time_limit_warning,
+from ..diagnostics import (chain_statistics, check_line, draws_convergence, summary_line, time_limit_warning,
                           trust_warnings)
-from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
-from .models.density import LogDensity
-from .replica_options import as_seed_sequence
-from .rewards import esjd_reward
-from .progress import Progress, can_draw_bar, compile_kernels
-from .runner import MAX_SUPER_TRANSITIONS, check_due, run_super_transitions
-from .density_checkpoint import CheckpointError, previous_checkpoint, restore, run_key, save
-from .tuners.options import BanditOptions
+from ..engine.density_chains import SAMPLE_DEFAULTS as D, TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
+from ..models.density import LogDensity
+from ..engine.replica_options import as_seed_sequence
+from ..engine.rewards import esjd_reward
+from ..engine.progress import Progress, can_draw_bar, compile_kernels
+from ..engine.runner import MAX_SUPER_TRANSITIONS, check_due, run_super_transitions
+from ..rundir.density_checkpoint import CheckpointError, previous_checkpoint, restore, run_key, save
+from ..tuners.options import BanditOptions
 
 #: Per-draw statistics in InferenceData's names, from the record's fields.
 STATS = (("acceptance_rate", "accept_prob"), ("diverging", "divergent"), ("n_steps", "num_steps"), ("lp", "energy"),
          ("energy", "temperature"))
 
 
-def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = 1000,
-           super_transitions: int = 40, budget: int | None = None, step_factor_bounds=(0.5, 1.5),
-           trajectory_bounds=(3.0, 8.0), target_accept: float = 0.8, seed=0, threads: int | None = None,
+def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = D.warmup,
+           super_transitions: int = D.super_transitions, budget: int | None = D.budget,
+           step_factor_bounds=D.step_factor_bounds, trajectory_bounds=D.trajectory_bounds,
+           target_accept: float = D.target_accept, seed=0, threads: int | None = None,
            tuner: BanditOptions | None = None, verbose: bool = False, checkpoint=None,
            stop_after: int | None = None, until: dict | None = None):
     """Sample the density ``logp_grad(q) -> (log p(q), d log p / dq)`` over
@@ -89,7 +90,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     ``super_transitions`` until the chains meet (the largest R-hat of the
     unconstrained coordinates at most 1.01 and their smallest bulk ESS at
     least e), checked after the super-transitions of
-    :func:`~adaptive_hmc.runner.check_due` (the same on any machine), or until
+    :func:`~adaptive_hmc.engine.runner.check_due` (the same on any machine), or until
     s seconds of warm-up and sampling have passed; ``attrs["convergence"]``
     says which (met, super-transitions, the figures), and a run stopped by
     the time says so in a warning.

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .models.priors import PriorSpec
-from .samplers.settings import HMCSettings
+from ..models.priors import PriorSpec
+from ..samplers.settings import HMCSettings
 
 
 def as_seed_sequence(seed) -> np.random.SeedSequence:
@@ -87,7 +87,7 @@ def chains_or_folds(k: int | None, data: str) -> int:
 class ReplicaOptions:
     """How the chains of a :class:`ReplicaSet` are made and run, each default
     and each check in one place (what a config and the estimators build and
-    :func:`~adaptive_hmc.runner.make_run` consumes).
+    :func:`~adaptive_hmc.engine.runner.make_run` consumes).
 
     k : with ``data="full"``, the number of chains of the posterior (>= 1);
         with ``data="folds"``, the number of folds (and of CV replicas), >= 2,

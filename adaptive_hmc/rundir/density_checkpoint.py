@@ -1,5 +1,5 @@
-"""The checkpoint of :func:`~adaptive_hmc.general.sample`: the chains'
-state in the package's one checkpoint codec (:mod:`~adaptive_hmc.checkpoint`:
+"""The checkpoint of :func:`~adaptive_hmc.front.general.sample`: the chains'
+state in the package's one checkpoint codec (:mod:`~adaptive_hmc.rundir.checkpoint`:
 versioned, checksummed, never a pickle), written atomically with the one
 before it kept, and the draws appended once, a shard per super-transition.
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
-from .replica_options import as_seed_sequence
+from ..engine.replica_options import as_seed_sequence
 from .store import DAMAGED_NPZ, atomic_write, npz_bytes
 
 class CheckpointError(ValueError):
-    """A checkpoint of :func:`~adaptive_hmc.general.sample` that cannot be resumed (damaged, or another run's)."""
+    """A checkpoint of :func:`~adaptive_hmc.front.general.sample` that cannot be resumed (damaged, or another run's)."""
 
 
 #: What a checkpoint's key may hold (as those written before runs could be extended did) that a resume need not
@@ -106,8 +106,8 @@ def _read_checkpoint(path: Path) -> tuple:
 def restore(path: Path, key: dict, chains) -> tuple:
     """(run, tuner, log, stats, note) of checkpoint ``path`` (or the one before
     it when it is damaged; the note says so), its chains and draws put back
-    into ``chains`` (:meth:`~adaptive_hmc.density_chains.DensityChains.restore`)."""
-    from .tuners.bandit import BanditTuner
+    into ``chains`` (:meth:`~adaptive_hmc.engine.density_chains.DensityChains.restore`)."""
+    from ..tuners.bandit import BanditTuner
     ck, note = _read_checkpoint(path)
     state = ck.replicas
     saved = {k: v for k, v in state["key"].items() if k not in LENGTH}

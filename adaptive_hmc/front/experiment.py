@@ -12,20 +12,20 @@ import time
 
 import numpy as np
 
-from .config import Config, ConfigError, parse, to_dict
-from .data import Standardizer, select_features
-from .replicas import memory_estimate
-from .super_transition import iterations
-from .diagnostics import check_line, time_limit_warning
-from .metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
-from .results import RunDir, RunError
-from .progress import Progress, compile_kernels
-from .runner import check_due, make_run, run_super_transitions
+from ..config import Config, ConfigError, parse, to_dict
+from ..data import Standardizer, select_features
+from ..engine.replicas import memory_estimate
+from ..engine.super_transition import iterations
+from ..diagnostics import check_line, time_limit_warning
+from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
+from ..rundir.results import RunDir, RunError
+from ..engine.progress import Progress, compile_kernels
+from ..engine.runner import check_due, make_run, run_super_transitions
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
-    """(the run's parts, :func:`~adaptive_hmc.runner.make_run`'s
-    :class:`~adaptive_hmc.runner.RunSetup`; the input transform, a
+    """(the run's parts, :func:`~adaptive_hmc.engine.runner.make_run`'s
+    :class:`~adaptive_hmc.engine.runner.RunSetup`; the input transform, a
     :class:`~adaptive_hmc.data.Standardizer`) for ``cfg``; raises ConfigError."""
     split = cfg.data.cases(cfg.model.likelihood, source)
     for note in split.notes:

@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import COMPILE_TIME
+from .. import COMPILE_TIME
 
 # The package's modules are imported after the arguments are parsed, so that
 # `--help` answers at once (the compiled layers take a second or two to import).
@@ -24,7 +24,7 @@ def _validate(args) -> int:
     config, then how long the run will take."""
     import yaml
 
-    from .config import Config, read_config, to_dict
+    from ..config import Config, read_config, to_dict
     from .experiment import build
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
@@ -47,8 +47,8 @@ def _validate(args) -> int:
           f"follows", file=sys.stderr, flush=True)
     print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", flush=True)
     if not getattr(args, "no_estimate", False):
-        from .progress import compile_kernels
-        from .timing import describe, estimate
+        from ..engine.progress import compile_kernels
+        from ..engine.timing import describe, estimate
         compile_kernels(replicas)
         print(f"# {args.config}: measuring the sampler on this machine for a time estimate ...", file=sys.stderr,
               flush=True)
@@ -60,11 +60,11 @@ def _validate(args) -> int:
 
 
 def _density_estimate(cfg, source: str, fn, starts) -> None:
-    """validate's time estimate of a density config's run (:func:`~adaptive_hmc.timing.density_estimate`)."""
-    from .density_chains import DensityChains
-    from .models.density import LogDensity
-    from .progress import compile_kernels
-    from .timing import density_estimate, describe_density
+    """validate's time estimate of a density config's run (:func:`~adaptive_hmc.engine.timing.density_estimate`)."""
+    from ..engine.density_chains import DensityChains
+    from ..models.density import LogDensity
+    from ..engine.progress import compile_kernels
+    from ..engine.timing import density_estimate, describe_density
     model = LogDensity(fn, cfg.model.dim, cfg.model.names)
     s, r = cfg.sampler, cfg.run
     compile_kernels(DensityChains(model, starts, 0, r.threads))
@@ -75,8 +75,8 @@ def _density_estimate(cfg, source: str, fn, starts) -> None:
 
 
 def _init(args) -> int:
-    from .config import ConfigError
-    from .tables import DataError
+    from ..config import ConfigError
+    from ..tables import DataError
     from .templates import write_template
     out = Path(args.out or (f"{Path(args.csv).stem}.yaml" if args.csv else f"my_{args.kind}.yaml"))
     try:
@@ -87,7 +87,7 @@ def _init(args) -> int:
 
 
 def _reference(args) -> int:
-    from .config import reference
+    from ..config import reference
     print(reference())
     return 0
 
@@ -103,9 +103,9 @@ def _starting(args) -> None:
 def _run(args) -> int:
     if args.dry_run:
         return _validate(args)
-    from .config import Config, read_config
+    from ..config import Config, read_config
     from .experiment import run_experiment
-    from .results import RunError
+    from ..rundir.results import RunError
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
     run = run_experiment
@@ -130,7 +130,7 @@ def _run(args) -> int:
 
 def _compare(args) -> int:
     from .reports import compare, density_rows, density_table, table, unfinished
-    from .results import RunError, is_density_run
+    from ..rundir.results import RunError, is_density_run
     from .sweep import run_dirs
     dirs = [x for d in args.dirs for x in (run_dirs(d, finished_only=False) if (Path(d) / "sweep.yaml").is_file()
                                            else [d])]
@@ -150,7 +150,7 @@ def _compare(args) -> int:
     if args.markdown:
         target = Path(args.markdown)
         if target.is_dir():
-            from .config import ConfigError
+            from ..config import ConfigError
             raise ConfigError(f"--markdown {target}: is a directory; give a file name, e.g. {target / 'table.md'}")
         target.write_text(md + "\n")
         print(f"markdown table: {args.markdown}")
@@ -160,16 +160,16 @@ def _compare(args) -> int:
 def _sweep(args) -> int:
     from .sweep import run_sweep
     if args.workers is not None and args.workers < 1:
-        from .config import ConfigError
+        from ..config import ConfigError
         raise ConfigError(f"--workers {args.workers}: at least 1")
     return run_sweep(args.sweep, args.out, args.scheduler, args.workers, args.resume, args.quiet)
 
 
 def _predict(args) -> int:
-    from .tables import read_inputs
+    from ..tables import read_inputs
     from .export import prediction_table
-    from .finished_run import read_run
-    from .config import ConfigError
+    from ..rundir.finished_run import read_run
+    from ..config import ConfigError
     if not 0 < args.level < 1:
         raise ConfigError(f"--level {args.level}: must be between 0 and 1")
     run = read_run(args.dir)
@@ -199,7 +199,7 @@ def _plot(args) -> int:
 
 
 def _export(args) -> int:
-    from .diagnostics import arviz
+    from ..diagnostics import arviz
     from .elpd import check_kfold, kfold_report, loo_verdict, psis_loo, report_lines
     from .export import export
     if args.kfold is not None:
@@ -289,9 +289,9 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     if getattr(args, "starting", None):
         args.starting(args)
-    from .config import ConfigError
+    from ..config import ConfigError
     from .experiment import Interrupted
-    from .results import RunError
+    from ..rundir.results import RunError
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.fn(args)
