@@ -118,3 +118,10 @@ def test_the_check_finds_an_upward_import(tmp_path, monkeypatch):
                                                                  "from . import timing\n")
     assert {"engine.runner", "engine.timing"} <= _imported_groups(fake)
     assert RANK["engine.runner"] > RANK["engine.replicas"]
+
+
+def test_every_public_name_resolves():
+    """Each name ``adaptive_hmc`` offers (imported on first use) is where its map says."""
+    import adaptive_hmc
+    for name in adaptive_hmc.__all__:
+        assert getattr(adaptive_hmc, name) is not None, name

@@ -101,6 +101,27 @@ def test_bad_densities_are_divergences_or_clear_errors():
         sample(gaussian, np.zeros((2, 4)), names={"a": (1,), "b": (2,)})
 
 
+def test_a_density_super_transition_is_a_pure_function_of_its_state():
+    """density_super_transition(setup, state, action, budget) -> (state, result): the same state gives
+    the same bits twice, the state given is left as it was, and the chain set's run is that function
+    with its draws stored (the network's super_transition has the same shape)."""
+    from adaptive_hmc.engine.density_chains import DensityChains, density_super_transition
+    from adaptive_hmc.samplers.settings import Action
+    chains = DensityChains(LogDensity(gaussian, 4), MEAN + np.array([[1.0, -1, 0.5, 0], [0.2, 0.1, -0.3, 1]]), 4,
+                           threads=2)
+    chains.warm_up(40)
+    before = chains.state
+    saved = [c.position.copy() for c in before.chains], before.streams, before.n_super
+    (s1, r1), (s2, r2) = (density_super_transition(chains, before, Action(0.8, 5), 60) for _ in range(2))
+    assert np.array_equal(r1.step, r2.step) and np.array_equal(r1.record.accept_prob, r2.record.accept_prob)
+    assert all(np.array_equal(a, c.position) for a, c in zip(saved[0], before.chains))
+    assert before.streams == saved[1] and before.n_super == saved[2] == s1.n_super - 1
+    assert s1.streams != before.streams and not np.array_equal(s1.chains[0].position, before.chains[0].position)
+    result = chains.run(Action(0.8, 5), 60)
+    assert np.array_equal(result.step, r1.step) and chains.n_super == 1
+    assert all(np.array_equal(chains.draws[j][0], r1.step[j]) for j in range(2))
+
+
 def test_windows_are_stans():
     assert windows(1000) == [(75, 100), (100, 150), (150, 250), (250, 450), (450, 950)]
     assert windows(300) == [(75, 100), (100, 150), (150, 250)]
