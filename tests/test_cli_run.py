@@ -194,6 +194,10 @@ def test_extend_gives_the_run_asked_for_the_longer_length_at_the_start(tmp_path,
     assert main(["run", str(path), "--out", str(tmp_path / "none"), "--extend", "3"]) == 2
     assert "--extend 3: adds super-transitions to a finished run, and there is none here" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
+    for name in ("checkpoint.npz", "checkpoint.prev.npz"):              # the same refusals as a density run's
+        (out / name).unlink(missing_ok=True)
+    assert main(["run", str(path), "--out", str(out), "--extend", "1"]) == 2
+    assert "its checkpoint is gone, so the chains cannot go on" in capsys.readouterr().err
 
 
 def test_resume_refuses_a_changed_config(tmp_path, capsys):

@@ -551,6 +551,10 @@ def test_a_finished_density_run_is_extended_to_the_draws_of_the_longer_run(tmp_p
     assert main(["run", str(cfg), "--out", str(tmp_path / "none"), "--extend", "3"]) == 2
     assert "--extend 3: adds super-transitions to a finished run, and there is none here" in capsys.readouterr().err
     assert not (tmp_path / "none").exists()
+    for name in ("checkpoint.npz", "checkpoint.prev.npz"):                 # the same refusals as a network run's
+        (a / name).unlink(missing_ok=True)
+    assert main(["run", str(cfg), "--out", str(a), "--quiet", "--extend", "1"]) == 2
+    assert "its checkpoint is gone, so the chains cannot go on" in capsys.readouterr().err
 
 
 def test_a_density_config_with_run_until_stops_when_its_chains_meet(tmp_path, capsys):

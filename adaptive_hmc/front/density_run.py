@@ -23,12 +23,12 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..config import ConfigError, DensityConfig, to_dict
 from .experiment import Interrupted
-from ..rundir.density_checkpoint import CheckpointError, draws_dir, previous_checkpoint
+from ..rundir.density_checkpoint import CheckpointError
 from ..diagnostics import e_bfmi
 from ..engine.density_chains import WarmupError
 from .general import sample
 from ..models.density import DensityError, LogDensity
-from ..rundir.results import CHECKPOINT, CONFIG, LOCK, METADATA, POSTERIOR, SUMMARY, RunDir, RunError
+from ..rundir.results import CHECKPOINT, CONFIG, METADATA, POSTERIOR, SUMMARY, RunDir, RunError
 from ..rundir.store import atomic_write
 
 
@@ -102,44 +102,18 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
     an interrupted extension to it)."""
     out = Path(out)
     rd = RunDir(out)
-    finished = (out / SUMMARY).is_file()
-    checkpointed = (out / CHECKPOINT).is_file() or (out / previous_checkpoint(Path(CHECKPOINT))).is_file()
-    if extend and (resume or not finished):
-        raise RunError("--resume continues an interrupted run or extension; --extend adds to a finished one: one "
-                       "or the other" if resume else f"{out}: --extend {extend}: adds super-transitions to a "
-                       f"finished run, and " + ("this one is unfinished (--resume it first)" if checkpointed
-                                                else "there is none here"))
-    if finished and not extend:
-        raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again, or "
-                       f"--extend N to add N super-transitions to it")
-    if extend and not checkpointed:
-        raise RunError(f"{out}: --extend {extend}: its checkpoint is gone, so the chains cannot go on; run again "
-                       f"with a longer run.super_transitions")
-    if checkpointed and not (resume or extend):
-        raise RunError(f"{out}: holds an unfinished run with a checkpoint; add --resume to continue it, or use "
-                       f"another --out")
-    if resume and not out.exists():
-        raise RunError(f"{out}: no such run directory to resume (check --out); without --resume a new run starts "
-                       f"there")
-    if out.exists() and not out.is_dir():
-        raise RunError(f"{out}: not a directory; choose another --out")
-    ours = {CONFIG, METADATA, CHECKPOINT, previous_checkpoint(Path(CHECKPOINT)).name,
-            draws_dir(Path(CHECKPOINT)).name, POSTERIOR, SUMMARY, LOCK}
-    foreign = sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.endswith(".tmp")) \
-        if out.is_dir() else []
-    if foreign:
-        raise RunError(f"{out}: holds files this package did not write ({', '.join(foreign[:5])}); choose another "
-                       f"--out")
+    resuming = rd.prepare(resume, lambda m: print(m, file=sys.stderr, flush=True), extend)  # before any work
     fn, constrain, q0 = check(cfg, source)
-    if (out / CONFIG).is_file():
+    if resuming and (out / CONFIG).is_file():
         saved = yaml.safe_load((out / CONFIG).read_text())
         if saved != to_dict(cfg):
             raise RunError(f"{out}: its run has another config ({out / CONFIG}); resume with that config, or use "
                            f"another --out")
     lock = rd.lock()                       # a second run into the directory is refused, naming the holder
     try:
-        if (out / SUMMARY).is_file() != bool(finished):      # finished while this one waited to start
-            raise RunError(f"{out}: holds a finished run (its results are there); use another --out to run again")
+        resuming = rd.prepare(resume, lambda m: None, extend)     # the same, after a run that held the lock
+        if not resuming:
+            rd.clear_start()
         atomic_write(out / CONFIG, yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
         if not (out / METADATA).is_file():
             rd.write_metadata(dict(config=source, started=time.strftime("%Y-%m-%dT%H:%M:%S")))

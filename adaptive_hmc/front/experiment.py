@@ -20,7 +20,7 @@ from ..diagnostics import check_line, time_limit_warning
 from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
 from ..rundir.results import RunDir, RunError
 from ..engine.progress import Progress, compile_kernels
-from ..engine.runner import check_due, make_run, run_super_transitions
+from ..engine.runner import check_due, make_run
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
@@ -97,39 +97,6 @@ class Interrupted(RunError):
     """The run was stopped by Ctrl-C or SIGTERM; its last checkpoint is intact."""
 
 
-def _prepare(rd: RunDir, resume: bool, say, extend: int = 0) -> bool:
-    """Decide from the directory's state whether the run resumes (True) or
-    starts (False); RunError when neither is right. Writes nothing."""
-    status = rd.status()
-    if extend and (resume or status != "finished"):
-        why = ("--resume continues an interrupted run or extension; --extend adds to a finished one: one or the "
-               "other" if resume else f"{rd.path}: --extend {extend}: adds super-transitions to a finished run, and "
-               + {"checkpointed": "this one is unfinished (--resume it first)",
-                  "foreign": "this is not a run directory of this package"}.get(status, "there is none here"))
-        raise RunError(why)
-    if resume and not rd.path.exists():
-        raise RunError(f"{rd.path}: no such run directory to resume (check --out); without --resume a new run "
-                       f"starts there")
-    if status == "foreign":
-        raise RunError(f"{rd.path}: not a run directory of this package (it is not a directory, or holds files "
-                       f"this package did not write); choose another --out")
-    if status == "finished":
-        if extend:
-            return True
-        raise RunError(f"{rd.path}: holds a finished run (its results are there); use another --out to run again, "
-                       f"or --extend N to add N super-transitions to it")
-    if status == "checkpointed":
-        if not resume:
-            raise RunError(f"{rd.path}: holds an unfinished run with a checkpoint; add --resume to continue it, "
-                           f"or use another --out")
-        return True
-    if status == "started":
-        say(f"{rd.path}: the run there stopped before its first checkpoint; starting it over")
-    elif resume:
-        say(f"{rd.path}: nothing to resume (no checkpoint); starting the run")
-    return False
-
-
 def lengthened(cfg: Config, source: str, total: int) -> Config:
     """``cfg`` run for exactly ``total`` super-transitions (``run.until``
     off), its burn-in the one it started with: the config an extended run
@@ -157,7 +124,7 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
 
     if not (isinstance(extend, (int, np.integer)) and extend >= 0):
         raise RunError(f"--extend {extend!r}: the number of super-transitions to add, an integer >= 1")
-    resuming = _prepare(rd, resume, say, extend)      # refusals come before any work or writing
+    resuming = rd.prepare(resume, say, extend)      # refusals come before any work or writing
     if resuming:
         rd.check_same_config(cfg)
     total = rd.progress()[0] + extend if extend else rd.extended_to() if resuming else None
@@ -165,7 +132,7 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
     setup, x_scale = build(run_cfg, source)   # all validation before any writing
     lock = rd.lock()
     try:
-        resuming = _prepare(rd, resume, lambda m: None, extend)
+        resuming = rd.prepare(resume, lambda m: None, extend)
         if extend:
             rd.begin_extension(extend)
         return _run_locked(rd, run_cfg, source, resuming, quiet, stop_after, setup, x_scale)

@@ -33,6 +33,7 @@ import numpy as np
 import yaml
 
 from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
+from .density_checkpoint import draws_dir
 from ..config import Config, to_dict
 from ..data import Standardizer
 from .metrics import kept_samples, summarize
@@ -46,6 +47,8 @@ PREDICTIONS, SAMPLES = "predictions.npz", "samples.npz"
 TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
 #: A density run's draws (``model.kind: density``): ArviZ InferenceData, beside its summary.
 POSTERIOR = "posterior.nc"
+#: A density run's draws while it runs, a shard per super-transition beside its checkpoint.
+DRAWS = draws_dir(Path(CHECKPOINT)).name
 #: What ``export --kfold K`` writes: the elpd figures, and the run of the fold posteriors (a run directory).
 ELPD, KFOLD = "elpd.json", "kfold-{k}"
 #: Files a run writes when it starts, before its first checkpoint.
@@ -132,6 +135,46 @@ class RunDir:
         if names <= START_FILES:
             return "started"
         return "foreign"
+
+    def prepare(self, resume: bool, say, extend: int = 0) -> bool:
+        """Decide from the directory's state whether a run (of a network or a
+        density) resumes (True: an interrupted run, or the finished one an
+        ``extend`` adds to) or starts (False); :class:`RunError` saying why when
+        neither is right; ``say`` is told when a run starts over. Writes nothing."""
+        status = self.status()
+        if extend and (resume or status != "finished"):
+            raise RunError("--resume continues an interrupted run or extension; --extend adds to a finished one: one "
+                           "or the other" if resume else f"{self.path}: --extend {extend}: adds super-transitions to a "
+                           f"finished run, and " + {"checkpointed": "this one is unfinished (--resume it first)",
+                                                    "foreign": "this is not a run directory of this package"}.get(
+                               status, "there is none here"))
+        if resume and not self.path.exists():
+            raise RunError(f"{self.path}: no such run directory to resume (check --out); without --resume a new run "
+                           f"starts there")
+        if status == "foreign":
+            names = sorted(p.name for p in self.path.iterdir() if p.name not in START_FILES
+                           and not p.name.endswith(".tmp")) if self.path.is_dir() else []
+            raise RunError(f"{self.path}: not a run directory of this package (" + (
+                f"it holds files this package did not write ({', '.join(names[:5])})" if names else
+                "it is not a directory") + "); choose another --out")
+        if status == "finished":
+            if not extend:
+                raise RunError(f"{self.path}: holds a finished run (its results are there); use another --out to run "
+                               f"again, or --extend N to add N super-transitions to it")
+            if not self.has_checkpoint:
+                raise RunError(f"{self.path}: --extend {extend}: its checkpoint is gone, so the chains cannot go on; "
+                               f"run again with a longer run.super_transitions")
+            return True
+        if status == "checkpointed":
+            if not resume:
+                raise RunError(f"{self.path}: holds an unfinished run with a checkpoint; add --resume to continue "
+                               f"it, or use another --out")
+            return True
+        if status == "started":
+            say(f"{self.path}: the run there stopped before its first checkpoint; starting it over")
+        elif resume:
+            say(f"{self.path}: nothing to resume (no checkpoint); starting the run")
+        return False
 
     def clear_start(self) -> None:
         """Remove the files of a run that stopped before its first checkpoint
