@@ -129,6 +129,32 @@ def test_windows_are_stans():
     assert windows(10) == []
 
 
+def test_window_adaptation_is_stans_warm_up_as_init_update_final():
+    """The metric's scale comes exactly at each slow window's end, as the sd of that window's positions
+    (pooled within chains); the step adapts by dual averaging in between; a step held at its floor is stuck."""
+    from adaptive_hmc.samplers.adaptation import STEP_FLOOR_PATIENCE, WindowAdaptation
+    rng = np.random.default_rng(0)
+    w = WindowAdaptation(300)
+    assert w.checks == [8, 16, 32, 64] and w.num_steps() == 32             # 2 sds at the first step, 1/16
+    scales, kept = {}, {}
+    for i in range(300):
+        pos = rng.normal(size=(3, 2)) * [1.0, 5.0]
+        kept.setdefault(next((b for a, b in w.slow if a <= i < b), None), []).append(pos)
+        out = w.update(i, 0.9, pos)
+        if out is not None:
+            scales[i + 1] = out
+    assert list(scales) == [b for _, b in w.slow] == [100, 150, 250]
+    for end, scale in scales.items():
+        assert np.allclose(scale, np.sqrt(pooled_variance(np.array(kept[end]).transpose(1, 0, 2))))
+    assert w.final() > 1.0 / 16 and not w.stuck                    # acceptance 0.9 > 0.8: the step grew
+    w = WindowAdaptation(300)
+    for i in range(200):
+        w.update(i, 0.0, np.zeros((3, 2)))
+        if w.stuck:
+            break
+    assert w.stuck and i + 1 < 200 and w.at_floor == STEP_FLOOR_PATIENCE
+
+
 def test_dual_averaging_finds_the_step_of_the_target_acceptance():
     """On a model acceptance exp(-step^2) (0.8 at step 0.472), the averaged step converges there."""
     da = DualAveraging(0.01, target=0.8)

@@ -10,7 +10,6 @@ Flow position: models, samplers -> **density_chains** -> general
 """
 from __future__ import annotations
 
-import math
 import os
 import time
 import warnings
@@ -25,17 +24,13 @@ from ..models.density import LogDensity
 from ..models.mlp import MLPSpec
 from ..models.predictive import new_accumulator
 from .replica_options import as_seed_sequence
-from ..samplers.adaptation import STEP_FLOOR, DualAveraging, lost_chains, pooled_variance, windows
+from ..samplers.adaptation import MIN_STEP, WindowAdaptation, lost_chains
 from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from ..samplers.settings import Action, HMCSettings, check_settings
 from .super_transition import SuperTransitionResult, iterations
 
 #: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
 CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
-#: Warm-up trajectories: L drawn uniformly from 1..L_w, L_w = ceil(WARMUP_LENGTH / step) within
-#: [WARMUP_STEPS, MAX_WARMUP_STEPS] (a trajectory of about one posterior sd on average, in the metric's
-#: units, however small the step: a stiff posterior still moves while its metric is learnt).
-WARMUP_STEPS, MAX_WARMUP_STEPS, WARMUP_LENGTH = 16, 1024, 2.0
 #: Super-transitions hold at least this many of the longest trajectories the tuner may ask for.
 TRAJECTORIES_PER_SUPER_TRANSITION = 10
 
@@ -53,9 +48,6 @@ class SampleDefaults(NamedTuple):
 
 
 SAMPLE_DEFAULTS = SampleDefaults()
-#: The smallest reference step warm-up may end with (posterior sds; 10^4 steps to cross one sd), and how many
-#: iterations in a row dual averaging may sit at its floor before warm-up stops: chains that cannot move.
-MIN_STEP, STEP_FLOOR_PATIENCE = 1e-4, 25
 _EMPTY = new_accumulator(MLPSpec(1, (1,), 1), np.empty((0, 1)), np.empty((0, 1)))
 
 
@@ -205,39 +197,27 @@ class DensityChains:
         below :data:`MIN_STEP`: the chains cannot move."""
         chains, streams = [copy_chain(c) for c in self.state.chains], _generators(self.state.streams)
         scale, gradients = self.state.scale, self.state.warmup_gradients
-        da = DualAveraging(1.0 / WARMUP_STEPS, target_accept)
-        step = math.exp(da.log_step)
-        slow = windows(n)
-        checks = [c for c in (2 ** k for k in range(3, 32)) if c <= (slow[0][0] if slow else n - 1)]
-        window_draws: list = []
+        w = WindowAdaptation(n, target_accept)
         rec = new_record(self.R, 1, 0)
-        at_floor, moved, looked = 0, np.zeros(self.R, bool), 0
+        moved, looked = np.zeros(self.R, bool), 0
         for i in range(n):
-            if i in checks:
+            if i in w.checks:
                 if self._relocate(chains, streams, i, moved, looked):
-                    da.restart(1.0 / WARMUP_STEPS)
-                    step, at_floor = 1.0 / WARMUP_STEPS, 0
+                    w.restart()
                 moved[:], looked = False, i
-            L = min(MAX_WARMUP_STEPS, max(WARMUP_STEPS, math.ceil(WARMUP_LENGTH / step)))
-            s = self.settings._replace(step_factor=step, num_steps=L, jitter=True)
+            s = self.settings._replace(step_factor=w.step, num_steps=w.num_steps(), jitter=True)
             targets = self.targets(scale)
             for j in range(self.R):           # one iteration each: too short to be worth a thread
                 run_chain(targets[j], chains[j], s, 1, Record(*(a[j] for a in rec)), None, streams[j])
             self.model.check()
             gradients += int(rec.gradients.sum())
             moved |= rec.accepted[:, 0] > 0
-            step = da.update(float(np.mean(rec.accept_prob)))
-            at_floor = at_floor + 1 if step <= STEP_FLOOR * (1 + 1e-9) else 0
-            if at_floor >= STEP_FLOOR_PATIENCE:
-                self._stuck(chains, step, i)
-            if any(a <= i < b for a, b in slow):
-                window_draws.append([c.position * scale for c in chains])
-            if any(i + 1 == b for _, b in slow):
-                new_scale = np.sqrt(pooled_variance(np.array(window_draws).transpose(1, 0, 2)))
+            new_scale = w.update(i, float(np.mean(rec.accept_prob)), [c.position * scale for c in chains])
+            if w.stuck:
+                self._stuck(chains, w.step, i)
+            if new_scale is not None:
                 chains, scale = self.rescaled(chains, scale, new_scale), new_scale
-                window_draws = []
-                da.restart(step)
-        final = da.final if n else step
+        final = w.final()
         if final < MIN_STEP:
             self._stuck(chains, final, n - 1)
         self.state = self.state._replace(chains=tuple(chains), scale=scale, streams=_states(streams),

@@ -20,8 +20,9 @@ import time
 
 import numpy as np
 
-from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, WARMUP_STEPS, DensityChains
+from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
 from .replicas import ReplicaSet
+from ..samplers.adaptation import WARMUP_STEPS
 from ..samplers.settings import Action
 from .super_transition import super_transition
 from ..tuners.options import BanditOptions

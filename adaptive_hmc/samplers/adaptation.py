@@ -3,8 +3,10 @@ factor by dual averaging toward a target acceptance (Hoffman & Gelman 2014,
 Stan's constants) and a diagonal metric from windowed estimates of the
 position variance (Stan's expanding slow windows, pooled within chains).
 
-Flow position: samplers (plain NumPy; no compiled code). Used by
-:mod:`adaptive_hmc.front.general` between single iterations of the chains.
+Flow position: samplers (plain NumPy; no compiled code). :class:`WindowAdaptation`
+is the whole warm-up as init / update / final (BlackJAX's ``window_adaptation``
+shape); :class:`~adaptive_hmc.engine.density_chains.DensityChains` runs the
+chains' single iterations between its updates.
 """
 from __future__ import annotations
 
@@ -18,6 +20,14 @@ STEP_FLOOR = 1e-8
 #: A chain is lost when its log density is this many nats, plus :data:`FAR_BELOW_PER_COORDINATE` per
 #: coordinate, below the best chain's: far beyond the spread of a posterior's typical set (about sqrt(D/2)).
 FAR_BELOW, FAR_BELOW_PER_COORDINATE = 1000.0, 10.0
+#: How many iterations in a row dual averaging may sit at :data:`STEP_FLOOR` before warm-up stops, and the
+#: smallest reference step warm-up may end with (posterior sds; 10^4 steps to cross one sd): chains that
+#: cannot move.
+STEP_FLOOR_PATIENCE, MIN_STEP = 25, 1e-4
+#: Warm-up trajectories: L drawn uniformly from 1..L_w, L_w = ceil(WARMUP_LENGTH / step) within
+#: [WARMUP_STEPS, MAX_WARMUP_STEPS] (a trajectory of about one posterior sd on average, in the metric's
+#: units, however small the step: a stiff posterior still moves while its metric is learnt).
+WARMUP_STEPS, MAX_WARMUP_STEPS, WARMUP_LENGTH = 16, 1024, 2.0
 
 
 class DualAveraging:
@@ -97,3 +107,57 @@ def lost_chains(log_density, moved, dim: int) -> list:
     best = lp[ok].max()
     return [j for j in range(lp.size)
             if not moved[j] and (not ok[j] or lp[j] < best - FAR_BELOW - FAR_BELOW_PER_COORDINATE * dim)]
+
+
+class WindowAdaptation:
+    """Stan's warm-up of ``n`` iterations as init (this constructor) /
+    :meth:`update` / :meth:`final`: the step by dual averaging toward
+    ``target_accept`` from 1 / :data:`WARMUP_STEPS`, and at the end of each
+    slow window (:func:`windows`) the metric's scale, the sd of the window's
+    positions (:func:`pooled_variance`), after which the step's adaptation
+    starts again from the present step. :attr:`checks` are the iterations
+    before the slow windows (8, 16, 32, ...) at which the chains that run it
+    look for lost chains (:func:`lost_chains`); after moving some,
+    :meth:`restart`. The chains' loop asks :meth:`num_steps` for each
+    iteration's L and reads :attr:`stuck` after each update."""
+
+    def __init__(self, n: int, target_accept: float = 0.8):
+        self.n, self.da = n, DualAveraging(1.0 / WARMUP_STEPS, target_accept)
+        self.step = math.exp(self.da.log_step)
+        self.slow = windows(n)
+        self.checks = [c for c in (2 ** k for k in range(3, 32)) if c <= (self.slow[0][0] if self.slow else n - 1)]
+        self.window_draws: list = []
+        self.at_floor = 0
+
+    def num_steps(self) -> int:
+        """L_w of the next iteration (:data:`WARMUP_LENGTH` / step within the bounds)."""
+        return min(MAX_WARMUP_STEPS, max(WARMUP_STEPS, math.ceil(WARMUP_LENGTH / self.step)))
+
+    def restart(self) -> None:
+        """The chains were moved: the step's adaptation starts again from its first step."""
+        self.da.restart(1.0 / WARMUP_STEPS)
+        self.step, self.at_floor = 1.0 / WARMUP_STEPS, 0
+
+    def update(self, i: int, accept_prob: float, positions) -> np.ndarray | None:
+        """After iteration ``i``: learn the step from the chains' mean
+        ``accept_prob``; keep ``positions`` (R, D, in the position's units)
+        within a slow window; at a window's end return the new scale (else None)."""
+        self.step = self.da.update(accept_prob)
+        self.at_floor = self.at_floor + 1 if self.step <= STEP_FLOOR * (1 + 1e-9) else 0
+        if any(a <= i < b for a, b in self.slow):
+            self.window_draws.append(positions)
+        if any(i + 1 == b for _, b in self.slow):
+            scale = np.sqrt(pooled_variance(np.array(self.window_draws).transpose(1, 0, 2)))
+            self.window_draws = []
+            self.da.restart(self.step)
+            return scale
+        return None
+
+    @property
+    def stuck(self) -> bool:
+        """Whether the step has sat at its floor for :data:`STEP_FLOOR_PATIENCE` iterations."""
+        return self.at_floor >= STEP_FLOOR_PATIENCE
+
+    def final(self) -> float:
+        """The reference step to keep: the average of the last stretch (the present step after no iteration)."""
+        return self.da.final if self.n else self.step
