@@ -522,6 +522,11 @@ def test_a_density_config_runs_resumes_and_refuses_bad_input(tmp_path, capsys, m
     assert main(["run", str(cfg), "--out", str(tmp_path / "b"), "--quiet", "--resume"]) == 0
     resumed = az.from_netcdf(str(tmp_path / "b" / "posterior.nc"))
     np.testing.assert_array_equal(resumed.posterior["theta"].values, whole.posterior["theta"].values)
+    from adaptive_hmc.rundir.results import RunDir                   # the tuner's log, as a network run's
+    logs = [[{k: v for k, v in e.items() if k != "seconds"} for e in RunDir(tmp_path / d).read_log()] for d in "ab"]
+    assert logs[0] == logs[1] and [e["i"] for e in logs[0]] == list(range(len(eval(whole.attrs["tuner_log"]))))
+    assert [(e["step_factor"], e["num_steps"]) for e in logs[0]] == [
+        (e["step_factor"], e["num_steps"]) for e in eval(whole.attrs["tuner_log"])]
     capsys.readouterr()
     for change, message in ((("model", "function", "nope"), "model.function = 'nope': eight_schools.py defines no "
                                                             "such function (its functions: constrain, logp_grad"),

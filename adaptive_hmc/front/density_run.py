@@ -2,8 +2,9 @@
 the function from its file, check it at the starts, sample it with
 :func:`~adaptive_hmc.front.general.sample` into a run directory (``checkpoint.npz``
 after warm-up and every super-transition, the one before it kept as
-``checkpoint.prev.npz``, the draws appended to ``checkpoint.draws/``, then
-``posterior.nc`` and ``summary.json``), resume an interrupted one, and extend a
+``checkpoint.prev.npz``, the draws appended to ``checkpoint.draws/``, the
+tuner's log to ``log.jsonl`` as a network run's, then ``posterior.nc`` and
+``summary.json``), resume an interrupted one, and extend a
 finished one (``metadata.json`` records when it started and each extension).
 
 Flow position: config -> **density_run** (general + results' run-directory conventions).
@@ -118,11 +119,19 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
         if not (out / METADATA).is_file():
             rd.write_metadata(dict(config=source, started=time.strftime("%Y-%m-%dT%H:%M:%S")))
         extended_to = rd.begin_extension(extend) if extend else rd.extended_to()   # the length an --extend set
+        logged = [None]                  # entries in log.jsonl: appended one by one, rewritten when it starts
+
+        def to_log(log):
+            if logged[0] is not None and len(log) == logged[0] + 1:
+                rd.append_log(log[-1])
+            else:
+                rd.write_log(log)
+            logged[0] = len(log)
         try:
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always", ConvergenceWarning)
                 idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
-                               constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet,
+                               constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet, callback=to_log,
                                **{**cfg.sample_options(),
                                   **({"super_transitions": extended_to, "until": None} if extended_to else {})})
         except KeyboardInterrupt:

@@ -44,7 +44,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
            step_factor_bounds=D.step_factor_bounds, trajectory_bounds=D.trajectory_bounds,
            target_accept: float = D.target_accept, seed=0, threads: int | None = None,
            tuner: BanditOptions | None = None, verbose: bool = False, checkpoint=None,
-           stop_after: int | None = None, until: dict | None = None):
+           stop_after: int | None = None, until: dict | None = None, callback=None):
     """Sample the density ``logp_grad(q) -> (log p(q), d log p / dq)`` over
     unconstrained coordinates with bandit-tuned HMC; returns ArviZ
     InferenceData.
@@ -68,6 +68,11 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     defaults were chosen on posteriordb's posteriors: docs/posteriordb.md;
     with jitter a trajectory's length is uniform in 1..L steps). ``seed``
     decides every random number, whatever ``threads``.
+
+    ``callback(log)``, when given, is called with the tuner's log so far (a
+    list of dicts, one per super-transition) once the run has started or
+    resumed, and after each super-transition (once it is checkpointed): its
+    last entry is the new one (a configured run appends it to ``log.jsonl``).
 
     The result's ``posterior`` holds every post-warm-up draw; ``sample_stats``
     the acceptance probability, divergences, leapfrog steps and potential
@@ -152,6 +157,8 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         log, stats = [], []
         if path is not None:
             save(path, key, chains, run, bandit, log, stats)
+    if callback is not None:
+        callback(log)
     done_here = []
     progress = Progress(None if limit else super_transitions, chains.n_super, not verbose,
                         limit[0] if limit else None, super_transitions)
@@ -164,6 +171,8 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
             _check(chains, run, log, super_transitions, limit, verbose)
         if path is not None:
             save(path, key, chains, run, bandit, log, stats)
+        if callback is not None:
+            callback(log)
         return (limit is not None and "stopped" in run) or (stop_after is not None and len(done_here) >= stop_after)
     try:
         if not (limit is not None and "stopped" in run and chains.n_super >= super_transitions):

@@ -22,7 +22,7 @@ from ..rundir.metrics import log_gradients  # noqa: E402
 from ..models.mlp import predict  # noqa: E402
 from ..models.predictive import predicted_labels, squared_errors  # noqa: E402
 from ..rundir.finished_run import Run, read_run  # noqa: E402
-from ..rundir.results import PLOTS, POSTERIOR, is_density_run  # noqa: E402
+from ..rundir.results import LOG, PLOTS, POSTERIOR, RunDir, is_density_run  # noqa: E402
 
 LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
 
@@ -250,12 +250,14 @@ def robot_arm_outputs(run: Run, path, train_box=((-1.932, -0.453), (0.534, 3.142
 
 def density_traces(d, path, most: int = 6):
     """A density run: the tuner's actions, rewards and acceptance over
-    super-transitions (from the log in its posterior.nc), and each chain's
+    super-transitions (from its log.jsonl, or the log in the posterior.nc of
+    a run written before it kept one), and each chain's
     draws of the ``most`` scalar parameters whose chains disagree most
     (largest R-hat, as in summary.json)."""
     import ast
     idata = arviz().from_netcdf(str(Path(d) / POSTERIOR))
-    log = ast.literal_eval(idata.attrs["tuner_log"])
+    rd = RunDir(d)
+    log = rd.read_log() if rd.file(LOG).is_file() else ast.literal_eval(idata.attrs["tuner_log"])
     rhat = arviz().rhat(idata)
     scalars = [(float(rhat[v].values[i]), v, i) for v in rhat.data_vars
                for i in np.ndindex(rhat[v].shape)]
