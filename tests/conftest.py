@@ -10,9 +10,11 @@ from adaptive_hmc.models.gaussian import GaussianTarget
 
 
 #: Test modules by marker (the default run is the whole suite; ``-m "not slow and not statistical"`` the fast tier).
+#: The slow modules are in the order a parallel run starts them: the most seconds first (``--durations``:
+#: test_tasks about 250 s of whole benchmarks and experiments, test_reproducible 190, test_kill 155, ...).
 MARKED = {"statistical": ("test_statistical",),
-          "slow": ("test_study", "test_neal1992", "test_neal1993", "test_versus_nuts", "test_sweep", "test_kill",
-                   "test_reproducible")}
+          "slow": ("test_tasks", "test_reproducible", "test_kill", "test_sweep", "test_versus_nuts", "test_study",
+                   "test_neal1992", "test_neal1993")}
 
 
 def pytest_collection_modifyitems(items):
@@ -21,9 +23,14 @@ def pytest_collection_modifyitems(items):
         for marker, modules in MARKED.items():
             if module in modules:
                 item.add_marker(getattr(pytest.mark, marker))
-    # The slow tests first (a stable sort: each module's order kept), so that the workers of a parallel run
-    # start them early instead of one finishing them alone at the end.
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    # The slow tests first, the slowest modules before the others (a stable sort: each module's order kept),
+    # so that the workers of a parallel run start them early instead of one finishing them alone at the end.
+    rank = {m: i for i, m in enumerate(MARKED["slow"])}
+
+    def order(item):
+        module = item.module.__name__.rsplit(".", 1)[-1]
+        return (0, rank.get(module, len(rank))) if item.get_closest_marker("slow") else (1, 0)
+    items.sort(key=order)
 
 
 @pytest.fixture
