@@ -467,6 +467,15 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     assert main(["run", str(cfg), "--out", str(tmp_path / "d"), "--quiet", "--resume"]) == 2
     err = capsys.readouterr().err
     assert "checkpoint.prev.npz: not a checkpoint of sample()" in err and "Traceback" not in err, err
+    with monkeypatch.context() as m:                                  # a damaged shard of the draws
+        _interrupted_after(m, 1)
+        assert main(["run", str(cfg), "--out", str(tmp_path / "e"), "--quiet"]) == 130
+    shard = tmp_path / "e" / "checkpoint.draws" / "000001.npz"
+    shard.write_bytes(shard.read_bytes()[:100])
+    capsys.readouterr()
+    assert main(["run", str(cfg), "--out", str(tmp_path / "e"), "--quiet", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "000001.npz: damaged" in err and "the draws are missing or damaged" in err and "Traceback" not in err, err
 
 
 def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):
@@ -475,14 +484,15 @@ def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):
     times what their checkpoint files end at (rewriting every draw so far
     at each would write about 20 times), about as much at the last as at
     the first."""
-    from adaptive_hmc.rundir import density_checkpoint
+    from adaptive_hmc.rundir import density_checkpoint, store
     written = []
-    real = density_checkpoint.atomic_write
+    real = store.atomic_write
 
     def counting(path, data, previous=None):
         written.append(len(data))
         return real(path, data, previous)
-    monkeypatch.setattr(density_checkpoint, "atomic_write", counting)
+    monkeypatch.setattr(density_checkpoint, "atomic_write", counting)    # the checkpoints
+    monkeypatch.setattr(store, "atomic_write", counting)                 # the draws' shards
     starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
     sample(gaussian, starts, checkpoint=tmp_path / "c.npz", warmup=100, super_transitions=40, budget=1000, seed=1)
     final = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())

@@ -15,7 +15,7 @@ import numpy as np
 
 from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
 from ..engine.replica_options import as_seed_sequence
-from .store import DAMAGED_NPZ, atomic_write, npz_bytes
+from .store import SampleStore, atomic_write
 
 class CheckpointError(ValueError):
     """A checkpoint of :func:`~adaptive_hmc.front.general.sample` that cannot be resumed (damaged, or another run's)."""
@@ -34,6 +34,28 @@ def run_key(q0, seed, **settings) -> dict:
                 starts=hashlib.sha256(np.ascontiguousarray(q0).tobytes()).hexdigest(), shape=list(q0.shape))
 
 
+class DrawsCodec:
+    """A density run's unit in the sample store: one super-transition's draws
+    (R, n, D), statistics ({name: (R, n)}) and log entry, a shard each (its
+    draws' count varies with L): arrays ``draws``, ``log`` (JSON) and ``stats/NAME``."""
+
+    compress = True
+
+    @staticmethod
+    def encode(units: list, first: int) -> dict:
+        (draws, stats, entry), = units
+        return dict(draws=draws, log=np.array(json.dumps(entry)), **{f"stats/{k}": v for k, v in stats.items()})
+
+    @staticmethod
+    def decode(a: dict, first: int) -> list:
+        return [(a["draws"], {k.removeprefix("stats/"): v for k, v in a.items() if k.startswith("stats/")},
+                 json.loads(str(a["log"])))]
+
+
+#: The density runs' codec.
+DRAWS = DrawsCodec()
+
+
 def draws_dir(path: Path) -> Path:
     """The folder beside checkpoint ``path`` that holds the draws, one shard a super-transition (``NAME.draws``)."""
     return path.with_name(f"{path.stem}.draws")
@@ -50,12 +72,9 @@ def save(path: Path, key: dict, chains, run: dict, bandit, log: list, stats: lis
     in a shard of its own (written once: what a run writes per
     super-transition does not grow with it), then the checkpoint (the chains,
     streams, tuner, counts), each atomically; the checkpoint before is kept."""
-    shards = draws_dir(path)
-    shards.mkdir(exist_ok=True)
+    store = SampleStore(draws_dir(path), DRAWS)
     for i in range(chains.draws_stored, len(stats)):
-        atomic_write(shards / f"{i:06d}.npz", npz_bytes(
-            draws=np.stack([d[i] for d in chains.draws]), log=np.array(json.dumps(log[i])),
-            **{f"stats/{k}": v for k, v in stats[i].items()}))
+        store.append([(np.stack([d[i] for d in chains.draws]), stats[i], log[i])], i)
     chains.draws_stored = len(stats)
     state = dict(chains.checkpoint(), key=key, run=run, stored=len(stats))
     ck = Checkpoint(state, bandit.state_dict(), len(log), float(sum(e["seconds"] for e in log)))
@@ -64,25 +83,18 @@ def save(path: Path, key: dict, chains, run: dict, bandit, log: list, stats: lis
 
 def _read_shards(path: Path, n: int) -> tuple:
     """(draws per chain per super-transition, stats, log) of the first ``n``
-    shards beside checkpoint ``path``, those after them (written before a kill
-    reached the checkpoint) removed; CheckpointError when one is missing or damaged."""
-    shards = draws_dir(path)
-    found = sorted(shards.glob("*.npz")) if shards.is_dir() else []
-    for p in found[n:]:
-        p.unlink()
-    draws, stats, log = [], [], []
-    for i in range(n):
-        p = shards / f"{i:06d}.npz"
-        try:
-            with np.load(p, allow_pickle=False) as f:
-                z = {k: f[k] for k in f.files}
-            draws.append(z["draws"])
-            log.append(json.loads(str(z["log"])))
-            stats.append({k.removeprefix("stats/"): v for k, v in z.items() if k.startswith("stats/")})
-        except DAMAGED_NPZ as e:
-            raise CheckpointError(f"{p}: the draws of super-transition {i} are missing or damaged "
-                                  f"({type(e).__name__}: {e}); remove {path} and {shards} to start again") from None
-    return [[d[j] for d in draws] for j in range(draws[0].shape[0])] if draws else None, stats, log
+    super-transitions in the store beside checkpoint ``path``, those after them
+    (written before a kill reached the checkpoint) removed; CheckpointError when
+    one is missing or damaged."""
+    store = SampleStore(draws_dir(path), DRAWS)
+    store.truncate(n)
+    try:
+        units = store.read(n)
+    except ValueError as e:
+        raise CheckpointError(f"{e}: the draws are missing or damaged; remove {path} and {store.path} to start "
+                              f"again") from None
+    draws = [[u[0][j] for u in units] for j in range(units[0][0].shape[0])] if units else None
+    return draws, [u[1] for u in units], [u[2] for u in units]
 
 
 def _read_checkpoint(path: Path) -> tuple:

@@ -64,11 +64,43 @@ def npz_bytes(compress: bool = True, **arrays) -> bytes:
     return buf.getvalue()
 
 
-class SampleStore:
-    """The shards in folder ``path`` (it need not exist yet)."""
+class StepCodec:
+    """A network run's unit, a super-transition's :class:`~adaptive_hmc.engine.replica_state.Step`,
+    as a shard's arrays (the module's docstring lists them); several super-transitions a shard."""
 
-    def __init__(self, path):
-        self.path = Path(path)
+    compress = False
+
+    @staticmethod
+    def encode(steps: list, first: int) -> dict:
+        arrays = {k: np.stack([getattr(s, k) for s in steps]) for k in _ARRAYS}
+        rows = [(first + i, j, r) for i, s in enumerate(steps) for j, chain in enumerate(s.kept) for r in chain]
+        arrays["kept_rows"] = np.array([r for _, _, r in rows]) if rows else np.empty((0, 0))
+        arrays["kept_step"] = np.array([i for i, _, _ in rows], dtype=np.int64)
+        arrays["kept_chain"] = np.array([j for _, j, _ in rows], dtype=np.int64)
+        return arrays
+
+    @staticmethod
+    def decode(a: dict, first: int) -> list:
+        R, steps = a["count"].shape[1], []
+        for i in range(a["count"].shape[0]):
+            mine = a["kept_step"] == first + i
+            kept = [a["kept_rows"][mine & (a["kept_chain"] == j)] for j in range(R)]
+            steps.append(Step(**{k: a[k][i] for k in _ARRAYS}, kept=kept))
+        return steps
+
+
+#: The network runs' codec.
+STEPS = StepCodec()
+
+
+class SampleStore:
+    """The shards in folder ``path`` (it need not exist yet), each holding the
+    units (a super-transition's what-it-adds) that ``codec`` encodes and
+    decodes: :data:`STEPS` for a network run, a density run's draws
+    (:data:`~adaptive_hmc.rundir.density_checkpoint.DRAWS`)."""
+
+    def __init__(self, path, codec=STEPS):
+        self.path, self.codec = Path(path), codec
 
     def shards(self) -> list:
         """(first super-transition, path) of every whole shard, in order."""
@@ -81,12 +113,8 @@ class SampleStore:
         if not steps:
             return
         self.path.mkdir(parents=True, exist_ok=True)
-        arrays = {k: np.stack([getattr(s, k) for s in steps]) for k in _ARRAYS}
-        rows = [(first + i, j, r) for i, s in enumerate(steps) for j, chain in enumerate(s.kept) for r in chain]
-        arrays["kept_rows"] = np.array([r for _, _, r in rows]) if rows else np.empty((0, 0))
-        arrays["kept_step"] = np.array([i for i, _, _ in rows], dtype=np.int64)
-        arrays["kept_chain"] = np.array([j for _, j, _ in rows], dtype=np.int64)
-        atomic_write(self.path / f"{first:06d}.npz", npz_bytes(compress=False, **arrays))
+        atomic_write(self.path / f"{first:06d}.npz",
+                     npz_bytes(compress=self.codec.compress, **self.codec.encode(steps, first)))
 
     def truncate(self, n_super: int) -> None:
         """Remove the shards of super-transitions from ``n_super`` on (written
@@ -99,9 +127,9 @@ class SampleStore:
                 p.unlink()
 
     def read(self, n_super: int | None = None) -> list:
-        """The :class:`~adaptive_hmc.engine.replica_state.Step` of every stored
-        super-transition (the first ``n_super``); ValueError when a shard is
-        missing or damaged."""
+        """The unit (a network's :class:`~adaptive_hmc.engine.replica_state.Step`)
+        of every stored super-transition (the first ``n_super``); ValueError
+        when a shard is missing or damaged."""
         steps = []
         for first, p in self.shards():
             if n_super is not None and first >= n_super:
@@ -111,11 +139,7 @@ class SampleStore:
             try:
                 with np.load(p, allow_pickle=False) as z:
                     a = {k: z[k] for k in z.files}
-                R = a["count"].shape[1]
-                for i in range(a["count"].shape[0]):
-                    mine = a["kept_step"] == first + i
-                    kept = [a["kept_rows"][mine & (a["kept_chain"] == j)] for j in range(R)]
-                    steps.append(Step(**{k: a[k][i] for k in _ARRAYS}, kept=kept))
+                steps.extend(self.codec.decode(a, first))
             except DAMAGED_NPZ as e:
                 raise ValueError(f"{p}: damaged ({type(e).__name__}: {e})") from None
         if n_super is not None and len(steps) != n_super:
