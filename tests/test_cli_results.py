@@ -351,6 +351,25 @@ def test_the_end_of_run_warning_names_chains_that_have_not_met():
     assert rhat_warning({**one, "rhat_max": 1.003}) is None
 
 
+def test_the_warning_says_how_much_longer_to_run_and_how():
+    """The slowest quantity's bulk ESS sets the estimate: 400 / ESS times the
+    draws after the burn-in, and ``longer`` says how (the CLI's --extend N, of
+    super-transitions past the burn-in); a run already on the interweaving
+    moves is not told to use them; chains still climbing get no estimate."""
+    from adaptive_hmc.rundir.metrics import ENOUGH_ESS, more_super_transitions, rhat_warning
+    d = {"chains": "full", "rhat_max": 1.078,
+         "test": {"t": {"chains": 8, "rhat_max": 1.006, "ess_bulk": {"min": 1927.0, "median": 2500.0}}},
+         "hyper": {"chains": 8, "rhat_max": 1.078, "ess_bulk": {"min": 80.0, "median": 364.0}, "apart": None}}
+    w = rhat_warning(d, "interweave", lambda f: f"--extend {more_super_transitions(f, 250, 50)}")
+    assert ENOUGH_ESS == 400
+    assert "the smallest bulk ESS, of the log hyperparameters, is 80; at this pace about 5.0 times the draws" in w
+    assert "(--extend 800)" in w and "hyper_moves" not in w
+    assert "hyper_moves: interweave mixes them faster than gibbs" in rhat_warning(d, "gibbs")
+    assert more_super_transitions(1.001, 10, 9) == 1
+    d["hyper"]["apart"] = {"name": "a", "drifting": True, "first": [0.0], "last": [1.0], "sd": 0.1}
+    assert "at this pace" not in rhat_warning(d, "interweave") and "still on their way" in rhat_warning(d)
+
+
 def test_the_warning_says_whether_the_chains_still_drift_or_sit_apart():
     """chains_apart tells chains still climbing (every chain's mean moved the
     same way by more than half a within-chain sd between the first and last

@@ -22,12 +22,17 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     cfg = _write(tmp_path, raw, path.name)
     out = tmp_path / "run"
     assert main(["run", str(cfg), "--out", str(out), "--seed", "4"]) == 0
+    err = capsys.readouterr().err
     for f in ("config.resolved.yaml", "metadata.json", "log.jsonl", "predictions.npz", "summary.json",
               "checkpoint.npz", "tuner.json"):
         assert (out / f).is_file(), f
     s = json.loads((out / "summary.json").read_text())
     assert set(s["test_mse"]) == {"test_201_400", "test_401_600"} and s["seed"] == 4
     assert s["leapfrog_steps"] > 0 and 0 <= s["acceptance"] <= 1
+    rhat = s["diagnostics"]["rhat_max"]
+    assert ("warning: the largest R-hat" in err) == (rhat is None or rhat > 1.01)
+    assert rhat is None or rhat <= 1.01 or "The chains are still on their way" in err \
+        or f"(adaptive-hmc run {cfg} --out {out} --extend " in err               # how much longer, and how
     assert max(s["test_mse"].values()) < 0.05      # the training-mean predictor scores 4.55
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert [e["i"] for e in log] == list(range(6))

@@ -36,6 +36,26 @@ def test_accuracy_checks_at_a_fair_budget():
         check_classifiers_train("BNNClassifier", BNNClassifier(**FAIR))
 
 
+def test_the_convergence_warning_says_how_to_run_longer():
+    """Chains that have not met: the warning says how many more
+    super-transitions a warm start needs (max_seconds=None: the
+    super_transitions to ask for; running until the chains meet: how many more
+    and their seconds at this pace)."""
+    import re
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=30)
+    for options, pattern in [(TINY, r"fit again with warm_start=True and super_transitions=(\d+)\)"),
+                             (dict(TINY, max_seconds=1e-3), r"fit again with warm_start=True: about (\d+) more "
+                                                            r"super-transitions, \d+ s of sampling")]:
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always", ConvergenceWarning)
+            BNNRegressor(**options).fit(X, y)
+        found = [re.search(pattern, str(w.message)) for w in said if w.category is ConvergenceWarning]
+        found = [f for f in found if f]
+        assert found and int(found[0].group(1)) > 3, [str(w.message) for w in said]
+
+
 def test_clear_errors_and_warnings():
     X = np.random.default_rng(0).normal(size=(30, 2))
     y = X[:, 0] + 0.1 * X[:, 1]

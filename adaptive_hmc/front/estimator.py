@@ -8,6 +8,7 @@ chains' weight vectors are kept (every ``thin``-th retained sample) so that
 from __future__ import annotations
 
 import hashlib
+import math
 import time
 import warnings
 from dataclasses import replace
@@ -20,7 +21,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import Standardizer
 from ..diagnostics import check_line, time_limit_warning
-from ..rundir.metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
+from ..rundir.metrics import (convergence, kept_samples, log_gradients, more_super_transitions, rhat_warning,
+                              run_diagnostics)
 from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.posterior import Posterior
@@ -157,7 +159,8 @@ class _BNN(BaseEstimator):
             print(f"computing R-hat and ESS of {len(check)} of {len(X)} fitted values and the hyperparameters",
                   flush=True)
         self.diagnostics_ = {**self._diagnostics(check, rows, n_done, self.log_), "fitted_cases": cases}
-        warning = rhat_warning(self.diagnostics_)
+        warning = rhat_warning(self.diagnostics_, (self.priors or PriorSpec()).hyper_moves,
+                               lambda factor: self._longer(factor, n_done, n_burn))
         if warning:
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)
         if until and self.convergence_ is not None and not self.convergence_["met"]:
@@ -198,6 +201,16 @@ class _BNN(BaseEstimator):
                              f"{', '.join(sorted(WARM_START_MAY_CHANGE - {'warm_start'}))} may change, and "
                              f"{'; '.join(changed)} (set warm_start=False to fit anew)")
         return self._setup, list(self.log_)
+
+    def _longer(self, factor: float, n_done: int, n_burn: int) -> str:
+        """How a warm start keeps ``factor`` times the draws after the burn-in (:func:`rhat_warning`)."""
+        if self.max_seconds is None:
+            more = more_super_transitions(factor, n_done, n_burn)
+            return f"fit again with warm_start=True and super_transitions={n_done + more}"
+        more = max(1, math.ceil((factor - 1.0) * n_done))      # the burn-in is then half of the longer fit
+        seconds = more * self.diagnostics_["sampling_s"] / max(n_done, 1)
+        return (f"fit again with warm_start=True: about {more} more super-transitions, {seconds:.0f} s of sampling "
+                f"at this pace, so max_seconds above that")
 
     def _diagnostics(self, X, rows, n_done: int, log: list) -> dict:
         """R-hat and ESS across the posterior's chains of the fitted values at

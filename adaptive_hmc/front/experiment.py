@@ -17,7 +17,8 @@ from ..data import Standardizer, select_features
 from ..engine.replicas import memory_estimate
 from ..engine.super_transition import iterations
 from ..diagnostics import check_line, time_limit_warning
-from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
+from ..rundir.metrics import (convergence, diagnostics_line, more_super_transitions, replica_diagnostics,
+                              rhat_warning)
 from ..rundir.results import RunDir, RunError
 from ..engine.progress import Progress, compile_kernels
 from ..engine.runner import check_due, make_run
@@ -215,7 +216,9 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
                                convergence=stopped[0] if stopped else None)
     if not quiet:
         print(f"{rd.path}: {diagnostics_line(summary)}", file=sys.stderr, flush=True)
-    warning = rhat_warning(summary["diagnostics"])
+    n, burn = replicas.n_super, replicas.burn_in_super_transitions
+    warning = rhat_warning(summary["diagnostics"], cfg.model.priors.hyper_moves, lambda factor: (
+        f"adaptive-hmc run {source} --out {rd.path} --extend {more_super_transitions(factor, n, burn)}"))
     if warning:
         print(f"{rd.path}: warning: {warning}", file=sys.stderr, flush=True)
     if stopped and not stopped[0]["met"]:

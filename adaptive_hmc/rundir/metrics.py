@@ -8,6 +8,7 @@ stores; writes nothing.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -183,9 +184,31 @@ def thin_limited(diagnostics: dict) -> bool:
     return any(t["ess_bulk"]["median"] > 0.5 * d["distinct_draws"] for t in d.get("test", {}).values())
 
 
-def rhat_warning(diagnostics: dict) -> str | None:
+#: The bulk ESS that R-hat within :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`
+#: usually needs of the slowest quantity (and the estimators' and templates'
+#: ``target_ess``): the warning's estimate of how much longer to run.
+ENOUGH_ESS = 400
+
+
+def slowest(diagnostics: dict) -> tuple | None:
+    """(what, bulk ESS) of the quantity with the smallest bulk ESS among the
+    test predictions and the log hyperparameters, or None."""
+    found = [(f"the {name} predictions", t.get("ess_bulk", {}).get("min"))
+             for name, t in (diagnostics.get("test") or {}).items()]
+    if diagnostics.get("hyper") is not None:
+        found.append(("the log hyperparameters", diagnostics["hyper"].get("ess_bulk", {}).get("min")))
+    found = [(w, e) for w, e in found if e is not None and np.isfinite(e) and e > 0]
+    return min(found, key=lambda f: f[1]) if found else None
+
+
+def rhat_warning(diagnostics: dict, hyper_moves: str | None = None, longer=None) -> str | None:
     """A warning when the chains have not met (R-hat above
-    :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`, or a quantity stuck in a chain)."""
+    :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`, or a quantity stuck in a chain):
+    which quantities, why they are apart (:func:`_why_apart`) and what to
+    change: how many times the draws after the burn-in would bring the slowest
+    quantity's bulk ESS to :data:`ENOUGH_ESS` at this pace (``longer(factor)``,
+    when given, says how: the command or parameter), and where the run used
+    Neal's Gibbs updates alone (``hyper_moves`` "gibbs"), the interweaving moves."""
     if not diagnostics or diagnostics.get("chains") is None:
         return None
     r = diagnostics["rhat_max"]
@@ -201,11 +224,25 @@ def rhat_warning(diagnostics: dict) -> str | None:
     if diagnostics.get("hyper") is not None:
         parts.append(f"the log hyperparameters {_shown_rhat(diagnostics['hyper'])}")
     of = f" ({'; '.join(parts)})" if parts else ""
+    apart = (diagnostics.get("hyper") or {}).get("apart")
+    run_longer = "Run longer (more super-transitions)"
+    slow = slowest(diagnostics)
+    if r is not None and slow is not None and slow[1] < ENOUGH_ESS and not (apart or {}).get("drifting"):
+        factor = ENOUGH_ESS / slow[1]
+        run_longer = (f"Run longer: the smallest bulk ESS, of {slow[0]}, is {slow[1]:.0f}; at this pace about "
+                      f"{factor:.1f} times the draws after the burn-in bring it to {ENOUGH_ESS}, which R-hat within "
+                      f"{RHAT_LIMIT} usually needs" + (f" ({longer(factor)})" if longer else ""))
+    moves = ("; where the hyperparameters' R-hat is the larger, model.priors.hyper_moves: interweave mixes them "
+             "faster than gibbs" if hyper_moves == "gibbs" else "")
     return (f"the largest R-hat {where} is {shown}{of}, above {RHAT_LIMIT}: {what}, so the answer is not yet the "
-            f"posterior's. {_why_apart((diagnostics.get('hyper') or {}).get('apart'))}Run longer (more "
-            f"super-transitions); where the hyperparameters' R-hat is the larger, model.priors.hyper_moves: "
-            f"interweave (the default) mixes them faster than gibbs; a chain that never moved shows in the log as "
+            f"posterior's. {_why_apart(apart)}{run_longer}{moves}; a chain that never moved shows in the log as "
             f"stuck {stuck}")
+
+
+def more_super_transitions(factor: float, done: int, burn_in: int) -> int:
+    """Super-transitions to add to a run of ``done`` with a fixed ``burn_in``
+    so that it keeps ``factor`` times the draws it keeps now."""
+    return max(1, math.ceil((factor - 1.0) * max(done - burn_in, 1)))
 
 
 def _why_apart(apart: dict | None) -> str:
