@@ -18,6 +18,39 @@ from scipy import fft, special, stats
 
 #: R-hat above this says the chains have not met (Vehtari et al. 2021, section 4).
 RHAT_LIMIT = 1.01
+#: The bulk ESS that R-hat within :data:`RHAT_LIMIT` usually needs of the slowest
+#: quantity (and the estimators' and templates' ``target_ess``): the warnings'
+#: estimate of how much longer to run.
+ENOUGH_ESS = 400
+
+
+def run_longer(what: str, ess: float, longer=None) -> str:
+    """The warnings' advice: \"Run longer: \" and, when the slowest quantity
+    ``what`` has a bulk ESS ``ess`` below :data:`ENOUGH_ESS`, how many times the
+    draws after the burn-in bring it there at this pace (``longer(factor)``,
+    when given, says how: the command or parameter)."""
+    if not (ess is not None and np.isfinite(ess) and 0 < ess < ENOUGH_ESS):
+        return "Run longer (more super-transitions)"
+    factor = ENOUGH_ESS / ess
+    return (f"Run longer: the smallest bulk ESS, of {what}, is {ess:.0f}; at this pace about {factor:.1f} times the "
+            f"draws after the burn-in bring it to {ENOUGH_ESS}, which R-hat within {RHAT_LIMIT} usually needs"
+            + (f" ({longer(factor)})" if longer else ""))
+
+
+def more_super_transitions(factor: float, done: int, burn_in) -> int:
+    """The fewest super-transitions to add to a run of ``done`` so that it
+    keeps ``factor`` times the draws after its burn-in that it keeps now;
+    ``burn_in`` is the burn-in (an int), or the burn-in of a run of n
+    (a function of n, for a burn-in that grows with the run)."""
+    b = burn_in if callable(burn_in) else (lambda n: burn_in)
+    want = factor * max(done - b(done), 1)
+    lo, hi = 0, 1                              # the draws kept grow with the length: bisect
+    while done + hi - b(done + hi) < want:
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if done + mid - b(done + mid) >= want else (mid, hi)
+    return hi
 
 
 def batch_means_mcse(x, n_batches: int = 40) -> np.ndarray:
@@ -273,10 +306,11 @@ def summary_line(st: dict, stats: dict, gradients: int, seconds: float) -> str:
             f"trajectories; E-BFMI min {np.min(bfmi):.2f}")
 
 
-def trust_warnings(rhat, diverging, energy=None) -> list:
+def trust_warnings(rhat, diverging, energy=None, ess=None, longer=None) -> list:
     """What says the answer cannot be trusted yet, from ``rhat`` of each
     unconstrained coordinate: R-hat of a coordinate above
-    1.01 (naming the coordinates), any divergent trajectory after warm-up
+    1.01 (naming the coordinates; with their bulk ``ess``, how much longer to
+    run, :func:`run_longer` with ``longer``), any divergent trajectory after warm-up
     (a divergence marks a region the integrator cannot enter, such as a
     funnel's neck, so the draws may be biased), and an E-BFMI of a chain
     below :data:`E_BFMI_LIMIT` from the Hamiltonian of each draw ``energy``
@@ -285,8 +319,10 @@ def trust_warnings(rhat, diverging, energy=None) -> list:
     if np.max(rhat) > RHAT_LIMIT:
         worst = np.argsort(rhat)[::-1][:3]
         shown = ", ".join(f"q[{k}] {rhat[k]:.3f}" if np.isfinite(rhat[k]) else f"q[{k}] not finite" for k in worst)
+        k = int(np.nanargmin(ess)) if ess is not None and np.isfinite(ess).any() else None
+        advice = run_longer(f"q[{k}]", ess[k], longer) if k is not None else run_longer("", None)
         out.append(f"the largest R-hat of the unconstrained coordinates across the chains is above {RHAT_LIMIT} "
-                   f"({shown}): the chains have not met; run longer (more super_transitions)")
+                   f"({shown}): the chains have not met. {advice}")
     n_div, total = int(np.sum(diverging)), int(np.size(diverging))
     if n_div:
         out.append(f"{n_div} of {total} trajectories after warm-up diverged ({n_div / total:.1%}): the draws may "

@@ -356,7 +356,8 @@ def test_the_warning_says_how_much_longer_to_run_and_how():
     draws after the burn-in, and ``longer`` says how (the CLI's --extend N, of
     super-transitions past the burn-in); a run already on the interweaving
     moves is not told to use them; chains still climbing get no estimate."""
-    from adaptive_hmc.rundir.metrics import ENOUGH_ESS, more_super_transitions, rhat_warning
+    from adaptive_hmc.diagnostics import ENOUGH_ESS, more_super_transitions
+    from adaptive_hmc.rundir.metrics import rhat_warning
     d = {"chains": "full", "rhat_max": 1.078,
          "test": {"t": {"chains": 8, "rhat_max": 1.006, "ess_bulk": {"min": 1927.0, "median": 2500.0}}},
          "hyper": {"chains": 8, "rhat_max": 1.078, "ess_bulk": {"min": 80.0, "median": 364.0}, "apart": None}}
@@ -366,6 +367,7 @@ def test_the_warning_says_how_much_longer_to_run_and_how():
     assert "(--extend 800)" in w and "hyper_moves" not in w
     assert "hyper_moves: interweave mixes them faster than gibbs" in rhat_warning(d, "gibbs")
     assert more_super_transitions(1.001, 10, 9) == 1
+    assert more_super_transitions(2.0, 100, lambda n: n // 2) == 99    # burn-in half the run: 199 - 99 kept
     d["hyper"]["apart"] = {"name": "a", "drifting": True, "first": [0.0], "last": [1.0], "sd": 0.1}
     assert "at this pace" not in rhat_warning(d, "interweave") and "still on their way" in rhat_warning(d)
 

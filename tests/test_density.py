@@ -311,6 +311,9 @@ def test_sample_says_when_its_answer_cannot_be_trusted():
     said = [str(w.message) for w in said if w.category is ConvergenceWarning]
     assert [m for m in said if re.search(r"trajectories after warm-up diverged .*reparameterise", m)], said
     assert [m for m in said if re.search(r"E-BFMI below 0.3 \(chain \d 0\.\d\d.*reparameterise", m)], said
+    assert [m for m in said if re.search(r"have not met\. Run longer: the smallest bulk ESS, of q\[\d\], is \d+; at "
+                                         r"this pace about [\d.]+ times the draws .*\(about \d+ more super-transitions, "
+                                         r"\d+ s of sampling at this pace\)", m)], said
     assert "energy" in idata.sample_stats and np.min(az.bfmi(idata)) < 0.3
     starts = MEAN + SD * np.random.default_rng(5).normal(size=(4, 4))
     with warnings.catch_warnings(record=True) as said:

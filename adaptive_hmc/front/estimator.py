@@ -8,7 +8,6 @@ chains' weight vectors are kept (every ``thin``-th retained sample) so that
 from __future__ import annotations
 
 import hashlib
-import math
 import time
 import warnings
 from dataclasses import replace
@@ -20,9 +19,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import Standardizer
-from ..diagnostics import check_line, time_limit_warning
-from ..rundir.metrics import (convergence, kept_samples, log_gradients, more_super_transitions, rhat_warning,
-                              run_diagnostics)
+from ..diagnostics import check_line, more_super_transitions, time_limit_warning
+from ..rundir.metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
 from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.posterior import Posterior
@@ -160,7 +158,7 @@ class _BNN(BaseEstimator):
                   flush=True)
         self.diagnostics_ = {**self._diagnostics(check, rows, n_done, self.log_), "fitted_cases": cases}
         warning = rhat_warning(self.diagnostics_, (self.priors or PriorSpec()).hyper_moves,
-                               lambda factor: self._longer(factor, n_done, n_burn))
+                               lambda factor: self._longer(factor, n_done))
         if warning:
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)
         if until and self.convergence_ is not None and not self.convergence_["met"]:
@@ -202,12 +200,11 @@ class _BNN(BaseEstimator):
                              f"{'; '.join(changed)} (set warm_start=False to fit anew)")
         return self._setup, list(self.log_)
 
-    def _longer(self, factor: float, n_done: int, n_burn: int) -> str:
+    def _longer(self, factor: float, n_done: int) -> str:
         """How a warm start keeps ``factor`` times the draws after the burn-in (:func:`rhat_warning`)."""
+        more = more_super_transitions(factor, n_done, self._burn_in)     # the burn-in of the longer fit
         if self.max_seconds is None:
-            more = more_super_transitions(factor, n_done, n_burn)
             return f"fit again with warm_start=True and super_transitions={n_done + more}"
-        more = max(1, math.ceil((factor - 1.0) * n_done))      # the burn-in is then half of the longer fit
         seconds = more * self.diagnostics_["sampling_s"] / max(n_done, 1)
         return (f"fit again with warm_start=True: about {more} more super-transitions, {seconds:.0f} s of sampling "
                 f"at this pace, so max_seconds above that")

@@ -16,9 +16,8 @@ from ..config import Config, ConfigError, parse, to_dict
 from ..data import Standardizer, select_features
 from ..engine.replicas import memory_estimate
 from ..engine.super_transition import iterations
-from ..diagnostics import check_line, time_limit_warning
-from ..rundir.metrics import (convergence, diagnostics_line, more_super_transitions, replica_diagnostics,
-                              rhat_warning)
+from ..diagnostics import check_line, more_super_transitions, time_limit_warning
+from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
 from ..rundir.results import RunDir, RunError
 from ..engine.progress import Progress, compile_kernels
 from ..engine.runner import check_due, make_run

@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..diagnostics import (chain_statistics, check_line, draws_convergence, summary_line, time_limit_warning,
-                          trust_warnings)
+from ..diagnostics import (chain_statistics, check_line, draws_convergence, more_super_transitions, summary_line,
+                          time_limit_warning, trust_warnings)
 from ..engine.density_chains import SAMPLE_DEFAULTS as D, TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
 from ..models.density import LogDensity
 from ..engine.replica_options import as_seed_sequence
@@ -198,7 +198,12 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     st = chain_statistics(Q)
     if verbose:
         print(summary_line(st, stats, gradients, attrs["warmup_seconds"] + attrs["sampling_seconds"]), flush=True)
-    for message in trust_warnings(st["rhat"], stats["diverging"], stats["energy"]):
+    n_super, seconds = len(log), attrs["sampling_seconds"]
+
+    def longer(factor):                       # every draw after warm-up is kept: no burn-in
+        more = more_super_transitions(factor, n_super, 0)
+        return f"about {more} more super-transitions, {more * seconds / max(n_super, 1):.0f} s of sampling at this pace"
+    for message in trust_warnings(st["rhat"], stats["diverging"], stats["energy"], st["ess_bulk"], longer):
         warnings.warn(message, ConvergenceWarning, stacklevel=2)
     if limit is not None and not run["stopped"]["met"]:
         warnings.warn(time_limit_warning(run["stopped"], "until max_seconds", limit[0]), ConvergenceWarning,

@@ -8,13 +8,12 @@ stores; writes nothing.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
 
 from ..config import Config
-from ..diagnostics import RHAT_LIMIT, chains_apart, compute_spaced, diagnose
+from ..diagnostics import RHAT_LIMIT, chains_apart, compute_spaced, diagnose, run_longer
 from ..models.mlp import MLPSpec, predict
 from ..engine.replicas import ReplicaSet
 
@@ -184,12 +183,6 @@ def thin_limited(diagnostics: dict) -> bool:
     return any(t["ess_bulk"]["median"] > 0.5 * d["distinct_draws"] for t in d.get("test", {}).values())
 
 
-#: The bulk ESS that R-hat within :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`
-#: usually needs of the slowest quantity (and the estimators' and templates'
-#: ``target_ess``): the warning's estimate of how much longer to run.
-ENOUGH_ESS = 400
-
-
 def slowest(diagnostics: dict) -> tuple | None:
     """(what, bulk ESS) of the quantity with the smallest bulk ESS among the
     test predictions and the log hyperparameters, or None."""
@@ -206,7 +199,7 @@ def rhat_warning(diagnostics: dict, hyper_moves: str | None = None, longer=None)
     :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`, or a quantity stuck in a chain):
     which quantities, why they are apart (:func:`_why_apart`) and what to
     change: how many times the draws after the burn-in would bring the slowest
-    quantity's bulk ESS to :data:`ENOUGH_ESS` at this pace (``longer(factor)``,
+    quantity's bulk ESS to :data:`~adaptive_hmc.diagnostics.ENOUGH_ESS` at this pace (``longer(factor)``,
     when given, says how: the command or parameter), and where the run used
     Neal's Gibbs updates alone (``hyper_moves`` "gibbs"), the interweaving moves."""
     if not diagnostics or diagnostics.get("chains") is None:
@@ -225,24 +218,13 @@ def rhat_warning(diagnostics: dict, hyper_moves: str | None = None, longer=None)
         parts.append(f"the log hyperparameters {_shown_rhat(diagnostics['hyper'])}")
     of = f" ({'; '.join(parts)})" if parts else ""
     apart = (diagnostics.get("hyper") or {}).get("apart")
-    run_longer = "Run longer (more super-transitions)"
-    slow = slowest(diagnostics)
-    if r is not None and slow is not None and slow[1] < ENOUGH_ESS and not (apart or {}).get("drifting"):
-        factor = ENOUGH_ESS / slow[1]
-        run_longer = (f"Run longer: the smallest bulk ESS, of {slow[0]}, is {slow[1]:.0f}; at this pace about "
-                      f"{factor:.1f} times the draws after the burn-in bring it to {ENOUGH_ESS}, which R-hat within "
-                      f"{RHAT_LIMIT} usually needs" + (f" ({longer(factor)})" if longer else ""))
+    slow = slowest(diagnostics) if r is not None and not (apart or {}).get("drifting") else None
+    advice = run_longer(*slow, longer) if slow else run_longer("", None)
     moves = ("; where the hyperparameters' R-hat is the larger, model.priors.hyper_moves: interweave mixes them "
              "faster than gibbs" if hyper_moves == "gibbs" else "")
     return (f"the largest R-hat {where} is {shown}{of}, above {RHAT_LIMIT}: {what}, so the answer is not yet the "
-            f"posterior's. {_why_apart(apart)}{run_longer}{moves}; a chain that never moved shows in the log as "
+            f"posterior's. {_why_apart(apart)}{advice}{moves}; a chain that never moved shows in the log as "
             f"stuck {stuck}")
-
-
-def more_super_transitions(factor: float, done: int, burn_in: int) -> int:
-    """Super-transitions to add to a run of ``done`` with a fixed ``burn_in``
-    so that it keeps ``factor`` times the draws it keeps now."""
-    return max(1, math.ceil((factor - 1.0) * max(done - burn_in, 1)))
 
 
 def _why_apart(apart: dict | None) -> str:
