@@ -308,6 +308,14 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     else:
         from sklearn.model_selection import train_test_split
         rows = complete(np.arange(len(X)), "data")
+        if split.get("stratify"):
+            codes, counts = np.unique(Y[rows, 0], return_counts=True)
+            if np.any(counts < 2):
+                lone = [classes[int(c)] if classes else f"{c:g}" for c in codes[counts < 2]]
+                raise DataError("data.split", dict(split), f"class{'es' if len(lone) > 1 else ''} "
+                                f"{', '.join(map(repr, lone))} {'have' if len(lone) > 1 else 'has'} a single row, and "
+                                f"a stratified split needs at least 2 of each class: remove or merge "
+                                f"{'them' if len(lone) > 1 else 'it'} ({rows.size} complete rows)")
         if _split_sizes(split, rows.size):
             try:
                 train, test = train_test_split(rows, train_size=split["train"], test_size=split.get("test"),

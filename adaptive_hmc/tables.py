@@ -8,7 +8,9 @@ Flow position: **tables** -> data.
 """
 from __future__ import annotations
 
+import csv
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -45,19 +47,39 @@ def _number(cell: str) -> float | None:
         return math.nan if cell.strip().lower() in MISSING else None
 
 
-def _sniff(line: str) -> str | None:
-    """The delimiter of a table's first line: ',', ';' or a tab, whichever
-    occurs most, or None (white space) when none does."""
-    counts = {d: line.count(d) for d in (",", ";", "\t")}
-    best = max(counts, key=counts.get)
-    return best if counts[best] else None
+#: Delimiters a table may use besides white space.
+DELIMITERS = ",;\t"
+
+
+def _sniff(lines: list) -> str | None:
+    """The delimiter of a table: what Python's ``csv.Sniffer`` finds among
+    :data:`DELIMITERS` in its first lines (quotes understood), else whichever
+    of them occurs most in the first line outside quotes, or None (white
+    space) when none does."""
+    try:
+        return csv.Sniffer().sniff("\n".join(lines[:20]), delimiters=DELIMITERS).delimiter
+    except csv.Error:
+        first = re.sub(r'"[^"]*"', "", lines[0])
+        counts = {d: first.count(d) for d in DELIMITERS}
+        best = max(counts, key=counts.get)
+        return best if counts[best] else None
+
+
+def _rows(lines: list, delim: str | None) -> list:
+    """The cells of each line, as Python's ``csv`` module reads them (quoted cells may hold the delimiter and
+    doubled quotes; the quotes are not part of a cell), stripped; white space splits where ``delim`` is None."""
+    if delim is None:
+        return [[c.strip('"') for c in ln.split()] for ln in lines]
+    return [[c.strip() for c in row] for row in csv.reader(lines, delimiter=delim, skipinitialspace=True)]
 
 
 def parse_table(path: Path, key: str, value, delimiter: str | None = None, header: bool | None = None,
                 text_columns=None) -> tuple:
     """(A (rows, columns) with NaN for missing cells, column names or None,
-    {column: its cells} of the columns that hold text) of a text table: the
-    delimiter is detected from the first line unless given; a first row
+    {column: its cells} of the columns that hold text) of a text table, read
+    as Python's ``csv`` module reads it (R's ``write.csv`` quotes, a quoted
+    cell holding the delimiter, Excel's UTF-8 byte-order mark): the
+    delimiter is detected unless given; a first row
     holding text (not numbers or missing markers) is a header unless
     ``header`` says otherwise; empty lines and lines starting with # are
     skipped. ``text_columns(names, width)`` gives the columns that may hold
@@ -67,14 +89,17 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
     if not path.is_file():
         raise DataError(key, value, f"no such file ({path})")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise DataError(key, value, f"not a text table ({path})") from None
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise DataError(key, value, f"the file has no rows ({path})")
-    delim = delimiter if delimiter is not None else _sniff(lines[0])
-    rows = [ln.split() if delim is None else [c.strip() for c in ln.split(delim)] for ln in lines]
+    delim = delimiter if delimiter is not None else _sniff(lines)
+    try:
+        rows = _rows(lines, delim)
+    except csv.Error as e:
+        raise DataError(key, value, f"not a table Python's csv module can read ({e}) ({path})") from None
     width = len(rows[0])
     may_be_text = set(text_columns(None, width) if text_columns else ())
     if header is None:

@@ -9,9 +9,12 @@ loss and expected calibration error (classification) or RMSE and mean negative
 log predictive density (regression).
 
 Rows (`--rows`; each a data set and the estimator's keyword arguments):
-  default       the estimators' defaults: weight-group precision priors of shape
-                2, interweaving moves, L up to 500, run until the chains meet
+  default       the estimators' defaults: each chain from its own optimized
+                network, weight-group precision priors of shape 2,
+                interweaving moves, L up to 500, run until the chains meet
                 (R-hat <= 1.01, ESS >= 400) within 600 s
+  random        the same from small random weights (the defaults before the
+                optimized starts)
   neal          the same with Neal's hyperpriors (shape 0.5 for every group):
                 the estimators' defaults before the shape-2 priors
   gibbs-30      Neal's hyperpriors and Gibbs updates alone, L up to 500, 30
@@ -48,6 +51,7 @@ NEAL = dict(input_hidden=GammaPrior(400.0, 0.5), hidden_bias=GammaPrior(400.0, 0
             hidden_output=GammaPrior(400.0, 0.5))
 ROWS = {
     "default": {},
+    "random": dict(start="random"),
     "neal": dict(priors=PriorSpec(**NEAL)),
     "gibbs-30": dict(priors=PriorSpec(**NEAL, hyper_moves="gibbs"), num_steps_bounds=(10, 500), max_seconds=None),
     "interweave-30": dict(priors=PriorSpec(**NEAL), num_steps_bounds=(10, 500), max_seconds=None),
@@ -56,10 +60,15 @@ QUICK = dict(hidden=4, budget=200, super_transitions=6, num_steps_bounds=(5, 40)
 
 
 def load(name: str):
-    """(X, y, estimator class) of a scikit-learn data set."""
+    """(X, y, estimator class) of a scikit-learn data set, or of statsmodels' ``fair`` (the affairs of 6366
+    women, Fair 1978: eight inputs and the time spent in affairs; statsmodels must be installed)."""
+    if name == "fair":
+        from statsmodels.datasets import fair
+        d = fair.load_pandas().data
+        return d.drop(columns="affairs").to_numpy(float), d["affairs"].to_numpy(float), BNNRegressor
     from sklearn import datasets
     X, y = getattr(datasets, f"load_{name}")(return_X_y=True)
-    return X, y, BNNRegressor if name == "diabetes" else BNNClassifier
+    return X, y, BNNRegressor if name in ("diabetes", "fair") else BNNClassifier
 
 
 def expected_calibration_error(P, y, classes, bins: int = 10) -> float:
@@ -96,7 +105,9 @@ def measure(data: str, row: str, quick: bool) -> dict:
            "rhat_hyper": hyper["rhat_max"] if hyper else None, "ess_test_min": test["ess_bulk"]["min"],
            "ess_test_median": test["ess_bulk"]["median"], "ess_hyper_min": hyper["ess_bulk"]["min"] if hyper else None,
            "gradients": d["gradients"], "sampling_s": d["sampling_s"], "wall_s": round(wall, 1),
-           "converged": None if model.convergence_ is None else model.convergence_["met"]}
+           "converged": None if model.convergence_ is None else model.convergence_["met"],
+           "start_s": (model.replicas_.start_info or {}).get("seconds"),
+           "start_gradients": (model.replicas_.start_info or {}).get("gradients")}
     if cls is BNNClassifier:
         P = model.predict_proba(X_test)
         codes = np.searchsorted(model.classes_, y_test)
@@ -134,7 +145,7 @@ def markdown(results: list, seconds: float, rows) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", nargs="+", default=["breast_cancer", "diabetes"],
-                   choices=["breast_cancer", "diabetes", "digits"])
+                   choices=["breast_cancer", "diabetes", "digits", "fair"])
     p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     p.add_argument("--docs", action="store_true", help="write docs/hierarchical_mixing.md and .json")
     p.add_argument("--quick", action="store_true", help="small fits (the tests); writes no docs")

@@ -493,6 +493,19 @@ def test_kfold_elpd_is_exact_from_fold_chains_and_loo_says_when_it_is_unusable(t
     mtime = (tmp_path / "f" / "kfold-3" / "summary.json").stat().st_mtime
     assert main(["export", str(tmp_path / "f"), "--kfold", "3", "--quiet"]) == 0      # the fold run is reused
     assert (tmp_path / "f" / "kfold-3" / "summary.json").stat().st_mtime == mtime
+    # extended since: the fold chains are run again as long as the run (they went stale before)
+    assert main(["run", str(tmp_path / "f.yaml"), "--out", str(tmp_path / "f"), "--extend", "2", "--quiet"]) == 0
+    assert main(["export", str(tmp_path / "f"), "--kfold", "3", "--quiet"]) == 0
+    assert read_run(tmp_path / "f" / "kfold-3").summary["super_transitions"] == 7
+    capsys.readouterr()
+    nc = tmp_path / "f" / "inference_data.nc"
+    nc.unlink()
+    assert main(["export", str(tmp_path / "f"), "--kfold", "46"]) == 2             # refused before any writing
+    assert "--kfold 46: the run has 45 training cases, so at most --kfold 45 folds" in capsys.readouterr().err
+    (tmp_path / "f" / "kfold-4").write_text("a file")
+    assert main(["export", str(tmp_path / "f"), "--kfold", "4"]) == 2
+    assert "kfold-4 is a file, where the fold chains' run folder goes" in capsys.readouterr().err
+    assert not nc.exists()
     assert main(["export", str(tmp_path / "f"), "--kfold", "1"]) == 2
     assert "--kfold 1: the number of folds, an integer >= 2" in capsys.readouterr().err
     raw["replicas"] = {"data": "folds", "k": 3, "full_data_chain": True}                # its own CV replicas

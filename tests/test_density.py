@@ -5,6 +5,7 @@ InferenceData) on a Gaussian with known moments, within Monte Carlo standard
 errors from the chains' own ESS, with a check that the test has power."""
 import math
 import re
+import shutil
 
 import arviz as az
 import numba
@@ -345,6 +346,7 @@ def test_bad_arguments_and_user_functions_are_clear_errors(tmp_path, capsys, mon
         "def text(q):\n    return 'abc', q\n"
         "def raises(Q):\n    raise KeyError('tau')\n"
         "def short(Q):\n    return {'mu': Q[:1, 0]}\n"
+        "def starts_only(Q):\n    return {'mu': Q[:4, 0]}\n"
         "calls = [0]\n"
         "def later(q):\n    calls[0] += 1\n    if calls[0] > 400:\n        raise ZeroDivisionError('late')\n"
         "    return -0.5 * float(q @ q), -q\n")
@@ -354,9 +356,12 @@ def test_bad_arguments_and_user_functions_are_clear_errors(tmp_path, capsys, mon
                             ({"file": "funcs.py", "function": "text"},
                              "model.function = 'text': the log density at initial position 0 returned ('abc'"),
                             ({"file": "funcs.py", "function": "later", "constrain": "raises"},
-                             "model.constrain = 'raises': at the 4 starts it raised KeyError: 'tau'"),
+                             "model.constrain = 'raises': given draws Q (4, 10) (the starts) it raised KeyError: 'tau'"),
                             ({"file": "funcs.py", "function": "later", "constrain": "short"},
-                             "model.constrain = 'short': given draws Q (4, 10) it must return")):
+                             "model.constrain = 'short': given draws Q (4, 10) it must return"),
+                            ({"file": "funcs.py", "function": "later", "constrain": "starts_only"},   # rows of 4 only
+                             "model.constrain = 'starts_only': given draws Q (8, 10) it must return {name: array "
+                             "with 8 rows}")):
         raw = dict(base, model={**{k: v for k, v in base["model"].items() if k not in ("constrain", "names")},
                                 **change})
         path = tmp_path / "bad.yaml"
@@ -417,7 +422,8 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_draws(tmp_pa
                                       whole.sample_stats.acceptance_rate.values)
         assert resumed.attrs["tuner_log"] == whole.attrs["tuner_log"]
         assert resumed.attrs["gradients"] == whole.attrs["gradients"]
-    with pytest.raises(ValueError, match="written by a run with other seed"):
+    with pytest.raises(ValueError, match=r"written by a run with other seed; resume with the same arguments, or "
+                                         r"give another checkpoint path \(a run's --out\)"):
         sample(gaussian, starts, checkpoint=path, **dict(kw, seed=6))
     (tmp_path / "junk.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a checkpoint of sample"):
@@ -479,6 +485,12 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     assert main(["run", str(cfg), "--out", str(tmp_path / "e"), "--quiet", "--resume"]) == 2
     err = capsys.readouterr().err
     assert "000001.npz: damaged" in err and "the draws are missing or damaged" in err and "Traceback" not in err, err
+    named = ("checkpoint.npz", "checkpoint.prev.npz", "checkpoint.draws")      # the advice leads somewhere:
+    assert all(str(tmp_path / "e" / n) in err for n in named), err              # removing what it names
+    for n in named:
+        p = tmp_path / "e" / n
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    assert main(["run", str(cfg), "--out", str(tmp_path / "e"), "--quiet"]) == 0   # starts the run again
 
 
 def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):

@@ -63,8 +63,9 @@ def test_clear_errors_and_warnings():
         BNNRegressor().predict(X)
     with pytest.raises(ValueError, match="Unknown label type"):
         BNNClassifier(**TINY).fit(X, y)                         # continuous y is not 30 classes
-    with pytest.raises(ValueError, match=r"longest trajectory, L = 500, must be <= the budget \(100\)"):
-        BNNRegressor(budget=100).fit(X, y)
+    with pytest.raises(ValueError, match=r"num_steps_bounds=\(10, 500\), budget=100: the longest trajectory "
+                                         r"\(500\) must be at most the budget"):
+        BNNRegressor(budget=100, num_steps_bounds=(10, 500)).fit(X, y)
     with pytest.raises(ValueError, match="Reshape your data"):
         BNNRegressor(**TINY).fit(X[:, 0], y)
     with pytest.raises(ValueError, match="thin=0: keep every thin-th sample, an integer >= 1"):   # before sampling

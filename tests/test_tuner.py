@@ -423,3 +423,24 @@ def test_the_space_owns_the_box_its_axes_and_the_unit_maps():
         s.unit({"step_factor": 2.0, "num_steps": 20})
     with pytest.raises(ValueError, match="exactly the keys"):
         s.unit({"step_factor": 0.1})
+
+
+def test_a_failure_forgotten_altogether_leaves_the_feasibility_unknown():
+    """Every observation of an action transient and so long ago that its weight underflows to 0 (found by an
+    estimator fit with a budget of 100: a ZeroDivisionError): that action is forgotten, not a crash."""
+    from adaptive_hmc.tuners.options import DEFAULT_BANDIT
+    bounds = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
+    failed, other = {"step_factor": 0.1, "num_steps": 2520}, {"step_factor": 0.9, "num_steps": 100}
+    t = BanditTuner(bounds, seed=0, **{**DEFAULT_BANDIT, "accept_memory": 1e-3})
+    t.tell(failed, 1.0, acceptance=0.0, transient=True)
+    t.tell(other, 1.0, acceptance=0.0, transient=True)             # 1000 memories later: exp(-1000) == 0
+    t.tell(failed, 1.0, acceptance=0.0, transient=True)
+    t.ask()
+    p = t.feasibility(np.array([[0.9, 100], [0.1, 2520]]))
+    assert np.all((p >= 0) & (p <= 1)) and p[1] < 0.2                # the recent failure still rules its action out
+    t2 = BanditTuner(bounds, seed=0, **{**DEFAULT_BANDIT, "accept_memory": 1e-3})
+    t2.tell(failed, 1.0, acceptance=0.0, transient=True)
+    t2.tell(other, 1.0, acceptance=1.0)
+    t2.tell(other, 1.0, acceptance=1.0)
+    t2.ask()                                                         # the failed action forgotten; no crash
+    assert np.isfinite(t2.feasibility(np.array([[0.1, 2520]]))).all()

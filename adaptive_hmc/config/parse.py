@@ -58,6 +58,9 @@ def _check(cfg: Config, source: str):
         lo, hi = v
         if not 1 <= lo <= hi:
             _fail(source, key, [lo, hi], "rows are numbered from 1 and need first <= last")
+    if cfg.sampler.start == "optimized" and cfg.model.kind != "bnn":
+        _fail(source, "sampler.start", "optimized", f"optimized starts are for model.kind bnn (model.kind "
+              f"{cfg.model.kind} starts from a prior draw): give random")
     if t.kind == "fixed":
         if t.step_factor is None or t.num_steps is None:
             _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},

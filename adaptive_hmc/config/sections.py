@@ -187,6 +187,12 @@ class SamplerConfig(_Strict):
     init_scale: Optional[Number] = Field(_replica_default("init_scale"), ge=0, description="initial weights N(0, init_scale^2); 0 starts "
                                          "at zero (FBM); default 0 with replicas.data folds, 0.1 with full (the "
                                          "chains of one posterior start apart, so that R-hat can see them meet)")
+    start: Literal["random", "optimized"] = Field(_replica_default("start"), description="random: the chains "
+                                                 "start at their init_scale weights (FBM, the papers); optimized: "
+                                                 "each chain from its own optimized network (L-BFGS from its "
+                                                 "random weights, Gibbs updates of the hyperparameters between "
+                                                 "rounds; the init templates' and the estimators' way; model "
+                                                 "kind bnn only)")
     calibrate_steps: bool = Field(False, description="after the tuner's warm-up super-transitions, multiply each "
                                   "chain's step scales by 1/sqrt(largest eigenvalue of its scaled Hessian), frozen "
                                   "for the rest of the run: a step factor of 2 is then the leapfrog stability "

@@ -174,6 +174,10 @@ class DensityChains:
         ready = [run_chain_ready(*call) for call in self._compile_calls()]
         return None if None in ready else all(ready)
 
+    def start_chains(self) -> None:
+        """Nothing: a density's chains start where they are given (:meth:`warm_up` moves lost ones)."""
+        return None
+
     def compile(self) -> float:
         """Compile (or load from the cache) the chain loop for this density
         with and without observers, running no iteration; its seconds."""

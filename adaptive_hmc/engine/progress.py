@@ -57,6 +57,17 @@ def compile_kernels(replicas: ChainSet, quiet: bool = False) -> float:
     return seconds
 
 
+def start_chains(chains: ChainSet, quiet: bool = False) -> dict | None:
+    """``chains.start_chains()`` (a network's optimized starts), saying before that it starts and after what
+    it did; its seconds and gradients count in the first super-transition's. What it did, or None."""
+    info = chains.start_chains()
+    if info is not None and not quiet:
+        print(f"{len(info['chains'])} chains started from optimized networks (L-BFGS from each chain's random "
+              f"weights) in {info['seconds']:.1f} s ({info['gradients']:,} gradients"
+              f"{'; cut short at the time limit' if info['cut_short'] else ''})", file=sys.stderr, flush=True)
+    return info
+
+
 class Progress:
     """tqdm bar on a terminal that can draw one (it shows the elapsed and
     remaining time), plain log lines otherwise, each with the elapsed time and,

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..models.priors import PriorSpec
 from ..samplers.settings import HMCSettings
+from ..samplers.starts import STARTS, StartOptions
 
 
 def as_seed_sequence(seed) -> np.random.SeedSequence:
@@ -134,6 +135,13 @@ class ReplicaOptions:
         parameterisations with the noise integrated out; Gaussian outputs, no
         hyperparameters; ``priors`` and ``init_scale`` are not used, the start
         is a prior draw).
+    start : one of :data:`~adaptive_hmc.samplers.starts.STARTS`: "random"
+        (the default, FBM's and the papers' way: the chains start at their
+        ``init_scale`` weights) or "optimized" (each chain from its own
+        optimized network, :func:`~adaptive_hmc.samplers.starts.optimized_start`,
+        before its first super-transition; the estimators' and the ``init``
+        templates' default; model "bnn" only).
+    start_options : :class:`~adaptive_hmc.samplers.starts.StartOptions` of an optimized start.
     calibrate_after : None, or the super-transition (counted from 0) before
         which each chain's step scales are calibrated to the curvature at its
         state (:func:`~adaptive_hmc.samplers.calibration.curvature_scale`, about
@@ -157,6 +165,8 @@ class ReplicaOptions:
     model: str = "bnn"
     weight_by: str = DEFAULT_WEIGHT_BY
     predict_steps: int = DEFAULT_PREDICT_STEPS
+    start: str = "random"
+    start_options: StartOptions = StartOptions()
 
     def __post_init__(self):
         for name in ("burn_in_samples", "thin", "burn_in_super_transitions", "predict_steps"):
@@ -170,6 +180,10 @@ class ReplicaOptions:
             raise ValueError(f"calibrate_after={c!r}: None or an integer >= 0")
         if self.model not in MODELS:
             raise ValueError(f"model={self.model!r}: allowed are {', '.join(MODELS)}")
+        if self.start not in STARTS:
+            raise ValueError(f"start={self.start!r}: allowed are {', '.join(STARTS)}")
+        if self.start == "optimized" and self.model != "bnn":
+            raise ValueError(f"start='optimized' is for model 'bnn' (given {self.model!r}, whose start is a prior draw)")
         data, full = self.data, self.full_data_chain
         if data not in DATA:
             raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")

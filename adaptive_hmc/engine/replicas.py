@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
 import numpy as np
 
 from ..data import kfold
-from ..models.base import hyper_values
+from ..models.base import energy_grad, gibbs, hyper_values
 from ..models.bnn import BayesianMLP, check_data
 from ..models.mlp import MLPSpec
 from ..models.neal1992 import Neal92MLP
@@ -36,6 +37,7 @@ from ..models.predictive import Prediction, new_accumulator, pool_predictions, t
 from ..models.priors import PriorSpec
 from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from ..samplers.settings import Action, check_settings
+from ..samplers.starts import optimized_start
 from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds
 from .replica_state import ReplicaState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, super_transition
@@ -105,7 +107,7 @@ class ReplicaSet:
         self.thin, self.predict_steps, self.weight_by = int(o.thin), int(o.predict_steps), o.weight_by
         self.calibrate_after = None if o.calibrate_after is None else int(o.calibrate_after)
         self.threads = int(o.threads) if o.threads else len(os.sched_getaffinity(0))
-        fold_seed, init_seed, self._streams = as_seed_sequence(seed).spawn(3)
+        fold_seed, init_seed, self._streams, self._start_seed = as_seed_sequence(seed).spawn(4)
         classify = spec.likelihood != "gaussian"
         k, data = chains_or_folds(o.k, o.data), o.data
         self.data = data
@@ -144,6 +146,11 @@ class ReplicaSet:
         self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, ())
         #: The current state, advanced by :meth:`run`.
         self.state = self.initial
+        #: Whether the chains still have to be started from optimized networks (:meth:`start_chains`).
+        self._start_pending = o.start == "optimized"
+        #: What the optimized starts did (:meth:`start_chains`), None until they are made.
+        self.start_info: dict | None = None
+        self._start_unaccounted: dict | None = None
 
     def _scaled(self, Y):
         """Regression targets in the chains' (standardised) units."""
@@ -159,9 +166,50 @@ class ReplicaSet:
         return np.random.SeedSequence(s.entropy, spawn_key=s.spawn_key, pool_size=s.pool_size,
                                       n_children_spawned=spawned)
 
+    def start_chains(self) -> dict | None:
+        """With ``start="optimized"``, before the first super-transition: each
+        chain's start replaced by its own optimized network
+        (:func:`~adaptive_hmc.samplers.starts.optimized_start`, from the
+        chain's random start, on its own random stream, the chains on
+        :attr:`threads` threads: the same starts whatever their number);
+        :attr:`initial` and :attr:`state` become the optimized chains. Returns
+        what it did (also :attr:`start_info`), None when there was nothing to
+        do (a random start, already done, or a set restored from a checkpoint)."""
+        if not self._start_pending:
+            return None
+        self._start_pending = False
+        if self.state is not self.initial:
+            return None
+        o = self.options.start_options
+        chains = [copy_chain(c) for c in self.initial.chains]
+        seeds = self._start_seed.spawn(len(chains))
+        t0 = time.perf_counter()
+        deadline = t0 + o.max_seconds
+
+        def start(j):
+            c = chains[j]
+            return optimized_start(self.replicas[j].model.target, c.position, c.hyper, np.random.default_rng(seeds[j]),
+                                   o, deadline)
+        with ThreadPoolExecutor(max(1, min(self.threads, len(chains)))) as pool:
+            infos = list(pool.map(start, range(len(chains))))
+        chains = tuple(new_chain(c.position, c.hyper) for c in chains)
+        self.initial = self.initial._replace(chains=chains)
+        self.state = self.initial
+        self.start_info = {"seconds": round(time.perf_counter() - t0, 3),
+                           "gradients": int(sum(i["gradients"] for i in infos)),
+                           "cut_short": any(i["cut_short"] for i in infos), "chains": infos}
+        self._start_unaccounted = self.start_info          # counted in the first super-transition's result
+        return self.start_info
+
     def run(self, action: Action, budget: int, rng=None) -> "SuperTransitionResult":
-        """Advance :attr:`state` by one :func:`super_transition` at ``action``; its result."""
+        """Advance :attr:`state` by one :func:`super_transition` at ``action``; its result
+        (the first one's gradients and seconds include the optimized starts', :meth:`start_chains`)."""
+        self.start_chains()
         self.state, result = super_transition(self, self.state, action, budget, rng)
+        started, self._start_unaccounted = self._start_unaccounted, None
+        if started:
+            result = result._replace(setup_gradients=result.setup_gradients + started["gradients"],
+                                     seconds=result.seconds + started["seconds"])
         return result
 
     def probe(self, action: Action, budget: int, k: int = 0) -> "SuperTransitionResult":
@@ -280,6 +328,9 @@ class ReplicaSet:
         target, chain, settings, rec, obs, rng = self._compile_call()
         run_chain(target, chain, settings, 0, rec, obs, rng)
         hyper_values(target, chain.hyper, np.empty(len(self.hyper_names)))
+        if self._start_pending:                              # what the optimized starts call from Python
+            energy_grad(chain.position, np.empty_like(chain.position), target, chain.hyper)
+            gibbs(chain.position, target, chain.hyper, rng)
         return time.perf_counter() - t0
 
     # -- checkpoints --------------------------------------------------------------

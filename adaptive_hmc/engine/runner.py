@@ -28,7 +28,9 @@ class ChainSet(Protocol):
     and a user density's chains (:class:`~adaptive_hmc.engine.density_chains.DensityChains`).
     ``run`` is one super-transition at an :class:`~adaptive_hmc.samplers.settings.Action`
     (step factor, L) of ``budget`` leapfrog steps a chain; ``compile`` loads or compiles the chain loop (its seconds),
-    ``kernels_ready`` says whether that costs a compile; ``checkpoint`` is what
+    ``kernels_ready`` says whether that costs a compile; ``start_chains`` makes the chains' starts when they
+    need more than their first super-transition does (a network's optimized starts; what it did, or None),
+    before the loop so that it can be said; ``checkpoint`` is what
     a checkpoint holds of the chains, ``restore`` puts it back with what the
     run's store holds (the stored super-transitions). A set may also ``probe``
     an action on copies of its chains (:func:`probed_action`)."""
@@ -40,6 +42,8 @@ class ChainSet(Protocol):
     def compile(self) -> float: ...
 
     def kernels_ready(self) -> bool | None: ...
+
+    def start_chains(self) -> dict | None: ...
 
     def checkpoint(self) -> dict: ...
 

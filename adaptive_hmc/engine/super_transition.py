@@ -39,7 +39,7 @@ class SuperTransitionResult(NamedTuple):
     likelihood: str
     seconds: float
     step: Step          # what it adds to the state and to the sample store (a density's chains: their draws)
-    calibration_gradients: int = 0      # evaluations of the step calibration before it (all chains)
+    setup_gradients: int = 0      # evaluations before it (all chains): the step calibration's, the optimized starts'
 
     @property
     def acceptance(self) -> np.ndarray:
@@ -54,8 +54,8 @@ class SuperTransitionResult(NamedTuple):
     def gradients(self) -> int:
         """Every energy and gradient evaluation of the chains: the leapfrog
         steps, the one after each Gibbs update (and the forward passes of the
-        interweaving moves), the step calibration's."""
-        return int(self.record.gradients.sum()) + self.calibration_gradients
+        interweaving moves), the step calibration's and the optimized starts'."""
+        return int(self.record.gradients.sum()) + self.setup_gradients
 
 
 #: A probe runs this many trajectories of its L a chain (three with jitter's lengths 1..L).

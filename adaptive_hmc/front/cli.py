@@ -8,6 +8,8 @@ read-only) ends with exit code 1 and says what was kept. Never a traceback.
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import signal
 import sys
@@ -119,7 +121,7 @@ def _run(args) -> int:
     else:   # a fresh directory: runs/NAME-seedS, then -2, -3, ...
         base = out = Path("runs") / f"{cfg.name}-seed{cfg.run.seed}"
         n = 1
-        while out.exists() and not args.resume:
+        while out.exists() and not (args.resume or args.extend is not None):   # --resume, --extend: the run there
             n += 1
             out = base.with_name(f"{base.name}-{n}")
     summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet, **extra)
@@ -181,8 +183,11 @@ def _predict(args) -> int:
     for note in notes:
         print(f"adaptive-hmc predict: warning: {note}", file=sys.stderr)
     names, values = prediction_table(run, X, args.chains, args.level)
-    text = ",".join(names) + "\n" + "".join(",".join(v if isinstance(v, str) else f"{v:.10g}" for v in row) + "\n"
-                                           for row in values)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")                 # a label with a comma or a quote is quoted
+    writer.writerow(names)
+    writer.writerows([v if isinstance(v, str) else f"{v:.10g}" for v in row] for row in values)
+    text = buf.getvalue()
     if args.out:
         Path(args.out).write_text(text)
         print(f"predictions for {len(X)} cases: {args.out}")

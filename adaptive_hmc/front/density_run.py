@@ -81,16 +81,20 @@ def check(cfg: DensityConfig, source: str) -> tuple:
     except ValueError as e:
         raise ConfigError(f"{source}: model.function = {cfg.model.function!r}: {e}") from None
     if constrain is not None:                    # found now, not after all the sampling
-        try:
-            out = constrain(q0)
-            bad = not isinstance(out, dict) or any(np.shape(v)[:1] != (len(q0),) for v in out.values())
-        except Exception as e:                   # noqa: BLE001 - any error of the user's function, named
-            raise ConfigError(f"{source}: model.constrain = {cfg.model.constrain!r}: at the {len(q0)} starts it "
-                              f"raised {type(e).__name__}: {e}") from None
-        if bad:
-            raise ConfigError(f"{source}: model.constrain = {cfg.model.constrain!r}: given draws Q ({len(q0)}, "
-                              f"{cfg.model.dim}) it must return {{name: array with {len(q0)} rows}}; it returned "
-                              f"{type(out).__name__} {repr(out)[:80]}")
+        # at the starts and at twice as many rows: the draws come as (chains x draws, dim), and a function whose
+        # answer fits the starts' count alone (Q[:3] of 3 starts) would fail only after the sampling
+        for Q in (q0, np.concatenate([q0, q0])):
+            try:
+                out = constrain(Q)
+                bad = not isinstance(out, dict) or any(np.shape(v)[:1] != (len(Q),) for v in out.values())
+            except Exception as e:                   # noqa: BLE001 - any error of the user's function, named
+                raise ConfigError(f"{source}: model.constrain = {cfg.model.constrain!r}: given draws Q ({len(Q)}, "
+                                  f"{cfg.model.dim}) (the starts{'' if Q is q0 else ', twice'}) it raised "
+                                  f"{type(e).__name__}: {e}") from None
+            if bad:
+                raise ConfigError(f"{source}: model.constrain = {cfg.model.constrain!r}: given draws Q ({len(Q)}, "
+                                  f"{cfg.model.dim}) it must return {{name: array with {len(Q)} rows}} (one per "
+                                  f"draw, whatever their number); it returned {type(out).__name__} {repr(out)[:80]}")
     return fn, constrain, q0
 
 

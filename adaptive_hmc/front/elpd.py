@@ -15,6 +15,7 @@ then meaningless (Vehtari, Gelman & Gabry 2017).
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from scipy.special import logsumexp
 from ..config import ConfigError, parse, to_dict
 from ..models.predictive import pointwise_log_likelihood
 from ..rundir.finished_run import read_run
-from ..rundir.results import ELPD, KFOLD, RunDir, RunError, is_density_run
+from ..rundir.results import CONFIG, ELPD, KFOLD, RunDir, RunError, is_density_run
 
 #: Above this Pareto k a case's PSIS-LOO term is unreliable (Vehtari et al. 2017; ArviZ's threshold).
 PARETO_K_LIMIT = 0.7
@@ -106,9 +107,16 @@ def check_kfold(d, k) -> None:
         raise ConfigError(f"--kfold {k!r}: the number of folds, an integer >= 2")
     if is_density_run(d):
         raise ConfigError(f"--kfold {k}: {d} is a run of a density, which has no cases to leave out")
-    n_cv = read_run(d).n_cv
+    run = read_run(d)
+    n_cv = run.n_cv
     if n_cv and n_cv != k:
         raise ConfigError(f"--kfold {k}: the run has {n_cv} cross-validation replicas of its own; use --kfold {n_cv}")
+    cases = len(run.predictions["Y_train"]) if "Y_train" in run.predictions else None
+    if cases is not None and k > cases:
+        raise ConfigError(f"--kfold {k}: the run has {cases} training cases, so at most --kfold {cases} folds")
+    folder = Path(d) / KFOLD.format(k=k)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"--kfold {k}: {folder} is a file, where the fold chains' run folder goes; move it away")
 
 
 def kfold_report(d, k: int, quiet: bool = False, idata=None) -> dict:
@@ -124,12 +132,21 @@ def kfold_report(d, k: int, quiet: bool = False, idata=None) -> dict:
         folds_run, source = run, "the run's own cross-validation replicas"
     else:
         out = Path(d) / KFOLD.format(k=k)
+        cfg = kfold_config(run, k)
+        if out.is_dir() and (RunDir(out).file(CONFIG).is_file() or (out / "summary.json").is_file()):
+            try:
+                RunDir(out).check_same_config(cfg)
+            except RunError:                    # the run was extended (or changed) since: its fold chains are stale
+                if not quiet:
+                    print(f"{out}: the fold chains were run for another length of {d} (extended since); "
+                          f"running them again for {run.summary['super_transitions']} super-transitions", flush=True)
+                shutil.rmtree(out)
         done = (out / "summary.json").is_file()
         if not done:
             if not quiet:
                 print(f"{d}: running {k} chains, one per fold posterior, for {run.summary['super_transitions']} "
                       f"super-transitions into {out} (resumable with the same command)", flush=True)
-            run_experiment(kfold_config(run, k), out, source=f"{d} --kfold {k}", resume=out.exists(), quiet=quiet)
+            run_experiment(cfg, out, source=f"{d} --kfold {k}", resume=out.exists(), quiet=quiet)
         folds_run, source = read_run(out), f"{k} fold chains in {out}"
     result = {"kfold": dict(kfold_elpd(folds_run), source=source)}
     n = result["kfold"]["cases"]

@@ -25,7 +25,7 @@ from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.posterior import Posterior
 from ..engine.replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
-from ..engine.progress import Progress, can_draw_bar, compile_kernels
+from ..engine.progress import Progress, can_draw_bar, compile_kernels, start_chains
 from ..engine.runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, check_due, make_run
 from ..samplers.settings import HMCSettings
 from ..tuners.options import BanditOptions
@@ -51,11 +51,13 @@ def _same(a, b) -> bool:
 
 class _BNN(BaseEstimator):
     def __init__(self, hidden=(16,), k=DEFAULT_CHAINS, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
-                 num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
+                 num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False):
+                 warm_start=False, start="optimized", random_state=None):
+        self.random_state = random_state
         self.reward, self.weight_by, self.jitter, self.warm_start = reward, weight_by, jitter, warm_start
+        self.start = start
         self.max_seconds, self.target_ess = max_seconds, target_ess
         self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
         self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
@@ -69,6 +71,41 @@ class _BNN(BaseEstimator):
         if X.shape[0] < max(self.k, 2):
             raise ValueError(f"n_samples={X.shape[0]}: need at least max(k, 2) = {max(self.k, 2)} training cases")
         return X, y
+
+    def _seed(self) -> int:
+        """The seed of every random number: ``random_state`` (scikit-learn's name: an int, a RandomState or a
+        Generator, which draws one) when given, else ``seed``."""
+        r = self.seed if self.random_state is None else self.random_state
+        if isinstance(r, (int, np.integer)) and not isinstance(r, bool) and r >= 0:
+            return int(r)
+        if isinstance(r, np.random.RandomState):
+            return int(r.randint(0, 2 ** 31 - 1))
+        if isinstance(r, np.random.Generator):
+            return int(r.integers(0, 2 ** 63 - 1))
+        name = "seed" if self.random_state is None else "random_state"
+        raise ValueError(f"{name}={r!r}: an integer >= 0, a numpy RandomState or Generator"
+                         + ("" if name == "seed" else ", or None (then seed decides)"))
+
+    def _num_steps_bounds(self) -> tuple:
+        """The bandit's L box: ``num_steps_bounds``, or by default (10, min(500, budget))."""
+        if self.num_steps_bounds is None:
+            hi = min(500, int(self.budget))
+            return (max(1, min(10, hi // 2)), hi)
+        lo, hi = (int(v) for v in self.num_steps_bounds)
+        if hi > self.budget:
+            raise ValueError(f"num_steps_bounds={tuple(self.num_steps_bounds)}, budget={self.budget!r}: the longest "
+                             f"trajectory ({hi}) must be at most the budget, the leapfrog steps a chain makes in a "
+                             f"super-transition; lower num_steps_bounds, raise budget, or leave num_steps_bounds=None "
+                             f"(then (10, min(500, budget)))")
+        return lo, hi
+
+    @staticmethod
+    def _no_fit_params(fit_params: dict) -> None:
+        if fit_params:
+            raise TypeError(f"fit got {', '.join(sorted(fit_params))}: not supported (fit(X, y) only). In "
+                            f"particular sample_weight: the posterior weighs every training case once in the "
+                            f"likelihood; repeat rows to weigh a case more. (sample_weights_ after a fit are the "
+                            f"weights of the kept draws, not of cases.)")
 
     def _hidden(self) -> tuple:
         hidden = (self.hidden,) if isinstance(self.hidden, (int, np.integer)) else tuple(self.hidden)
@@ -93,19 +130,22 @@ class _BNN(BaseEstimator):
         if until and not (float(self.max_seconds) > 0 and float(self.target_ess) > 0):
             raise ValueError(f"max_seconds={self.max_seconds!r}, target_ess={self.target_ess!r}: both > 0 (or "
                              f"max_seconds=None: exactly super_transitions)")
+        seed = self._fitted_seed if self.warm_start and hasattr(self, "replicas_") else self._seed()
+        self._fitted_seed = seed
         setup, log = self._continued(X, Y) if self.warm_start and hasattr(self, "replicas_") else (None, [])
         if setup is None:
             bounds = {"step_factor": tuple(self.step_factor_bounds),
-                      "num_steps": tuple(int(v) for v in self.num_steps_bounds)}
+                      "num_steps": self._num_steps_bounds()}
             setup = make_run(
                 spec, X, Y, tuner=BanditOptions(bounds),
-                run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, self.seed, self.reward, metric),
+                run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, seed, self.reward, metric),
                 replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
                                         priors=self.priors or PriorSpec(),
                                         settings=HMCSettings(window=self.window,
                                                              initial_phase_steps=self.initial_phase_steps,
                                                              jitter=bool(self.jitter)),
-                                        thin=self.thin, threads=self.threads, weight_by=self.weight_by))
+                                        thin=self.thin, threads=self.threads, weight_by=self.weight_by,
+                                        start=self.start))
         # Every sample is kept (the burn-in is left out at the end), so that a warm start continues the very
         # run a longer fit would have made.
         setup = setup._replace(run=replace(setup.run, super_transitions=MAX_SUPER_TRANSITIONS if until
@@ -115,9 +155,10 @@ class _BNN(BaseEstimator):
         self.spec_ = spec
         rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
         compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
+        start_chains(self.replicas_, quiet=not self.verbose)
         progress = Progress(None if until else self.super_transitions, len(log), quiet=not self.verbose,
                             limit_s=self.max_seconds if until else None, limit_from=self.super_transitions)
-        check = X[np.sort(np.random.default_rng(self.seed).permutation(len(X))[:CHECK_CASES])]
+        check = X[np.sort(np.random.default_rng(seed).permutation(len(X))[:CHECK_CASES])]
         cases = {"cases": len(check), "of": len(X)}
         self.convergence_ = None
         t0 = time.perf_counter()
@@ -140,7 +181,7 @@ class _BNN(BaseEstimator):
             self.log_ = setup.loop(callback=callback, log=log)
         finally:
             progress.close()
-        n_done = self.replicas_.n_super
+        n_done = self.n_iter_ = self.replicas_.n_super
         n_burn = self._burn_in(n_done)
         kept = kept_samples(self.replicas_, after=n_burn)
         posterior = np.isin(kept["chain"], rows)
@@ -242,7 +283,8 @@ _COMMON_DOC = """
         saying how far it got; where it stops then depends on the machine's speed, one that meets first
         does not); ``convergence_`` holds the last check. ``max_seconds=None``: exactly
         ``super_transitions``.
-    step_factor_bounds, num_steps_bounds : the box the bandit tunes (eps, L) in.
+    step_factor_bounds, num_steps_bounds : the box the bandit tunes (eps, L) in; num_steps_bounds None (the
+        default): (10, min(500, budget)).
     window : acceptance window of the HMC transitions.
     jitter : draw each trajectory's length uniformly from 1..L (the budget is then spent on average), so
         that the tuned L does not lock onto a period of the posterior; False: every trajectory has L steps.
@@ -253,11 +295,16 @@ _COMMON_DOC = """
     weight_by : "gradients" (each retained sample weighs its iteration's leapfrog steps; the default) or
         "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.
+    start : "optimized" (the default: each chain starts from its own optimized network, L-BFGS from its own
+        random weights with Gibbs updates of the hyperparameters between rounds; docs/METHOD.md) or "random"
+        (small random weights, FBM's and the papers' way).
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default: the package's, mean precision 400 and shape 2 for
         the weight groups; Neal's papers use shape 0.5).
 
     Every parameter, the attributes set by ``fit`` and an example: docs/ESTIMATORS.md.
     seed : decides every random number; threads do not change results.
+    random_state : scikit-learn's name for the seed: an int, a numpy RandomState or Generator (which draws
+        one), or None (the default: ``seed`` decides).
     threads : worker threads for the chains (default: every core available).
     warm_start : a second ``fit`` on the same data continues the chains of the first, to
         ``super_transitions`` in all (or, running until the chains meet, until they do): the same
@@ -279,7 +326,8 @@ class BNNRegressor(RegressorMixin, _BNN):
         tags.target_tags.multi_output = True          # y may be (N, m)
         return tags
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
+        self._no_fit_params(fit_params)
         X, y = self._validate(X, y, multi_output=True, y_numeric=True)
         self.single_output_ = y.ndim == 1
         Y = y[:, None] if self.single_output_ else y
@@ -303,16 +351,17 @@ class BNNClassifier(ClassifierMixin, _BNN):
                + '    cv_metric : with ``reward="cv"``, the held-out error rewarded: "log_loss" or "error_rate".\n')
 
     def __init__(self, hidden=(16,), k=DEFAULT_CHAINS, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
-                 num_steps_bounds=(10, 500), window=1, initial_phase_steps=1000,
+                 num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False, cv_metric="log_loss"):
+                 warm_start=False, start="optimized", random_state=None, cv_metric="log_loss"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
                          initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
-                         reward, weight_by, jitter, max_seconds, target_ess, warm_start)
+                         reward, weight_by, jitter, max_seconds, target_ess, warm_start, start, random_state)
         self.cv_metric = cv_metric
 
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
+        self._no_fit_params(fit_params)
         X, y = self._validate(X, y)
         check_classification_targets(y)
         self.classes_, codes = np.unique(np.asarray(y), return_inverse=True)

@@ -19,8 +19,8 @@ from ..engine.super_transition import iterations
 from ..diagnostics import check_line, more_super_transitions, time_limit_warning
 from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
 from ..rundir.results import RunDir, RunError
-from ..engine.progress import Progress, compile_kernels
-from ..engine.runner import check_due, make_run
+from ..engine.progress import Progress, compile_kernels, start_chains
+from ..engine.runner import MAX_SUPER_TRANSITIONS, check_due, make_run
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
@@ -128,6 +128,9 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
     if resuming:
         rd.check_same_config(cfg)
     total = rd.progress()[0] + extend if extend else rd.extended_to() if resuming else None
+    if total is not None and total > MAX_SUPER_TRANSITIONS:
+        raise RunError(f"--extend {extend}: the run would have {total:,} super-transitions, more than the "
+                       f"{MAX_SUPER_TRANSITIONS:,} a run may have; add fewer")
     run_cfg = cfg if total is None else lengthened(cfg, source, total)
     setup, x_scale = build(run_cfg, source)   # all validation before any writing
     lock = rd.lock()
@@ -156,6 +159,10 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
     unsaved: list = []     # the steps of the super-transitions not yet in the sample store
     meta["compile_s"] = round(meta.get("compile_s", 0.0) + compile_kernels(replicas, quiet), 2)   # kept out of wall_s
+    started = start_chains(replicas, quiet)               # its seconds count in the first super-transition's
+    if started is not None:
+        meta["start"] = {k: started[k] for k in ("seconds", "gradients", "cut_short")}
+        rd.write_metadata(meta)
     until, first = cfg.run.until, cfg.run.super_transitions
     progress = Progress(None if until else first, len(log), quiet, until.max_seconds if until else None, first)
     done_here = 0

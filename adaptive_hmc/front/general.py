@@ -120,6 +120,9 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     tlo, thi = (float(v) for v in trajectory_bounds)
     if not 0 < tlo < thi:
         raise ValueError(f"trajectory_bounds={tuple(trajectory_bounds)}: need 0 < low < high")
+    if checkpoint is not None and not Path(checkpoint).parent.is_dir():
+        raise ValueError(f"checkpoint={str(checkpoint)!r}: its folder {str(Path(checkpoint).parent)!r} does not "
+                         f"exist (make it first; the checkpoint file itself is written by the run)")
     seed_chains, seed_tuner = as_seed_sequence(seed).spawn(2)
     chains = DensityChains(model, q0, seed_chains, threads)
     compile_s = compile_kernels(chains, quiet=not verbose and not can_draw_bar())
@@ -134,7 +137,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         if chains.n_super > super_transitions:
             raise CheckpointError(f"checkpoint {path}: holds {chains.n_super} super-transitions, more than the "
                                   f"super_transitions={super_transitions} asked for; ask for at least "
-                                  f"{chains.n_super} (more extend the run), or give another path")
+                                  f"{chains.n_super} (more extend the run), or give another checkpoint path")
         step, budget, bounds = run["step"], run["budget"], run["bounds"]
     else:
         t0 = time.perf_counter()

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .store import npz_bytes
+from .store import npz_bytes, npz_problem
 
 #: 2: each chain's dummy kinetic energy (annealing); 3: kept rows' weights; 4: state only (samples in the store)
 CHECKPOINT_FORMAT = 4
@@ -67,7 +67,7 @@ def unpack_checkpoint(data: bytes) -> Checkpoint:
         with np.load(io.BytesIO(data), allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
     except (OSError, ValueError, EOFError, RuntimeError, zipfile.BadZipFile, zlib.error) as e:
-        raise ValueError(f"not an npz archive ({e})") from None
+        raise ValueError(f"not an npz archive ({npz_problem(e)})") from None
     if "checksum" not in arrays or "record" not in arrays:
         raise ValueError("no checksum or record: not a checkpoint of this package")
     stored = arrays.pop("checksum").tobytes().decode("ascii", "replace")

@@ -91,8 +91,9 @@ def _read_shards(path: Path, n: int) -> tuple:
     try:
         units = store.read(n)
     except ValueError as e:
-        raise CheckpointError(f"{e}: the draws are missing or damaged; remove {path} and {store.path} to start "
-                              f"again") from None
+        prev = previous_checkpoint(path)
+        raise CheckpointError(f"{e}: the draws are missing or damaged; remove {path}, {prev} and {store.path} to "
+                              f"start again") from None
     draws = [[u[0][j] for u in units] for j in range(units[0][0].shape[0])] if units else None
     return draws, [u[1] for u in units], [u[2] for u in units]
 
@@ -112,7 +113,8 @@ def _read_checkpoint(path: Path) -> tuple:
             problems.append(f"{p}: not a checkpoint of sample() ({e})")
             continue
         return ck, "" if p == path else f"{problems[0]}; resuming from the previous checkpoint ({p})"
-    raise CheckpointError(f"{'; '.join(problems)}; remove them or give another path to start again")
+    raise CheckpointError(f"{'; '.join(problems)}; remove them or give another checkpoint path (a run's --out) to "
+                          f"start again")
 
 
 def restore(path: Path, key: dict, chains) -> tuple:
@@ -126,7 +128,7 @@ def restore(path: Path, key: dict, chains) -> tuple:
     differ = sorted(k for k in set(key) | set(saved) if key.get(k) != saved.get(k))
     if differ:
         raise CheckpointError(f"checkpoint {path}: written by a run with other {', '.join(differ)}; resume with the "
-                              f"same arguments, or give another path")
+                              f"same arguments, or give another checkpoint path (a run's --out)")
     draws, stats, log = _read_shards(path, state["stored"])
     chains.restore(state, draws)
     chains.draws_stored = state["stored"]

@@ -19,7 +19,8 @@ from ..models.mlp import MLPSpec
 from .posterior import Posterior
 from ..engine.replica_options import chain_indices
 from ..tuners import BanditTuner, FixedTuner
-from .results import CONFIG, PREDICTIONS, SAMPLES, SUMMARY, TUNER, RunDir, RunError
+from .results import CONFIG, PREDICTIONS, SAMPLES, SUMMARY, TUNER, RunDir, RunError, is_density_run
+from .store import npz_problem
 
 
 class Run(NamedTuple):
@@ -103,26 +104,37 @@ class Run(NamedTuple):
 
 
 def read_run(d) -> Run:
-    """The finished run in directory ``d``; :class:`RunError` says what is missing or damaged."""
+    """The finished run in directory ``d``; :class:`RunError` says what is missing or damaged, naming the file."""
     rd = RunDir(d)
     if not rd.is_finished:
         raise RunError(f"{rd.path}: not a finished run directory (no {SUMMARY})")
+    if is_density_run(rd.path):
+        raise RunError(f"{rd.path}: a run of a log density, which has no network and so no predictions; "
+                       f"compare, plot and export read it")
+
+    def read(name, how):
+        try:
+            return how(rd.file(name))
+        except (OSError, ValueError, KeyError, ConfigError, yaml.YAMLError) as e:
+            raise RunError(f"{rd.file(name)}: missing or damaged ({npz_problem(e)})") from None
+
+    def arrays(path):
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    cfg = read(CONFIG, lambda p: parse(yaml.safe_load(p.read_text()), str(p)))
+    pred, samples = read(PREDICTIONS, arrays), read(SAMPLES, arrays)
+    summary = read(SUMMARY, lambda p: json.loads(p.read_text()))
+    tuner = read(TUNER, lambda p: json.loads(p.read_text()))
+    if not isinstance(summary, dict) or "compile_s" not in summary or "chain" not in samples:
+        raise RunError(f"{rd.path}: written by an older version of adaptive_hmc, whose run directories this "
+                       f"one does not read; run the config again")
     try:
-        cfg = parse(yaml.safe_load(rd.file(CONFIG).read_text()), str(rd.file(CONFIG)))
-        with np.load(rd.file(PREDICTIONS)) as z:
-            pred = {k: z[k] for k in z.files}
-        with np.load(rd.file(SAMPLES)) as z:
-            samples = {k: z[k] for k in z.files}
-        summary = json.loads(rd.file(SUMMARY).read_text())
-        if "compile_s" not in summary or "chain" not in samples:
-            raise RunError(f"{rd.path}: written by an older version of adaptive_hmc, whose run directories this "
-                           f"one does not read; run the config again")
         n_out = pred["Y_test"].shape[1]
         samples.setdefault("target_mean", np.zeros(n_out))      # runs from before target standardisation
         samples.setdefault("target_sd", np.ones(n_out))
         samples.setdefault("weight", np.ones(len(samples["chain"])))   # runs from before sample weights
-        return Run(rd.path, cfg, MLPSpec.from_arch(samples["arch"]), summary, rd.read_log(), pred, samples,
-                   json.loads(rd.file(TUNER).read_text()))
-    except (OSError, ValueError, KeyError, ConfigError) as e:
+        return Run(rd.path, cfg, MLPSpec.from_arch(samples["arch"]), summary, rd.read_log(), pred, samples, tuner)
+    except (OSError, ValueError, KeyError, IndexError) as e:
         raise RunError(f"{rd.path}: a file of the run directory is missing or damaged "
                        f"({type(e).__name__}: {e})") from None

@@ -36,6 +36,15 @@ from ..engine.replica_state import Step
 STORE = "store"
 #: What reading a damaged npz file (truncated, bit-flipped, another file's arrays) raises.
 DAMAGED_NPZ = (OSError, ValueError, EOFError, KeyError, IndexError, zipfile.BadZipFile, zlib.error)
+
+
+def npz_problem(e: Exception) -> str:
+    """What is wrong with a file that ``numpy.load(..., allow_pickle=False)`` refused, in the package's
+    words: NumPy's advice to load a pickle with ``allow_pickle=True`` is never one a user should follow
+    (a run never writes a pickle, and loading one runs whatever code it holds)."""
+    if "pickle" in str(e).lower():
+        return "it holds a pickle (Python objects), which no run writes and this package never loads"
+    return f"{type(e).__name__}: {e}"
 _ARRAYS = tuple(f for f in Step._fields if f != "kept")      # the kept rows are stored by row, with their chain
 
 
@@ -141,7 +150,7 @@ class SampleStore:
                     a = {k: z[k] for k in z.files}
                 steps.extend(self.codec.decode(a, first))
             except DAMAGED_NPZ as e:
-                raise ValueError(f"{p}: damaged ({type(e).__name__}: {e})") from None
+                raise ValueError(f"{p}: damaged ({npz_problem(e)})") from None
         if n_super is not None and len(steps) != n_super:
             raise ValueError(f"{self.path}: holds {len(steps)} super-transitions, the checkpoint {n_super}")
         return steps

@@ -116,6 +116,7 @@ class BanditTuner:
         self.accept_memory = None if accept_memory is None else float(accept_memory)
         self._feasibility_model = GPRewardModel(
             len(self.bounds), [self.accept_length_scales.get(n, alpha) for n in self.bounds])
+        self._feasibility_known = True        # False once every observation is forgotten (_fit_feasibility)
         self.log_axes, self.integer = self.space.log_axes, self.space.integer
         self.alpha, self.delta, self.noise = float(alpha), float(delta), float(noise)
         self.schedule = schedule if schedule is not None else Exponential(0.01)
@@ -200,7 +201,7 @@ class BanditTuner:
     def _feasible(self, X) -> np.ndarray:
         """P(acceptance > :attr:`accept_floor`) at unit points X (n, d) under
         the feasibility GP (1 when nothing is known)."""
-        if not self._accepts:
+        if not self._accepts or not self._feasibility_known:
             return np.ones(len(np.atleast_2d(X)))
         m, s = self._feasibility_model.predict(np.atleast_2d(X), return_std=True)
         return ndtr((m + self.PRIOR_MARGIN) / np.maximum(s, 1e-9))       # the normal cdf, without scipy.stats' checks
@@ -221,10 +222,15 @@ class BanditTuner:
                 for t, acc, transient in a[1]:
                     w = math.exp(-(now - t) / self.accept_memory) if transient and self.accept_memory else 1.0
                     total, weight = total + w * acc, weight + w
-                y[i], weights[i] = total / weight, weight
-            margin = np.minimum((y - self.accept_floor) / self.ACCEPT_SCALE, self.SAFE_CAP)      # safe is safe
-            self._feasibility_model.fit(np.array([a[0] for a in v]), margin - self.PRIOR_MARGIN,
-                                        (self.ACCEPT_NOISE / self.ACCEPT_SCALE) ** 2 / weights)
+                y[i], weights[i] = (total / weight if weight > 0 else 0.0), weight
+            # an action whose every observation was transient and long ago is forgotten (its weight underflows)
+            known = weights > 0
+            self._feasibility_known = bool(known.any())
+            if not self._feasibility_known:
+                return
+            margin = np.minimum((y[known] - self.accept_floor) / self.ACCEPT_SCALE, self.SAFE_CAP)  # safe is safe
+            self._feasibility_model.fit(np.array([a[0] for a in v])[known], margin - self.PRIOR_MARGIN,
+                                        (self.ACCEPT_NOISE / self.ACCEPT_SCALE) ** 2 / weights[known])
 
     def _collapsed(self, reward: float) -> bool:
         """Whether ``reward`` (not yet in the history) ranks among the lowest
