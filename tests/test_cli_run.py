@@ -325,7 +325,7 @@ def test_stuck_chains_are_flagged_in_log_progress_summary_and_compare(tmp_path, 
     out = tmp_path / "run"
     assert main(["run", str(path), "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "STUCK: chains [0, 1, 2, 3, 4, 5, 6, 7] accepted nothing" in captured.out
+    assert "STUCK: chains [0, 1, 2, 3, 4, 5, 6, 7] accepted nothing" in captured.err
     assert "warning: in 3 of 3 super-transitions some chain accepted no trajectory" in captured.err
     assert captured.err.index("warning: in super-transition 0 (step factor 20, L 50) chains [0, 1, 2, 3, 4, 5, 6, 7] "
                               "accepted no trajectory; the run goes on") < captured.err.index("in 3 of 3")

@@ -170,3 +170,41 @@ def test_the_estimators_edges_are_scikit_learns():
     np.testing.assert_array_equal(c.weights_, d.weights_)
     with pytest.raises(ValueError, match="random_state='x': an integer >= 0, a numpy RandomState or Generator"):
         BNNRegressor(budget=200, random_state="x", **kw).fit(X, y)
+
+
+def test_run_json_prints_one_json_object_on_stdout_and_progress_goes_to_stderr(tmp_path, capsys):
+    """`adaptive-hmc run CONFIG --json | jq .`: stdout is the summary as one JSON object (with run_dir), the
+    progress lines (without internal indices) on stderr; without --json a short summary on stdout."""
+    path = _write(tmp_path, _small(_raw(), n=3))
+    assert main(["run", str(path), "--out", str(tmp_path / "j"), "--json"]) == 0
+    said = capsys.readouterr()
+    summary = json.loads(said.out)
+    assert summary["run_dir"] == str(tmp_path / "j") and summary["super_transitions"] == 3
+    assert "super-transition 1/3" in said.err and "log i=" not in said.err
+    assert main(["run", str(path), "--out", str(tmp_path / "k")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"run directory: {tmp_path / 'k'}" and out[1].startswith("3 super-transitions")
+    assert any(line.startswith("test set test_201_400: mse ") for line in out) and len(out) < 12
+
+
+def test_plain_progress_lines_are_spaced_out():
+    """Without a bar, a line for the first super-transition, each tenth of the run, the last and anything
+    notable, not one per super-transition."""
+    import io
+    import contextlib
+    from adaptive_hmc.engine.progress import Progress
+    buf = io.StringIO()
+    with contextlib.redirect_stderr(buf):
+        p = Progress(200, 0)
+        for i in range(200):
+            p.update({"i": i, "step_factor": 0.1, "num_steps": 20, "reward": 1.0, "acceptance": [0.9],
+                      "stuck_chains": [] if i != 57 else [0], "divergences": 0, "seconds": 0.01})
+    lines = buf.getvalue().splitlines()
+    assert 10 <= len(lines) <= 13 and lines[0].startswith("super-transition 1/200")
+    assert lines[-1].startswith("super-transition 200/200") and any("STUCK" in line for line in lines)
+
+
+def test_a_run_to_a_time_limit_says_how_much_is_left():
+    from adaptive_hmc.engine.progress import Progress
+    line = Progress(None, 0, quiet=True, limit_s=600.0, limit_from=60).timing(1)
+    assert line.startswith("elapsed 0 s, at most about 600 s left (time limit 600 s, from super-transition 60 on)")

@@ -7,6 +7,7 @@ Flow position: runner -> **progress** -> general, experiment, estimator, cli.
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
@@ -68,6 +69,17 @@ def start_chains(chains: ChainSet, quiet: bool = False) -> dict | None:
     return info
 
 
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (where tqdm's notebook bar draws, though stderr is no terminal)."""
+    shell = getattr(sys.modules.get("IPython"), "get_ipython", lambda: None)()
+    return shell is not None and "IPKernelApp" in getattr(shell, "config", {})
+
+
+#: Without a bar, a plain progress line at most this often (seconds), besides the first, the last and each
+#: tenth of a run of known length.
+PLAIN_EVERY_S = 10.0
+
+
 class Progress:
     """tqdm bar on a terminal that can draw one (it shows the elapsed and
     remaining time), plain log lines otherwise, each with the elapsed time and,
@@ -80,11 +92,13 @@ class Progress:
                  limit_from: int = 0):
         self.quiet = quiet
         self.bar = None
-        if not quiet and can_draw_bar():
-            from tqdm import tqdm
-            self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions")
+        if not quiet and (can_draw_bar() or in_notebook()):
+            from tqdm.auto import tqdm              # a widget in a notebook, text on a terminal
+            self.bar = tqdm(total=total, initial=initial, unit="st", desc="super-transitions",
+                            bar_format="{l_bar}{bar:20}{r_bar}")          # the bar keeps its width
         self.total, self.initial, self.limit_s, self.limit_from = total, initial, limit_s, limit_from
         self.t0 = time.perf_counter()
+        self._said_at, self._said_tenth = -math.inf, -1
 
     def timing(self, done: int) -> str:
         """Elapsed time after ``done`` super-transitions (of this process) and what is left."""
@@ -94,7 +108,8 @@ class Progress:
             return f"elapsed {elapsed:.0f} s, about {left:.0f} s left"
         if self.limit_s is None:
             return f"elapsed {elapsed:.0f} s"
-        return f"elapsed {elapsed:.0f} s; time limit {self.limit_s:g} s, from super-transition {self.limit_from} on"
+        return (f"elapsed {elapsed:.0f} s, at most about {max(self.limit_s - elapsed, 0.0):.0f} s left (time limit "
+                f"{self.limit_s:g} s, from super-transition {self.limit_from} on)")
 
     def update(self, e: dict):
         acc = float(np.mean(e["acceptance"]))
@@ -106,12 +121,24 @@ class Progress:
             self.bar.set_postfix_str(f"eps={e['step_factor']:.3f} L={e['num_steps']} reward={reward} acc={acc:.2f}"
                                      + (f" stuck={len(e['stuck_chains'])}" if stuck else ""))
             self.bar.update(1)
-        elif not self.quiet:
+        elif not self.quiet and self._due(e["i"] + 1, bool(stuck or probed)):
             of = "" if self.total is None else f"/{self.total}"
-            print(f"super-transition {e['i'] + 1}{of} (log i={e['i']}): eps={e['step_factor']:.4f} "
+            print(f"super-transition {e['i'] + 1}{of}: eps={e['step_factor']:.4f} "
                   f"L={e['num_steps']} reward={reward} acceptance={acc:.3f} divergences={e['divergences']} "
                   f"{e['seconds']:.2f}s; {self.timing(e['i'] + 1 - self.initial)}{stuck}{probed}",
-                  flush=True)
+                  file=sys.stderr, flush=True)
+
+    def _due(self, n: int, notable: bool) -> bool:
+        """Whether the plain line of super-transition ``n`` is printed: the first of this process, the last of
+        a run of known length, each tenth of one, anything notable (a stuck chain, a failed probe), and
+        otherwise at most every :data:`PLAIN_EVERY_S` seconds."""
+        now = time.perf_counter()
+        tenth = -1 if self.total is None else (10 * n) // max(self.total, 1)
+        due = (n == self.initial + 1 or notable or n == self.total or tenth > self._said_tenth
+               or now - self._said_at >= PLAIN_EVERY_S)
+        if due:
+            self._said_at, self._said_tenth = now, max(tenth, self._said_tenth)
+        return due
 
     def close(self):
         if self.bar is not None:

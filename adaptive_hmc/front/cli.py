@@ -125,9 +125,31 @@ def _run(args) -> int:
             n += 1
             out = base.with_name(f"{base.name}-{n}")
     summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet, **extra)
-    print(f"run directory: {out}")
-    print(json.dumps(summary, indent=2))
+    if args.json:
+        print(json.dumps({"run_dir": str(out), **summary}))
+    else:
+        print("\n".join(_summary_lines(out, summary)))
     return 0
+
+
+def _summary_lines(out, summary: dict) -> list:
+    """What a finished run says on stdout: its directory, length, largest R-hat and each test set's errors
+    (the whole summary: DIR/summary.json, or --json)."""
+    lines = [f"run directory: {out}"]
+    d = summary.get("diagnostics") or {}
+    rhat = summary.get("rhat_max", d.get("rhat_max"))
+    length = f"{summary['super_transitions']} super-transitions" if "super_transitions" in summary else ""
+    if length or rhat is not None:
+        lines.append(", ".join(x for x in (length, None if rhat is None else f"largest R-hat {rhat:.3f}") if x))
+    sets: dict = {}
+    for key, value in summary.items():
+        if key.startswith("test_") and isinstance(value, dict):
+            for name, v in value.items():
+                if isinstance(v, (int, float)) and v is not None:
+                    sets.setdefault(name, []).append(f"{key[5:]} {v:.6g}")
+    lines += [f"test set {name}: {', '.join(v)}" for name, v in sets.items()]
+    lines.append(f"everything: {out}/summary.json (or run with --json)")
+    return lines
 
 
 def _compare(args) -> int:
@@ -241,6 +263,8 @@ def parser() -> argparse.ArgumentParser:
                    "(the same draws and figures as a run asked for N more at the start with the same burn-in; "
                    "run.until off)")
     r.add_argument("--quiet", action="store_true", help="no progress output")
+    r.add_argument("--json", action="store_true", help="print the run's summary.json (with run_dir) as one JSON "
+                   "object on stdout, and nothing else there (progress and messages go to stderr)")
     r.add_argument("--dry-run", action="store_true", help="check the config and its data, print the resolved "
                                                           "config, run nothing (as validate)")
     r.set_defaults(fn=_run, starting=_starting)
