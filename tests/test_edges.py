@@ -208,3 +208,13 @@ def test_a_run_to_a_time_limit_says_how_much_is_left():
     from adaptive_hmc.engine.progress import Progress
     line = Progress(None, 0, quiet=True, limit_s=600.0, limit_from=60).timing(1)
     assert line.startswith("elapsed 0 s, at most about 600 s left (time limit 600 s, from super-transition 60 on)")
+
+
+def test_the_reward_panel_leaves_the_cold_starts_rewards_out_of_its_range():
+    """traces.png's reward panel: a cold start's reward (83.5, not told to the tuner) beside told rewards of at
+    most 3.7 no longer sets the top of the range."""
+    from adaptive_hmc.front.plots import reward_limits
+    log = [{"reward": 83.5, "told": None}] + [{"reward": 1.0 + 0.2 * k, "told": 1.0 + 0.2 * k} for k in range(14)]
+    lo, hi = reward_limits(log)
+    assert hi < 5.0 and lo < 1.4
+    assert reward_limits(log[:5]) is None

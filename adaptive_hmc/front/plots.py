@@ -44,6 +44,18 @@ def _axes(ax, tuner, name: str, which: str):
         getattr(ax, f"set_{which}scale")("log")
 
 
+def reward_limits(log: list) -> tuple | None:
+    """The y-range of the reward panel: the told rewards' 5th percentile to their largest, with a tenth of the
+    span beside (the rewards of the warm-up super-transitions, which a cold start makes large and the tuner is
+    not told, are left out of the range so that they do not flatten the rest); None for 10 or fewer."""
+    r = np.array([e["reward"] for e in log if e.get("told") is not None and e["reward"] is not None], float)
+    r = r[np.isfinite(r)]
+    if r.size <= 10:
+        return None
+    lo, hi = np.percentile(r, 5), r.max()
+    return lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo)
+
+
 def reward_surface(run: Run, path):
     """Learned mean reward over (eps, L), tried actions as dots (thesis Figs 4.1, 4.4)."""
     t = run.tuner()
@@ -63,7 +75,7 @@ def reward_surface(run: Run, path):
     _axes(ax, t, "step_factor", "x")
     _axes(ax, t, "num_steps", "y")
     ax.set_title(f"Reward model as the tuner ends, after {len(t.history)} rewards\n{_who(run)}", fontsize=10)
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, fontsize=8)     # below: never over a point
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -151,14 +163,16 @@ def traces(run: Run, path):
     fig, ax = plt.subplots(4, 1, figsize=(6.5, 8), sharex=True)
     ax[0].plot(i, [e["step_factor"] for e in log], ".-", ms=3)
     ax[0].set_ylabel("ε")
+    if "step_factor" in getattr(run.tuner(), "log_axes", ()):       # the axis the tuner works on
+        ax[0].set_yscale("log")
     ax[1].plot(i, [e["num_steps"] for e in log], ".-", ms=3)
     ax[1].set_ylabel("L")
     r = np.array([np.nan if e["reward"] is None else e["reward"] for e in log])
     ax[2].plot(i, r, ".", ms=3)
     ax[2].set_ylabel("reward")
-    if np.isfinite(r).sum() > 10:        # the first rewards of a cold start would flatten the rest
-        lo, hi = np.nanpercentile(r, 5), np.nanmax(r)
-        ax[2].set_ylim(lo - 0.1 * (hi - lo), hi + 0.1 * (hi - lo))
+    limits = reward_limits(log)
+    if limits is not None:
+        ax[2].set_ylim(*limits)
     ax[3].plot(i, [np.mean(e["acceptance"]) for e in log], ".", ms=3)
     ax[3].set_ylabel("acceptance")
     ax[3].set_ylim(-0.02, 1.02)
