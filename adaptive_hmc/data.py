@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .tables import DataError, check_finite, read_table, target_indices
+from .tables import DataError, check_finite, read_table, single_row_classes, target_indices
 from .tasks import LOADERS
 
 _SHIPPED = Path(__file__).parent / "datasets"
@@ -309,9 +309,8 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
         from sklearn.model_selection import train_test_split
         rows = complete(np.arange(len(X)), "data")
         if split.get("stratify"):
-            codes, counts = np.unique(Y[rows, 0], return_counts=True)
-            if np.any(counts < 2):
-                lone = [classes[int(c)] if classes else f"{c:g}" for c in codes[counts < 2]]
+            lone = single_row_classes([classes[int(c)] if classes else f"{c:g}" for c in Y[rows, 0]])
+            if lone:
                 raise DataError("data.split", dict(split), f"class{'es' if len(lone) > 1 else ''} "
                                 f"{', '.join(map(repr, lone))} {'have' if len(lone) > 1 else 'has'} a single row, and "
                                 f"a stratified split needs at least 2 of each class: remove or merge "

@@ -158,6 +158,13 @@ def label_classes(cells) -> tuple:
     return tuple(sorted({c for c in cells if c.strip().lower() not in MISSING}))
 
 
+def single_row_classes(labels) -> list:
+    """The classes among ``labels`` (one per row, as the user writes them) that have a single row, which a
+    stratified split cannot place on both sides."""
+    names, counts = np.unique(np.asarray(labels, dtype=str), return_counts=True)
+    return [str(n) for n in names[counts < 2]]
+
+
 def read_table(path: Path, target_columns, key: str, value, delimiter=None, header=None, labels: bool = False):
     """(X, Y, column names or None, classes) of a table (see :func:`parse_table`):
     ``target_columns`` are Y, the rest X; missing cells are NaN. With

@@ -190,9 +190,9 @@ class SamplerConfig(_Strict):
     start: Literal["random", "optimized"] = Field(_replica_default("start"), description="random: the chains "
                                                  "start at their init_scale weights (FBM, the papers); optimized: "
                                                  "each chain from its own optimized network (L-BFGS from its "
-                                                 "random weights, Gibbs updates of the hyperparameters between "
-                                                 "rounds; the init templates' and the estimators' way; model "
-                                                 "kind bnn only)")
+                                                 "random weights with the hyperparameters held, then a Gibbs "
+                                                 "update of them; the init templates' and the estimators' way; "
+                                                 "model kind bnn only)")
     calibrate_steps: bool = Field(False, description="after the tuner's warm-up super-transitions, multiply each "
                                   "chain's step scales by 1/sqrt(largest eigenvalue of its scaled Hessian), frozen "
                                   "for the rest of the run: a step factor of 2 is then the leapfrog stability "

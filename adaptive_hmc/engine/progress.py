@@ -59,8 +59,8 @@ def compile_kernels(replicas: ChainSet, quiet: bool = False) -> float:
 
 
 def start_chains(chains: ChainSet, quiet: bool = False) -> dict | None:
-    """``chains.start_chains()`` (a network's optimized starts), saying before that it starts and after what
-    it did; its seconds and gradients count in the first super-transition's. What it did, or None."""
+    """``chains.start_chains()`` (a network's optimized starts), saying what it did; its seconds and gradients
+    count in the first super-transition's. What it did, or None."""
     info = chains.start_chains()
     if info is not None and not quiet:
         print(f"{len(info['chains'])} chains started from optimized networks (L-BFGS from each chain's random "

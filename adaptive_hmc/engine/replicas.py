@@ -146,11 +146,8 @@ class ReplicaSet:
         self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, ())
         #: The current state, advanced by :meth:`run`.
         self.state = self.initial
-        #: Whether the chains still have to be started from optimized networks (:meth:`start_chains`).
-        self._start_pending = o.start == "optimized"
         #: What the optimized starts did (:meth:`start_chains`), None until they are made.
         self.start_info: dict | None = None
-        self._start_unaccounted: dict | None = None
 
     def _scaled(self, Y):
         """Regression targets in the chains' (standardised) units."""
@@ -175,10 +172,7 @@ class ReplicaSet:
         :attr:`initial` and :attr:`state` become the optimized chains. Returns
         what it did (also :attr:`start_info`), None when there was nothing to
         do (a random start, already done, or a set restored from a checkpoint)."""
-        if not self._start_pending:
-            return None
-        self._start_pending = False
-        if self.state is not self.initial:
+        if not self._starts_pending:
             return None
         o = self.options.start_options
         chains = [copy_chain(c) for c in self.initial.chains]
@@ -198,15 +192,20 @@ class ReplicaSet:
         self.start_info = {"seconds": round(time.perf_counter() - t0, 3),
                            "gradients": int(sum(i["gradients"] for i in infos)),
                            "cut_short": any(i["cut_short"] for i in infos), "chains": infos}
-        self._start_unaccounted = self.start_info          # counted in the first super-transition's result
         return self.start_info
+
+    @property
+    def _starts_pending(self) -> bool:
+        """Whether :meth:`start_chains` has optimized starts to make: asked for, not made, and the set at its
+        start (not restored from a checkpoint)."""
+        return self.options.start == "optimized" and self.start_info is None and self.state is self.initial
 
     def run(self, action: Action, budget: int, rng=None) -> "SuperTransitionResult":
         """Advance :attr:`state` by one :func:`super_transition` at ``action``; its result
         (the first one's gradients and seconds include the optimized starts', :meth:`start_chains`)."""
         self.start_chains()
+        started = self.start_info if self.state is self.initial else None      # the first super-transition
         self.state, result = super_transition(self, self.state, action, budget, rng)
-        started, self._start_unaccounted = self._start_unaccounted, None
         if started:
             result = result._replace(setup_gradients=result.setup_gradients + started["gradients"],
                                      seconds=result.seconds + started["seconds"])
@@ -328,7 +327,7 @@ class ReplicaSet:
         target, chain, settings, rec, obs, rng = self._compile_call()
         run_chain(target, chain, settings, 0, rec, obs, rng)
         hyper_values(target, chain.hyper, np.empty(len(self.hyper_names)))
-        if self._start_pending:                              # what the optimized starts call from Python
+        if self._starts_pending:                             # what the optimized starts call from Python
             energy_grad(chain.position, np.empty_like(chain.position), target, chain.hyper)
             gibbs(chain.position, target, chain.hyper, rng)
         return time.perf_counter() - t0

@@ -145,7 +145,7 @@ def _summary_lines(out, summary: dict) -> list:
     for key, value in summary.items():
         if key.startswith("test_") and isinstance(value, dict):
             for name, v in value.items():
-                if isinstance(v, (int, float)) and v is not None:
+                if isinstance(v, (int, float)):
                     sets.setdefault(name, []).append(f"{key[5:]} {v:.6g}")
     lines += [f"test set {name}: {', '.join(v)}" for name, v in sets.items()]
     lines.append(f"everything: {out}/summary.json (or run with --json)")

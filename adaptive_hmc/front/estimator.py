@@ -296,7 +296,7 @@ _COMMON_DOC = """
         "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.
     start : "optimized" (the default: each chain starts from its own optimized network, L-BFGS from its own
-        random weights with Gibbs updates of the hyperparameters between rounds; docs/METHOD.md) or "random"
+        random weights with the hyperparameters held, then a Gibbs update of them; docs/METHOD.md) or "random"
         (small random weights, FBM's and the papers' way).
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default: the package's, mean precision 400 and shape 2 for
         the weight groups; Neal's papers use shape 0.5).

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tables import DataError, label_classes, parse_table, target_indices
+from ..tables import DataError, label_classes, parse_table, single_row_classes, target_indices
 
 #: The tasks a template is shipped for.
 KINDS = ("regression", "classification")
@@ -86,10 +86,8 @@ def write_template(kind: str, out: Path, csv: Path | None = None, target: str | 
             classes = label_classes(texts.get(col, ()))
             text = _set(text, "likelihood", ("logistic" if len(classes) == 2 else "softmax") if len(classes) >= 2
                         else _classes(A[:, col], target, csv))
-            cells = [c for c in texts.get(col, ()) if c in classes] if classes else \
-                [f"{v:g}" for v in A[:, col][~np.isnan(A[:, col])]]
-            names, counts = np.unique(cells, return_counts=True)
-            lone = [str(n) for n in names[counts < 2]]
+            lone = single_row_classes([c for c in texts.get(col, ()) if c in classes] if classes else
+                                      [f"{v:g}" for v in A[:, col][~np.isnan(A[:, col])]])
             if lone:
                 raise DataError("--target", target, f"class {lone[0]!r} of {csv} has a single row; the template's "
                                 f"stratified split needs at least 2 of each class: remove or merge it")
