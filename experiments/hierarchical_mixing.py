@@ -15,6 +15,9 @@ Rows (`--rows`; each a data set and the estimator's keyword arguments):
                 (R-hat <= 1.01, ESS >= 400) within 600 s
   random        the same from small random weights (the defaults before the
                 optimized starts)
+  learned       the defaults with the metric learned from the chains (each
+                weight's heuristic step scale times a factor from the draws'
+                and gradients' variances in warm-up windows)
   neal          the same with Neal's hyperpriors (shape 0.5 for every group):
                 the estimators' defaults before the shape-2 priors
   gibbs-30      Neal's hyperpriors and Gibbs updates alone, L up to 500, 30
@@ -52,6 +55,7 @@ NEAL = dict(input_hidden=GammaPrior(400.0, 0.5), hidden_bias=GammaPrior(400.0, 0
 ROWS = {
     "default": {},
     "random": dict(start="random"),
+    "learned": dict(metric="learned"),
     "neal": dict(priors=PriorSpec(**NEAL)),
     "gibbs-30": dict(priors=PriorSpec(**NEAL, hyper_moves="gibbs"), num_steps_bounds=(10, 500), max_seconds=None),
     "interweave-30": dict(priors=PriorSpec(**NEAL), num_steps_bounds=(10, 500), max_seconds=None),

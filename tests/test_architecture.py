@@ -30,6 +30,7 @@ LAYERS = [
     ("engine.timing",),
     ("config",),
     ("rundir.store", "rundir.posterior"),
+    ("rundir.inference",),
     ("rundir.checkpoint",),
     ("rundir.density_checkpoint", "rundir.metrics"),
     ("rundir.results",),

@@ -43,7 +43,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     capsys.readouterr()
     assert main(["plot", str(out)]) == 0
     pngs = sorted((out / "plots").glob("*.png"))
-    expected = {"traces", "running_error", "robot_arm_outputs"}
+    expected = {"traces", "running_error", "robot_arm_outputs", "predictive_check"}
     if raw["tuner"]["kind"] == "bandit":
         expected |= {"reward_surface", "reward_slice"}
     from adaptive_hmc.rundir.finished_run import read_run
@@ -82,8 +82,13 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
         assert list(idata.posterior.data_vars) == ["weights"] and n_draws >= 3
     if posterior:                                               # the training cases'
         assert idata.log_likelihood["y"].shape == (n_chains, n_draws, 200)
-    assert set(idata.sample_stats) >= {"acceptance", "diverging", "energy", "step_factor", "num_steps",
-                                       "super_transition"}
+    assert set(idata.sample_stats) >= {"acceptance_rate", "diverging", "energy", "lp", "step_size", "n_steps",
+                                       "super_transition", "sample_weight"}
+    stats = idata.sample_stats                 # the Hamiltonian of each draw: -lp plus a kinetic energy >= 0
+    assert np.all(stats["energy"].values >= -stats["lp"].values) and np.all(stats["n_steps"].values >= 1)
+    assert np.all((stats["acceptance_rate"].values >= 0) & (stats["acceptance_rate"].values <= 1))
+    if n_draws >= 3:                          # az.bfmi of the export is the run's own E-BFMI figure
+        assert np.allclose(az.bfmi(idata), s["e_bfmi"], atol=1e-6)
     assert idata.observed_data["y"].shape == (200, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -188,3 +188,37 @@ def test_class_probabilities_are_distributions_to_the_last_bit():
         assert np.all((P >= 0) & (P <= 1)) and np.allclose(P.sum(axis=1), 1.0, rtol=0, atol=4e-16)
         log_loss(np.zeros(5, int), P, labels=[0, 1, 2])
     assert exceeded > 0
+
+
+@pytest.mark.parametrize("cls", [BNNRegressor, BNNClassifier])
+def test_to_inference_data_gives_arviz_what_it_reads(cls):
+    """to_inference_data(): the posterior's chains after the burn-in as ArviZ InferenceData (export's
+    function), with the training cases' log likelihood, replicated targets and observed values in the
+    user's units, and sample stats in ArviZ's names: az.summary, az.loo and az.bfmi read it."""
+    import arviz as az
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = X[:, 0] * 30 + 100 + rng.normal(size=40) if cls is BNNRegressor else np.where(X[:, 0] > 0, "yes", "no")
+    m = cls(hidden=(3,), k=3, super_transitions=6, budget=200, max_seconds=None, thin=2, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m.fit(X, y)
+        idata = m.to_inference_data()
+        assert list(idata.posterior.chain.values) == ["full 0", "full 1", "full 2"]
+        n = idata.posterior.sizes["draw"]
+        burn = m._burn_in(m.n_iter_)
+        assert n == min(np.sum((m.replicas_.kept_rows()[1] == j) & (m.replicas_.kept_rows()[2] >= burn))
+                        for j in range(3))
+        assert idata.posterior["weights"].shape == (3, n, m.replicas_.dim)
+        assert idata.log_likelihood["y"].shape == (3, n, 40)
+        observed = idata.observed_data["y"].values
+        if cls is BNNRegressor:
+            assert np.allclose(observed[:, 0], y)
+            assert abs(float(idata.posterior_predictive["y"].mean()) - y.mean()) < 0.5 * y.std()
+        else:
+            assert np.array_equal(m.classes_[observed], y) and idata.attrs["classes"] == ["no", "yes"]
+        assert {"energy", "lp", "acceptance_rate", "diverging", "n_steps", "step_size"} <= set(idata.sample_stats)
+        assert np.isfinite(az.bfmi(idata)).all() and np.isfinite(az.loo(idata).elpd_loo)
+        assert np.isfinite(az.summary(idata, var_names=["~weights"])["r_hat"]).all()
+    with pytest.raises(NotFittedError):
+        cls().to_inference_data()

@@ -219,23 +219,35 @@ def test_the_mixing_experiment_runs_quick(capsys):
 
 
 @pytest.mark.statistical
-def test_chains_from_optimized_starts_agree_with_importance_sampling(hierarchical_tiny):
+@pytest.mark.parametrize("start, metric, super_transitions", [("optimized", "heuristic", 4), ("random", "learned", 40)])
+def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_importance_sampling(
+        hierarchical_tiny, start, metric, super_transitions):
     """The replica set's chains of the small hierarchical network, each started from its own optimized
-    network (start="optimized"), then [Gibbs, interweaving moves, HMC]: the means of the three log
+    network (start="optimized"), or with the metric learned from the chains (metric="learned", the rows
+    after its last window), then [Gibbs, interweaving moves, HMC]: the means of the three log
     precisions and of the output at three inputs within Z combined standard errors of importance
-    sampling (the start changes where the chains begin, not what they sample). Power: the standard
-    errors are under a tenth of each quantity's posterior sd."""
+    sampling (the start changes where the chains begin, the metric how far each weight steps, neither
+    what they sample). Power: the standard errors are under a tenth of each quantity's posterior sd."""
     from adaptive_hmc.engine.replica_options import ReplicaOptions
     from adaptive_hmc.engine.runner import RunOptions, make_run
+    from adaptive_hmc.samplers.metric import WINDOWS
     from adaptive_hmc.tuners.options import FixedOptions
     base, x_star, is_mean, is_se = hierarchical_tiny
-    run = make_run(base.spec, base.X, base.Y, tuner=FixedOptions(0.3, 15), run=RunOptions(4, 60_000, seed=3),
-                   replicas=ReplicaOptions(k=4, priors=base.priors, start="optimized", thin=1, predict_steps=0))
+    run = make_run(base.spec, base.X, base.Y, tuner=FixedOptions(0.3, 15),
+                   run=RunOptions(super_transitions, 240_000 // super_transitions, seed=3),
+                   replicas=ReplicaOptions(k=4, priors=base.priors, start=start, metric=metric, thin=1,
+                                           predict_steps=0))
     run.loop()
-    assert run.replicas.start_info["gradients"] > 0
+    A, chain, st = run.replicas.kept_rows()
+    if start == "optimized":
+        assert run.replicas.start_info["gradients"] > 0
+    if metric == "learned":
+        assert run.replicas.step_scale.size == base.dim and np.ptp(np.log(run.replicas.step_scale)) > 0.1
+    first = WINDOWS[-1][1] if metric == "learned" else 0
     per_chain = []
-    for rows in run.replicas.kept:
-        rows = rows[len(rows) // 10:]
+    for j in range(4):
+        rows = A[(chain == j) & (st >= first)]
+        rows = rows[len(rows) // 10 if start == "optimized" else 0:]
         per_chain.append(np.column_stack([np.log(rows[:, base.dim:base.dim + 3]),
                                           base.predict(rows[:, :base.dim], x_star)[:, :, 0]]))
     means = np.array([d.mean(axis=0) for d in per_chain])

@@ -228,3 +228,23 @@ def test_compare_warns_when_runs_are_not_like_for_like_and_names_units(tmp_path,
     table = md.read_text()
     assert "| test MSE (original units) d/rest ± se |" in table and "| CV MSE (original units) |" in table
     assert "- warning: the runs differ in chains" in table
+
+
+def test_calibration_bins_and_the_predictive_check_plot(tmp_path):
+    """calibration_bins: each bin's mean confidence and accuracy and the expected calibration error, against a
+    hand count (a perfectly calibrated table has error 0, an overconfident one its gap); the regression run's
+    predictive_check.png is written beside running_error.png."""
+    from adaptive_hmc.front.plots import calibration_bins
+    P = np.array([[0.95, 0.05], [0.9, 0.1], [0.35, 0.65], [0.3, 0.7], [0.62, 0.38], [0.55, 0.45]])
+    y = np.array([0, 1, 1, 0, 0, 0])
+    c, a, n, ece = calibration_bins(P, y)
+    assert np.allclose(c, [0.55, 0.635, 0.7, 0.925]) and np.allclose(a, [1, 1, 0, 0.5]) and list(n) == [1, 2, 1, 2]
+    assert ece == pytest.approx((0.45 + 2 * 0.365 + 0.7 + 2 * 0.425) / 6)
+    sure = np.tile([[0.9, 0.1]], (10, 1))
+    assert calibration_bins(sure, np.array([0] * 9 + [1]))[3] == pytest.approx(0.0)
+    assert calibration_bins(sure, np.array([0] * 5 + [1] * 5))[3] == pytest.approx(0.4)
+    _data(tmp_path)
+    run = _run(tmp_path, _config(tmp_path, "p", [1, 9], {"rest": [10, N]}, super_transitions=8))
+    assert main(["plot", str(run)]) == 0
+    png = run / "plots" / "predictive_check.png"
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000

@@ -58,6 +58,9 @@ def _check(cfg: Config, source: str):
         lo, hi = v
         if not 1 <= lo <= hi:
             _fail(source, key, [lo, hi], "rows are numbered from 1 and need first <= last")
+    if cfg.sampler.metric == "learned" and (cfg.sampler.kind != "hmc" or cfg.sampler.base_step is not None):
+        _fail(source, "sampler.metric", "learned", "learns factors of the heuristic step scales: for sampler.kind "
+              "hmc without sampler.base_step; give heuristic")
     if cfg.sampler.start == "optimized" and cfg.model.kind != "bnn":
         _fail(source, "sampler.start", "optimized", f"optimized starts are for model.kind bnn (model.kind "
               f"{cfg.model.kind} starts from a prior draw): give random")

@@ -193,6 +193,12 @@ class SamplerConfig(_Strict):
                                                  "random weights with the hyperparameters held, then a Gibbs "
                                                  "update of them; the init templates' and the estimators' way; "
                                                  "model kind bnn only)")
+    metric: Literal["heuristic", "learned"] = Field(_replica_default("metric"), description="heuristic: each "
+                                                    "weight's step is the step factor times FBM's heuristic "
+                                                    "scale (the papers); learned: times a factor of that scale "
+                                                    "learned from the chains' draws and gradients in warm-up "
+                                                    "windows (super-transitions 1-3, 4-7, 8-15, 16-31), then "
+                                                    "frozen (sampler.kind hmc, no base_step)")
     calibrate_steps: bool = Field(False, description="after the tuner's warm-up super-transitions, multiply each "
                                   "chain's step scales by 1/sqrt(largest eigenvalue of its scaled Hessian), frozen "
                                   "for the rest of the run: a step factor of 2 is then the leapfrog stability "

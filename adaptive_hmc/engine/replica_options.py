@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..models.priors import PriorSpec
+from ..samplers.metric import METRICS
 from ..samplers.settings import HMCSettings
 from ..samplers.starts import STARTS, StartOptions
 
@@ -142,6 +143,11 @@ class ReplicaOptions:
         before its first super-transition; the estimators' and the ``init``
         templates' default; model "bnn" only).
     start_options : :class:`~adaptive_hmc.samplers.starts.StartOptions` of an optimized start.
+    metric : one of :data:`~adaptive_hmc.samplers.metric.METRICS`: "heuristic"
+        (the default, FBM's scales times the step factor) or "learned" (each
+        scale times a factor learned from the chains' draws and gradients in
+        the warm-up windows :data:`~adaptive_hmc.samplers.metric.WINDOWS`,
+        then frozen; kind hmc, no absolute ``step_size``).
     calibrate_after : None, or the super-transition (counted from 0) before
         which each chain's step scales are calibrated to the curvature at its
         state (:func:`~adaptive_hmc.samplers.calibration.curvature_scale`, about
@@ -167,6 +173,7 @@ class ReplicaOptions:
     predict_steps: int = DEFAULT_PREDICT_STEPS
     start: str = "random"
     start_options: StartOptions = StartOptions()
+    metric: str = "heuristic"
 
     def __post_init__(self):
         for name in ("burn_in_samples", "thin", "burn_in_super_transitions", "predict_steps"):
@@ -184,6 +191,11 @@ class ReplicaOptions:
             raise ValueError(f"start={self.start!r}: allowed are {', '.join(STARTS)}")
         if self.start == "optimized" and self.model != "bnn":
             raise ValueError(f"start='optimized' is for model 'bnn' (given {self.model!r}, whose start is a prior draw)")
+        if self.metric not in METRICS:
+            raise ValueError(f"metric={self.metric!r}: allowed are {', '.join(METRICS)}")
+        if self.metric == "learned" and (self.settings.kind not in (0, "hmc") or np.size(self.settings.step_size)):
+            raise ValueError("metric='learned' learns factors of the heuristic scales for kind hmc: not with "
+                             f"kind {self.settings.kind!r} or an absolute step_size")
         data, full = self.data, self.full_data_chain
         if data not in DATA:
             raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")

@@ -50,13 +50,21 @@ class Entry(NamedTuple):
     test predictions ``pred`` (R, out, N) in the targets' original units,
     their weights ``count`` (R,), the hyperparameters at its end ``hyper``
     (R, H), each chain's ``kept`` rows (positions then hyperparameter values)
-    and their weight ``kept_weight`` (R,)."""
+    and their weight ``kept_weight`` (R,), and each kept row's
+    ``kept_stats`` (:data:`KEPT_STATS`)."""
 
     pred: np.ndarray
     count: np.ndarray
     hyper: np.ndarray
     kept: tuple
     kept_weight: np.ndarray
+    kept_stats: tuple
+
+
+#: What is recorded of each kept row's iteration (the columns of :attr:`Step.kept_stats`), in ArviZ's
+#: names: the Hamiltonian U + K after the iteration (the selected state's, with its momentum: Stan's
+#: ``energy__``), the log density -U, the acceptance probability, whether it diverged, its leapfrog steps.
+KEPT_STATS = ("energy", "lp", "acceptance_rate", "diverging", "n_steps")
 
 
 class ReplicaState(NamedTuple):
@@ -64,7 +72,9 @@ class ReplicaState(NamedTuple):
     place: :func:`super_transition` returns a new one. ``chains`` (one
     :class:`~adaptive_hmc.samplers.chain.ChainState` each), ``n_super``
     super-transitions done, ``streams_spawned`` random streams spawned, each
-    chain's ``step_calibration``; the running ``totals`` and the ``history``
+    chain's ``step_calibration``, the learned metric's ``step_scale`` (D,;
+    empty: none yet) and the ``moments`` (R, 4, D) its present window has
+    summed over ``moment_count`` iterations (:mod:`~adaptive_hmc.samplers.metric`); the running ``totals`` and the ``history``
     (one :class:`Entry` per super-transition), which a resume rebuilds by
     replaying the sample store's steps (:data:`REPLAYED`)."""
 
@@ -74,6 +84,9 @@ class ReplicaState(NamedTuple):
     step_calibration: np.ndarray
     totals: Totals
     history: tuple
+    step_scale: np.ndarray
+    moments: np.ndarray
+    moment_count: int
 
 
 #: The fields of :class:`ReplicaState` that a resume rebuilds from the sample
@@ -88,7 +101,8 @@ def fold(setup: "ReplicaSet", state: ReplicaState, step: "Step") -> ReplicaState
     totals = Totals(*(np.logaddexp(t, step.lse) if f == "lse" else t + getattr(step, f)     # the Step's sums
                       for f, t in zip(Totals._fields, state.totals)))
     entry = Entry(step.pred * setup.target_sd[:, None] + setup.target_mean[:, None] * step.count[:, None, None],
-                  step.count, step.hyper, tuple(step.kept), np.asarray(step.kept_weight, dtype=np.float64))
+                  step.count, step.hyper, tuple(step.kept), np.asarray(step.kept_weight, dtype=np.float64),
+                  tuple(step.kept_stats))
     return state._replace(n_super=state.n_super + 1, totals=totals, history=state.history + (entry,))
 
 
@@ -109,7 +123,7 @@ def restore_state(setup: "ReplicaSet", saved: dict, steps) -> ReplicaState:
         raise ValueError(f"state has {len(saved['chains'])} chains; this set has {len(start.chains)}")
     fields = {f: tuple(chain_from_arrays(c, a) for c, a in zip(start.chains, saved[f])) if f == "chains" else
               np.array(saved[f], dtype=np.float64) if isinstance(getattr(start, f), np.ndarray) else saved[f]
-              for f in ReplicaState._fields if f not in REPLAYED and f != "n_super"}
+              for f in ReplicaState._fields if f not in REPLAYED and f != "n_super" and f in saved}
     state = start._replace(**fields)
     for step in steps:
         state = fold(setup, state, step)
@@ -129,7 +143,8 @@ class Step(NamedTuple):
     ``lse`` (R, N), in the chains' units; the sum of the weights ``count`` and
     the number ``retained`` (R,); the hyperparameters at its end ``hyper``
     (R, H); the ``kept`` rows of each chain (positions then hyperparameter
-    values) and the weight of each chain's kept rows ``kept_weight`` (R,).
+    values) and the weight of each chain's kept rows ``kept_weight`` (R,);
+    each kept row's iteration's ``kept_stats`` (n_j, :data:`KEPT_STATS`).
     The unit of the sample store and of :func:`fold`."""
 
     pred: np.ndarray
@@ -141,3 +156,4 @@ class Step(NamedTuple):
     hyper: np.ndarray
     kept: list
     kept_weight: np.ndarray
+    kept_stats: list

@@ -143,7 +143,9 @@ class ReplicaSet:
         totals = Totals(np.zeros((R, n_out, Nt)), np.zeros((R, n_out, Nt)), np.zeros((R, n_out)),
                         np.full((R, Nt), -np.inf), np.zeros(R), np.zeros(R, dtype=np.int64))
         #: The state at the start (never changed: every super-transition runs on copies of the chains).
-        self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, ())
+        self.metric = o.metric
+        moments = np.zeros((R, 4, self.dim if o.metric == "learned" else 0))
+        self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, (), np.empty(0), moments, 0)
         #: The current state, advanced by :meth:`run`.
         self.state = self.initial
         #: What the optimized starts did (:meth:`start_chains`), None until they are made.
@@ -229,6 +231,7 @@ class ReplicaSet:
     # -- the current state's parts, by name ----------------------------------------
     n_super = property(lambda self: self.state.n_super)
     step_calibration = property(lambda self: self.state.step_calibration)
+    step_scale = property(lambda self: self.state.step_scale)             # the learned metric's factors
     chains = property(lambda self: self.state.chains)
     test_pred = property(lambda self: self.state.totals.pred)
     test_sq = property(lambda self: self.state.totals.sq)
@@ -293,6 +296,12 @@ class ReplicaSet:
         A = np.concatenate(self.kept)
         return (A, np.repeat(np.arange(R), n.sum(axis=1)),
                 np.concatenate([np.repeat(np.arange(len(hist)), n[j]) for j in range(R)] + [np.zeros(0, np.int64)]))
+
+    def kept_stats(self) -> np.ndarray:
+        """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` (S, 5) of each row of :meth:`kept_rows`."""
+        hist = self.state.history
+        return np.concatenate([np.empty((0, 5))] + [e.kept_stats[j] for j in range(self.n_replicas) for e in hist
+                                                    if len(e.kept_stats[j])])
 
     def kept_weights(self) -> np.ndarray:
         """The weight (S,) of each kept row of :meth:`kept_rows` in the

@@ -19,6 +19,7 @@ from ..models.base import hyper_values
 from ..models.predictive import reset, snapshot
 from ..samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
 from ..samplers.chain import Observers, Record, copy_chain, new_record, run_chain
+from ..samplers.metric import learned_factors, window_of
 from ..samplers.settings import Action, check_settings
 from .replica_options import as_seed_sequence
 from .replica_state import ReplicaState, Step, fold
@@ -81,6 +82,18 @@ def predict_every(predict_steps: int, num_steps: int, jitter: bool, n_iter: int)
     return max(1, min(math.ceil(predict_steps / mean), n_iter)) if predict_steps else 1
 
 
+def kept_stats(rec: Record, j: int, before: int, retain_after: int, thin: int, dim: int, n_kept: int) -> np.ndarray:
+    """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` (n_kept, 5) of chain ``j``'s kept rows:
+    of the iterations the compiled loop kept (counted from ``before``, each past ``retain_after`` and a
+    multiple of ``thin``), from the record; K from the record's temperature 2 K / D."""
+    i = before + 1 + np.arange(rec.energy.shape[1])
+    at = np.flatnonzero((i > retain_after) & (i % thin == 0)) if thin else np.zeros(0, np.int64)
+    assert at.size == n_kept, (at.size, n_kept)
+    u = rec.energy[j, at]
+    return np.column_stack([u + 0.5 * dim * rec.temperature[j, at], -u, rec.accept_prob[j, at],
+                            rec.divergent[j, at], rec.num_steps[j, at]]).reshape(at.size, 5)
+
+
 def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,
                      rng=None) -> tuple:
     """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at
@@ -105,7 +118,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
     base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
     settings = check_settings(setup.settings._replace(
         num_steps=int(num_steps), step_factor=0.0 if base.size else float(step_factor),
-        step_size=base * float(step_factor) if base.size else np.empty(0)))
+        step_size=base * float(step_factor) if base.size else np.empty(0), step_scale=state.step_scale))
     calibration, calibration_gradients = state.step_calibration, 0
     if setup.calibrate_after == state.n_super:
         calibration = np.array([curvature_scale(r.model, c.position, c.hyper)
@@ -123,6 +136,10 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
     every = predict_every(setup.predict_steps, num_steps, settings.jitter, n_iter)
     kept = [np.empty((n_iter // thin + 1 if thin else 0, setup.dim + H)) for _ in range(R)]
     n_kept = [0] * R
+    window = window_of(state.n_super) if state.moments.shape[2] else None
+    moments = state.moments.copy() if window else np.zeros((R, 4, 0))
+
+    counters = [int(c.counters[1]) for c in chains]       # each chain's iterations before this super-transition
 
     def one(j):
         r = setup.replicas[j]
@@ -132,7 +149,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
         mine = settings._replace(step_size=settings.step_size * c) if base.size else \
             settings._replace(step_factor=settings.step_factor * c)
         n_kept[j] = run_chain(r.model.target, chains[j], mine, n_iter, Record(*(a[j] for a in rec)),
-                              Observers(r.held, r.test, int(retain_after), thin, kept[j], every), streams[j])
+                              Observers(r.held, r.test, int(retain_after), thin, kept[j], every, moments[j]), streams[j])
 
     def weight(j):
         """The weight of each retained iteration of chain j (:data:`WEIGHT_BY`)."""
@@ -158,9 +175,19 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
                 lse=np.log(wp)[:, None] + np.stack([r.test.lse for r in mine]),
                 count=wp * n_retained, retained=n_retained.astype(np.int64),
                 hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
-                kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w)
+                kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w,
+                kept_stats=[kept_stats(rec, j, counters[j], int(retain_after), thin, setup.dim, n_kept[j])
+                            for j in range(R)])
     spawned = state.streams_spawned + (R if rng is None else 0)
-    new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration), step)
+    metric = {}
+    if window:
+        metric = dict(moments=moments, moment_count=state.moment_count + n_iter)
+        if state.n_super + 1 == window[1]:                  # the window's end: its factors, frozen till the next
+            heuristic = np.stack([r.model.scales(c.hyper) for r, c in zip(setup.replicas, chains)])
+            metric = dict(step_scale=learned_factors(moments, metric["moment_count"], heuristic),
+                          moments=np.zeros_like(moments), moment_count=0)
+    new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration,
+                                     **metric), step)
     held = [snapshot(r.held) for r in setup.replicas[:setup.n_cv]]
     return new, SuperTransitionResult(state.n_super, float(step_factor), int(num_steps), n_iter, rec, held,
                                       setup.spec.likelihood, seconds, step, calibration_gradients)

@@ -23,6 +23,7 @@ from ..diagnostics import check_line, more_super_transitions, time_limit_warning
 from ..rundir.metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
 from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
+from ..rundir.inference import inference_data
 from ..rundir.posterior import Posterior
 from ..engine.replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
 from ..engine.progress import Progress, can_draw_bar, compile_kernels, start_chains
@@ -54,10 +55,10 @@ class _BNN(BaseEstimator):
                  num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False, start="optimized", random_state=None):
+                 warm_start=False, start="optimized", metric="heuristic", random_state=None):
         self.random_state = random_state
         self.reward, self.weight_by, self.jitter, self.warm_start = reward, weight_by, jitter, warm_start
-        self.start = start
+        self.start, self.metric = start, metric
         self.max_seconds, self.target_ess = max_seconds, target_ess
         self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
         self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
@@ -145,7 +146,7 @@ class _BNN(BaseEstimator):
                                                              initial_phase_steps=self.initial_phase_steps,
                                                              jitter=bool(self.jitter)),
                                         thin=self.thin, threads=self.threads, weight_by=self.weight_by,
-                                        start=self.start))
+                                        start=self.start, metric=self.metric))
         # Every sample is kept (the burn-in is left out at the end), so that a warm start continues the very
         # run a longer fit would have made.
         setup = setup._replace(run=replace(setup.run, super_transitions=MAX_SUPER_TRANSITIONS if until
@@ -261,6 +262,35 @@ class _BNN(BaseEstimator):
                                self.replicas_.history_hyper[n_burn:], int(log_gradients(log).sum()),
                                sum(e["seconds"] for e in log), self.replicas_.hyper_names)
 
+    def to_inference_data(self):
+        """ArviZ InferenceData of the fit's samples after its burn-in, the
+        posterior's chains (the same object ``adaptive-hmc export`` writes of a
+        run, :func:`~adaptive_hmc.front.export.inference_data`): posterior
+        (weights, log hyperparameters), log_likelihood and posterior_predictive
+        of the training cases, observed_data and constant_data (the training
+        targets, original units or class codes, and the standardised inputs),
+        sample_stats in ArviZ's names (energy, lp, acceptance_rate, diverging,
+        n_steps, step_size). ``az.summary``, ``az.loo``, ``az.plot_ppc`` and
+        ``az.bfmi`` read it as they read PyMC's."""
+        check_is_fitted(self)
+        r = self.replicas_
+        kept = kept_samples(r, after=self._burn_in(r.n_super))
+        chains = [int(j) for j in r.chain_indices("full") if np.any(kept["chain"] == j)]
+        if not chains:
+            raise ValueError("no samples kept after the burn-in: lower thin or burn_in_super_transitions")
+        scale = getattr(self, "y_scale_", None)
+        n_out = self.spec_.n_outputs
+        post = Posterior(self.spec_, kept["weights"], kept["noise_precision"], kept["weight"], self.x_scale_,
+                         np.zeros(n_out) if scale is None else scale.mean, np.ones(n_out) if scale is None else scale.sd)
+        Y = r.Y_train if scale is None else scale.mean + scale.sd * r.Y_train
+        return inference_data(post, kept, chains, [f"full {j}" for j in chains], r.hyper_names, r.X_train, Y,
+                              self.log_, self._fitted_seed, posterior=True,
+                              attrs={"estimator": type(self).__name__,
+                                     "note": f"posterior: the kept samples (every thin-th) after the burn-in of "
+                                             f"{self._burn_in(r.n_super)} super-transitions",
+                                     **({"classes": [str(c) for c in self.classes_]}
+                                        if hasattr(self, "classes_") else {})})
+
     def _inputs(self, X):
         check_is_fitted(self)
         return validate_data(self, X, reset=False, dtype=np.float64)
@@ -298,6 +328,9 @@ _COMMON_DOC = """
     start : "optimized" (the default: each chain starts from its own optimized network, L-BFGS from its own
         random weights with the hyperparameters held, then a Gibbs update of them; docs/METHOD.md) or "random"
         (small random weights, FBM's and the papers' way).
+    metric : "heuristic" (each weight's step the step factor times FBM's heuristic scale) or "learned" (that
+        scale times a factor learned from the chains' draws and gradients in the warm-up windows of
+        super-transitions 1-3, 4-7, 8-15 and 16-31, then frozen; docs/METHOD.md).
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default: the package's, mean precision 400 and shape 2 for
         the weight groups; Neal's papers use shape 0.5).
 
@@ -354,10 +387,10 @@ class BNNClassifier(ClassifierMixin, _BNN):
                  num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False, start="optimized", random_state=None, cv_metric="log_loss"):
+                 warm_start=False, start="optimized", metric="heuristic", random_state=None, cv_metric="log_loss"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
                          initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
-                         reward, weight_by, jitter, max_seconds, target_ess, warm_start, start, random_state)
+                         reward, weight_by, jitter, max_seconds, target_ess, warm_start, start, metric, random_state)
         self.cv_metric = cv_metric
 
     def fit(self, X, y, **fit_params):

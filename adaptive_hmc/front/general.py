@@ -74,9 +74,10 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     resumed, and after each super-transition (once it is checkpointed): its
     last entry is the new one (a configured run appends it to ``log.jsonl``).
 
-    The result's ``posterior`` holds every post-warm-up draw; ``sample_stats``
-    the acceptance probability, divergences, leapfrog steps and potential
-    energy of each; ``attrs`` the tuner's log, the reference step, the metric
+    The result's ``posterior`` holds every post-warm-up draw; ``sample_stats``,
+    in ArviZ's names (as a network run's export), each draw's
+    ``acceptance_rate``, ``diverging``, ``n_steps``, ``lp``, ``energy`` (the
+    Hamiltonian) and ``step_size`` (in the metric's units); ``attrs`` the tuner's log, the reference step, the metric
     scale, the gradient evaluations of the whole run (warm-up included) and
     the seconds of compiling (or loading from the cache), warm-up and sampling.
 
@@ -186,7 +187,10 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     if chains.n_super < super_transitions or (limit is not None and "stopped" not in run):
         return None
     Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
+    step_size = np.concatenate([np.full(st["num_steps"].shape, e["step_factor"]) for st, e in zip(stats, log)],
+                               axis=1)                       # each draw's super-transition's step (posterior sds)
     stats = {name: np.concatenate([st[field] for st in stats], axis=1) for name, field in STATS}
+    stats["step_size"] = step_size
     R, n, D = Q.shape
     stats["energy"] = stats["lp"] + 0.5 * D * stats["energy"]     # the Hamiltonian: U + K (K = D T / 2)
     stats["lp"] = -stats["lp"]

@@ -156,6 +156,72 @@ def running_error(run: Run, path):
     plt.close(fig)
 
 
+#: Bins of the reliability diagram (equal widths of the predicted class's probability).
+CALIBRATION_BINS = 10
+
+
+def calibration_bins(P, y, bins: int = CALIBRATION_BINS) -> tuple:
+    """(mean confidence, accuracy, cases) of each non-empty bin of the predicted class's probability
+    (the largest of each row of ``P``, N x K) among ``bins`` equal-width bins, with the labels ``y``; and
+    the expected calibration error, the bins' |accuracy - confidence| weighted by their cases."""
+    conf = P.max(axis=1)
+    right = P.argmax(axis=1) == y
+    b = np.minimum((conf * bins).astype(int), bins - 1)
+    used = np.unique(b)
+    c = np.array([conf[b == k].mean() for k in used])
+    a = np.array([right[b == k].mean() for k in used])
+    n = np.array([(b == k).sum() for k in used])
+    return c, a, n, float(np.sum(np.abs(a - c) * n) / len(y))
+
+
+def predictive_check(run: Run, path):
+    """The model average on each test set against what was observed: for
+    regression each case's observed target against its predictive mean with
+    the central interval of the predictive (the share of cases inside it
+    beside the nominal level), for classification a reliability diagram
+    (accuracy against the predicted class's probability in
+    :data:`CALIBRATION_BINS` bins, with the expected calibration error)."""
+    P, sets = run.predictions, [(n, sl) for n, sl in run.test_sets() if f"{n}/mean" in run.predictions]
+    if not sets:
+        return False
+    gaussian = run.likelihood == "gaussian"
+    n_out = P["Y_test"].shape[1] if gaussian else 1
+    fig, axes = plt.subplots(n_out, len(sets), figsize=(4.2 * len(sets), 4 * n_out), squeeze=False)
+    for j, (name, cases) in enumerate(sets):
+        Y = P["Y_test"][cases]
+        for o in range(n_out):
+            ax = axes[o, j]
+            if gaussian:
+                mean, lo, hi = (P[f"{name}/{f}"][:, o] for f in ("mean", "lower", "upper"))
+                y = Y[:, o]
+                inside = np.mean((y >= lo) & (y <= hi))
+                ax.errorbar(mean, y, xerr=[mean - lo, hi - mean], fmt="o", ms=2.5, lw=0.5, alpha=0.6,
+                            color="tab:blue", ecolor="tab:gray")
+                ends = [min(mean.min(), y.min()), max(mean.max(), y.max())]
+                ax.plot(ends, ends, color="black", lw=0.8)
+                ax.set_xlabel(f"predictive mean ({run.input_map.target_names[o]})"
+                              if len(run.input_map.target_names) == n_out else f"predictive mean, output {o}")
+                ax.set_ylabel("observed")
+                ax.set_title(f"{name}: {inside:.0%} of {len(y)} cases inside the 95% interval", fontsize=9)
+            else:
+                c, a, n, ece = calibration_bins(P[f"{name}/mean"], Y[:, 0].astype(int))
+                ax.plot([0, 1], [0, 1], color="black", lw=0.8, label="calibrated")
+                ax.plot(c, a, "o-", color="tab:blue", label="this run")
+                for x, v, k in zip(c, a, n):
+                    ax.annotate(str(k), (x, v), textcoords="offset points", xytext=(0, 5), fontsize=7, ha="center")
+                lo = min(0.0, float(c.min()) - 0.05) if len(c) else 0.0
+                ax.set_xlim(lo, 1.02)
+                ax.set_ylim(lo, 1.02)
+                ax.set_xlabel("probability of the predicted class (bin mean; cases above)")
+                ax.set_ylabel("accuracy")
+                ax.set_title(f"{name}: expected calibration error {ece:.3f}", fontsize=9)
+                ax.legend(fontsize=8, loc="upper left")
+    fig.suptitle(f"Test predictions of the {run.config.replicas.predict_from!r} chains\n{_who(run)}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def traces(run: Run, path):
     """Actions, rewards and acceptance over super-transitions."""
     log = run.log
@@ -315,7 +381,7 @@ def plot_run(d) -> list:
     out.mkdir(exist_ok=True)
     jobs = [("traces.png", traces), ("hyperparameters.png", hyperparameters)]
     if run.predictions["history_count"].sum() > 0 and run.test_sets():
-        jobs.append(("running_error.png", running_error))
+        jobs += [("running_error.png", running_error), ("predictive_check.png", predictive_check)]
     if run.tuner_state["kind"] == "bandit":
         jobs += [("reward_surface.png", reward_surface), ("reward_slice.png", reward_slice)]
     if run.config.data.dataset == "robot_arm":

@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
-from ..diagnostics import RHAT_LIMIT, chains_apart, compute_spaced, diagnose, run_longer
+from ..diagnostics import RHAT_LIMIT, chains_apart, compute_spaced, diagnose, e_bfmi, run_longer
 from ..models.mlp import MLPSpec, predict
+from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 
 #: A super-transition whose mean acceptance is below this mixes poorly (issue of tuning, not of luck).
@@ -27,12 +28,15 @@ def kept_samples(replicas: ReplicaSet, after: int = 0) -> dict:
     """The kept samples of every chain as :func:`prediction_draws` and
     :func:`hyper_draws` take them (the arrays samples.npz stores); with
     ``after``, only those of the super-transitions numbered ``after`` and up
-    (from 0)."""
+    (from 0); with each one's super-transition and iteration's
+    :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS`."""
     W, noise, chain = replicas.samples()
     A, _, st = replicas.kept_rows()
     k = st >= after
+    stats = replicas.kept_stats()[k]
     return {"weights": W[k], "noise_precision": noise[k], "chain": chain[k], "weight": replicas.kept_weights()[k],
-            "hyper": A[k, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd}
+            "hyper": A[k, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd,
+            "super_transition": st[k], **{name: stats[:, i] for i, name in enumerate(KEPT_STATS)}}
 
 
 def convergence(diagnostics: dict, target_ess: float) -> tuple:
@@ -308,8 +312,25 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
         "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),
         "step_calibration": [round(float(c), 6) for c in replicas.step_calibration],
+        "e_bfmi": kept_e_bfmi(kept if kept is not None else kept_samples(replicas),
+                              replicas.chain_indices("full" if replicas.n_replicas > replicas.n_cv else "replicas")),
         "diagnostics": diagnostics,
     }
+
+
+def kept_e_bfmi(kept: dict, rows) -> list | None:
+    """E-BFMI of each of the chains ``rows`` that kept samples, from the Hamiltonian of its kept draws
+    (:func:`kept_samples`), each chain cut to the shortest's number as ``export`` cuts them (so that
+    ``az.bfmi`` of the export gives the same figures); consecutive kept draws are ``thin`` iterations
+    apart. None with fewer than 3 draws a chain or a run from before the draws' energies were kept."""
+    chains = [r for r in rows if np.any(kept["chain"] == r)]
+    if not chains or "energy" not in kept:
+        return None
+    n = min(int(np.sum(kept["chain"] == r)) for r in chains)
+    E = np.stack([kept["energy"][kept["chain"] == r][:n] for r in chains])
+    if n < 3 or not np.isfinite(E).all():
+        return None
+    return [round(float(v), 6) for v in e_bfmi(E)]
 
 
 TIMINGS = ("wall_s", "compile_s", "sampling_s", "ess_per_second")

@@ -37,6 +37,7 @@ from .density_checkpoint import draws_dir
 from ..config import Config, to_dict
 from ..data import Standardizer
 from .metrics import kept_samples, summarize
+from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 from ..engine.runner import LogEntry
 from .store import STORE, SampleStore, atomic_write, npz_bytes
@@ -361,10 +362,10 @@ class RunDir:
                     arrays[f"{n}/{f}"] = getattr(pr, f)
         atomic_write(self.file(PREDICTIONS), npz_bytes(**arrays))
         kept = kept_samples(replicas)
-        super_index = replicas.kept_rows()[2]
-        atomic_write(self.file(SAMPLES), npz_bytes(weights=kept["weights"], noise_precision=kept["noise_precision"],
-                                              chain=kept["chain"], arch=replicas.spec.arch, hyper=kept["hyper"],
-                                              super_transition=super_index, weight=kept["weight"],
+        atomic_write(self.file(SAMPLES), npz_bytes(**{k: kept[k] for k in ("weights", "noise_precision", "chain",
+                                                                           "hyper", "weight", "super_transition",
+                                                                           *KEPT_STATS)},
+                                              arch=replicas.spec.arch,
                                               input_mean=x_scale.mean, input_sd=x_scale.sd,
                                               input_columns=x_scale.columns, input_log1p=x_scale.log1p,
                                               input_width=x_scale.width or x_scale.mean.size,

@@ -18,7 +18,9 @@ super-transitions of R chains (out outputs, N test cases, H hyperparameters):
   ``count``, ``retained`` (n, R), ``hyper`` (n, R, H): :class:`Step`'s fields;
 - ``kept_rows`` (m, positions + H), with ``kept_step`` (m,) (the
   super-transition, counted in the run) and ``kept_chain`` (m,);
-  ``kept_weight`` (n, R): the weight of each chain's kept rows.
+  ``kept_weight`` (n, R): the weight of each chain's kept rows; ``kept_stats``
+  (m, 5): each kept row's iteration's Hamiltonian, log density, acceptance
+  probability, divergence and leapfrog steps (``KEPT_STATS``).
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine.replica_state import Step
+from ..engine.replica_state import KEPT_STATS, Step
 
 STORE = "store"
 #: What reading a damaged npz file (truncated, bit-flipped, another file's arrays) raises.
@@ -45,7 +47,7 @@ def npz_problem(e: Exception) -> str:
     if "pickle" in str(e).lower():
         return "it holds a pickle (Python objects), which no run writes and this package never loads"
     return f"{type(e).__name__}: {e}"
-_ARRAYS = tuple(f for f in Step._fields if f != "kept")      # the kept rows are stored by row, with their chain
+_ARRAYS = tuple(f for f in Step._fields if f not in ("kept", "kept_stats"))   # kept rows: by row, with their chain
 
 
 def atomic_write(path: Path, data: bytes, previous: Path | None = None) -> None:
@@ -86,6 +88,8 @@ class StepCodec:
         arrays["kept_rows"] = np.array([r for _, _, r in rows]) if rows else np.empty((0, 0))
         arrays["kept_step"] = np.array([i for i, _, _ in rows], dtype=np.int64)
         arrays["kept_chain"] = np.array([j for _, j, _ in rows], dtype=np.int64)
+        stats = [r for s in steps for chain in s.kept_stats for r in chain]
+        arrays["kept_stats"] = np.array(stats) if stats else np.empty((0, len(KEPT_STATS)))
         return arrays
 
     @staticmethod
@@ -94,7 +98,9 @@ class StepCodec:
         for i in range(a["count"].shape[0]):
             mine = a["kept_step"] == first + i
             kept = [a["kept_rows"][mine & (a["kept_chain"] == j)] for j in range(R)]
-            steps.append(Step(**{k: a[k][i] for k in _ARRAYS}, kept=kept))
+            stats = a.get("kept_stats", np.full((len(a["kept_step"]), len(KEPT_STATS)), np.nan))  # older stores: none
+            steps.append(Step(**{k: a[k][i] for k in _ARRAYS}, kept=kept,
+                              kept_stats=[stats[mine & (a["kept_chain"] == j)] for j in range(R)]))
         return steps
 
 

@@ -91,7 +91,9 @@ class Observers(NamedTuple):
     ``retain_after``, every ``predict_every``-th of this call), both
     :class:`~adaptive_hmc.models.predictive.Accumulator` (empty ones are
     skipped), and every ``thin``-th retained sample's [q, hyper values] as a
-    row of ``kept`` (``thin`` 0 keeps none)."""
+    row of ``kept`` (``thin`` 0 keeps none); ``moments`` (4, D) adds each
+    iteration's q, q^2, dU/dq and (dU/dq)^2 to its rows (0 columns: none), for
+    the learned metric (:mod:`~adaptive_hmc.samplers.metric`)."""
 
     held: NamedTuple
     test: NamedTuple
@@ -99,13 +101,14 @@ class Observers(NamedTuple):
     thin: int
     kept: np.ndarray
     predict_every: int = 1
+    moments: np.ndarray = np.zeros((4, 0))
 
 
 @njit
 def fill_step_sizes(target, hyper, settings, out):
     """The absolute step sizes of ``settings`` at ``hyper``: its ``step_size``
     (one value or one per parameter), or ``step_factor`` times the target's
-    heuristic scales."""
+    heuristic scales (each times its ``step_scale`` factor, when given)."""
     n = settings.step_size.size
     if n > 0:
         for k in range(out.size):
@@ -113,6 +116,8 @@ def fill_step_sizes(target, hyper, settings, out):
         return out
     step_scales(target, hyper, out)
     out *= settings.step_factor
+    if settings.step_scale.size:
+        out *= settings.step_scale
     return out
 
 
@@ -210,6 +215,13 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
         rec.temperature[i] = (ks + chain.kd[0]) / D if settings.anneal.shape[0] > 0 else 2.0 * ks / D
         hyper_values(target, chain.hyper, rec.hyper[i])
         if obs is not None:
+            if obs.moments.shape[1] == D:
+                for k in range(D):
+                    q, g = chain.position[k], chain.grad[k]
+                    obs.moments[0, k] += q
+                    obs.moments[1, k] += q * q
+                    obs.moments[2, k] += g
+                    obs.moments[3, k] += g * g
             if obs.held.YT.shape[1] > 0:
                 accumulate(chain.position, target, chain.hyper, obs.held)
             if chain.counters[1] > obs.retain_after:

@@ -115,6 +115,9 @@ class HMCSettings(NamedTuple):
         of ``num_steps`` leapfrog steps accepted by eq 25]; with kind
         metropolis, ``num_steps`` of [eq 24, the move q + eps p_s of eq 27].
         No windows, jitter or persistence (eq 24 is the momentum update).
+    step_scale : a factor per parameter of the heuristic scales (the learned
+        metric, :mod:`~adaptive_hmc.samplers.metric`); empty: none. Not with
+        ``step_size``.
 
     Build a checked instance with :func:`hmc_settings`; a template for the
     replicas (step and L come from the tuner's action) with ``HMCSettings(...)``.
@@ -132,6 +135,7 @@ class HMCSettings(NamedTuple):
     initial_phase_steps: int = 0
     kind: int = 0
     anneal: np.ndarray = _NO_PHASES
+    step_scale: np.ndarray = _NO_STEP
 
 
 def _whole(name, v, lo):
@@ -161,6 +165,9 @@ def check_settings(s: HMCSettings, need_step: bool = True) -> HMCSettings:
         raise SettingsError("step_nu", s.step_nu, "must be >= 0")
     if not s.max_energy_error > 0:
         raise SettingsError("max_energy_error", s.max_energy_error, "must be > 0")
+    step_scale = np.ascontiguousarray(s.step_scale, dtype=np.float64).ravel()
+    if step_scale.size and (step_size.size or not np.all(np.isfinite(step_scale) & (step_scale > 0))):
+        raise SettingsError("step_scale", s.step_scale, "finite factors > 0 of the heuristic scales, not with step_size")
     kind = KINDS.index(s.kind) if s.kind in KINDS else s.kind
     if isinstance(kind, bool) or not isinstance(kind, (int, np.integer)) or not 0 <= kind < len(KINDS):
         raise SettingsError("kind", s.kind, f"one of {', '.join(KINDS)} (or its index)")
@@ -170,7 +177,7 @@ def check_settings(s: HMCSettings, need_step: bool = True) -> HMCSettings:
     return HMCSettings(num_steps, step_factor, step_size, window, float(s.persistence), bool(s.jitter),
                        float(s.step_nu), float(s.max_energy_error), bool(s.gibbs),
                        _whole("initial_phase_steps", s.initial_phase_steps, 0), int(kind),
-                       check_schedule(s.anneal, kind, window, s.jitter, s.persistence))
+                       check_schedule(s.anneal, kind, window, s.jitter, s.persistence), step_scale)
 
 
 def check_schedule(phases, kind: int, window: int = 1, jitter: bool = False, persistence: float = 0.0) -> np.ndarray:
