@@ -199,7 +199,8 @@ def test_to_inference_data_gives_arviz_what_it_reads(cls):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))
     y = X[:, 0] * 30 + 100 + rng.normal(size=40) if cls is BNNRegressor else np.where(X[:, 0] > 0, "yes", "no")
-    m = cls(hidden=(3,), k=3, super_transitions=6, budget=200, max_seconds=None, thin=2, seed=2)
+    m = cls(hidden=(3,), k=3, super_transitions=8, budget=200, num_steps_bounds=(5, 10), max_seconds=None, thin=1,
+            seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m.fit(X, y)
@@ -220,5 +221,9 @@ def test_to_inference_data_gives_arviz_what_it_reads(cls):
         assert {"energy", "lp", "acceptance_rate", "diverging", "n_steps", "step_size"} <= set(idata.sample_stats)
         assert np.isfinite(az.bfmi(idata)).all() and np.isfinite(az.loo(idata).elpd_loo)
         assert np.isfinite(az.summary(idata, var_names=["~weights"])["r_hat"]).all()
+        logs = [v for v in idata.posterior.data_vars if v.startswith("log_")]     # one R-hat: diagnostics_'s
+        assert m.diagnostics_["draws"] == "samples"
+        assert m.diagnostics_["hyper"]["rhat_max"] == pytest.approx(
+            max(float(az.rhat(idata.posterior[v]).to_array().max()) for v in logs), rel=1e-9)
     with pytest.raises(NotFittedError):
         cls().to_inference_data()

@@ -129,14 +129,31 @@ def test_a_learned_metric_is_refused_where_it_has_no_heuristic_scales_to_correct
 def test_kept_draws_carry_their_iterations_hamiltonian_log_density_and_acceptance():
     """With fixed hyperparameters (no Gibbs updates), each kept row's lp is minus the energy at its weights,
     its energy that plus a kinetic energy >= 0, the acceptance in [0, 1] and the leapfrog steps L; every
-    3rd iteration is kept, so a super-transition of 12 iterations keeps 4 a chain."""
+    3rd iteration would keep 4 of a super-transition's 12, fewer than the diagnostics' 16, so all 12 are
+    kept."""
     rs = _set(metric="heuristic", thin=3, settings=HMCSettings(gibbs=False))
     rs.run(Action(0.2, 10), 120)
     A, chain, _ = rs.kept_rows()
     stats = rs.kept_stats()
-    assert stats.shape == (len(A), 5) and np.array_equal(np.bincount(chain), [4, 4, 4])
+    assert stats.shape == (len(A), 5) and np.array_equal(np.bincount(chain), [12, 12, 12])
     for row, (energy, lp, accept, diverging, n_steps) in zip(A, stats):
         r = rs.replicas[0]
         u, _ = r.model.energy_grad(row[:rs.dim], r.model.initial_hyper(1.0))
         assert lp == pytest.approx(-u, rel=1e-10) and energy >= -lp and 0 <= accept <= 1
         assert n_steps == 10 and diverging == 0
+
+
+def test_a_chain_keeps_enough_rows_for_its_diagnostics_whatever_thin():
+    """keep_at: besides every thin-th retained iteration, k evenly spaced ones when the thinning keeps fewer
+    than k in the super-transition (none with thin 0 or where it keeps enough; only retained iterations);
+    the replica set keeps them (thin 200: 16 rows of 40 iterations, not 0)."""
+    from adaptive_hmc.engine.super_transition import diagnostic_draws, keep_at
+    assert keep_at(120, 0, 0, 200, 16).tolist() == [int((j + 0.5) * 120 / 16) for j in range(16)]
+    assert keep_at(120, 0, 0, 2, 16).size == 0 and keep_at(120, 0, 0, 0, 16).size == 0
+    assert keep_at(100, 950, 1000, 200, 4).tolist() == [50 + int((j + 0.5) * 50 / 4) for j in range(4)]
+    assert keep_at(100, 0, np.iinfo(np.int64).max, 200, 4).size == 0                    # burn-in: none
+    assert keep_at(3, 0, 0, 200, 16).tolist() == [0, 1, 2]
+    assert diagnostic_draws(8, 90) == 16 and diagnostic_draws(4, 1300) == 6 and diagnostic_draws(64, 10 ** 5) == 2
+    rs = _set(metric="heuristic", thin=200)
+    rs.run(Action(0.2, 5), 200)
+    assert np.array_equal(np.bincount(rs.kept_rows()[1]), [16, 16, 16])

@@ -220,6 +220,7 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood, predict_step
     every = 5 if predict_steps else 1
     rs = _replicas(likelihood, full_data_chain=True, burn_in_super_transitions=1, predict_steps=predict_steps,
                    thin=every)
+    rs.diagnostic_draws = 0                # no rows besides every thin-th: the kept rows are the predicting ones
     spec = rs.spec
     rs.run(Action(0.3, 5), 100)
     assert rs.retained.sum() == rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
@@ -399,7 +400,6 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
     (thin 1, every iteration predicting), and kept weights, summary counts and the estimator agree.
     Under "iterations" the same samples give a different (unweighted) mean."""
     from adaptive_hmc.models.predictive import class_probabilities, predictive_moments
-    from adaptive_hmc.diagnostics import compute_spaced
     means = {}
     for weight_by in ("gradients", "iterations"):
         rs = _replicas(likelihood, full_data_chain=True, weight_by=weight_by, predict_steps=0)
@@ -426,6 +426,7 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
         np.testing.assert_allclose(pr.lpd, np.log(np.average(dens, axis=0, weights=w)), rtol=1e-9, atol=1e-12)
         means[weight_by] = mean
     assert np.max(np.abs(means["gradients"] - means["iterations"])) > 1e-3       # the weighting matters here
+    from adaptive_hmc.diagnostics import compute_spaced              # the experiments' weighted draws
     assert compute_spaced([2.0, 2.0, 2.0]).tolist() == [0, 1, 2]
     assert compute_spaced([20.0, 40.0, 20.0, 100.0]).tolist() == [0, 1, 1, 2, 3, 3, 3, 3, 3]
     # at most max_draws draws: a coarser unit (total / max_draws), light draws may drop out

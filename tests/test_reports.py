@@ -248,3 +248,35 @@ def test_calibration_bins_and_the_predictive_check_plot(tmp_path):
     assert main(["plot", str(run)]) == 0
     png = run / "plots" / "predictive_check.png"
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
+
+
+def test_one_r_hat_per_quantity_in_the_summary_the_export_and_the_plot(tmp_path):
+    """The R-hat of the test predictions and of the log hyperparameters is one number wherever the run
+    says it: summary.json's diagnostics, ArviZ's R-hat of the export (the same draws: the kept samples,
+    each chain cut to the shortest) and the hyperparameters plot's; and summary.json's E-BFMI is
+    ArviZ's of the export."""
+    import arviz as az
+    from adaptive_hmc.front.plots import hyper_rhats
+    from adaptive_hmc.rundir.finished_run import read_run
+    _data(tmp_path)
+    cfg = _config(tmp_path, "h", [1, 9], {"rest": [10, N]}, super_transitions=10)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["model"]["priors"]["hidden_output"] = {"sd": 1.0, "shape": 2.0}            # a hyperparameter that moves
+    raw["tuner"]["num_steps"] = 10
+    cfg.write_text(yaml.safe_dump(raw))
+    run = read_run(_run(tmp_path, cfg))
+    d = run.summary["diagnostics"]
+    assert d["draws"] == "samples" and d["hyper"] is not None
+    assert main(["export", str(run.dir)]) == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idata = az.from_netcdf(str(run.dir / "inference_data.nc"))
+        rhat = az.rhat(idata.predictions["y_hat"])["y_hat"].values
+        logs = [v for v in idata.posterior.data_vars if v.startswith("log_")]
+        export = max(float(az.rhat(idata.posterior[v]).to_array().max()) for v in logs)
+        bfmi = az.bfmi(idata)
+    assert d["test"]["rest"]["rhat_max"] == pytest.approx(float(np.max(rhat)), rel=1e-9)
+    by_name, draws = hyper_rhats(run)
+    assert d["hyper"]["rhat_max"] == pytest.approx(export, rel=1e-9)
+    assert d["hyper"]["rhat_max"] == pytest.approx(max(by_name.values()), rel=1e-9) and "kept draws" in draws
+    assert np.allclose(bfmi, run.summary["e_bfmi"], atol=1e-6) and np.all(bfmi > 0)

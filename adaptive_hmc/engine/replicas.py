@@ -40,7 +40,7 @@ from ..samplers.settings import Action, check_settings
 from ..samplers.starts import optimized_start
 from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds
 from .replica_state import ReplicaState, Totals, checkpoint_state, restore_state
-from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, super_transition
+from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, diagnostic_draws, super_transition
 
 
 def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, n_chains: int, kept_rows: int = 0) -> int:
@@ -139,6 +139,8 @@ class ReplicaSet:
             self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test))
         self.hyper_names = self.replicas[0].model.hyper_names()
         self.dim = self.replicas[0].model.dim          # position coordinates of a chain (weights, or Neal's)
+        #: Rows a chain keeps at least per super-transition besides every thin-th (super_transition.keep_at).
+        self.diagnostic_draws = diagnostic_draws(len(self.replicas), self.dim + len(self.hyper_names))
         R, n_out, Nt = len(self.replicas), spec.n_outputs, self.X_test.shape[0]
         totals = Totals(np.zeros((R, n_out, Nt)), np.zeros((R, n_out, Nt)), np.zeros((R, n_out)),
                         np.full((R, Nt), -np.inf), np.zeros(R), np.zeros(R, dtype=np.int64))

@@ -82,13 +82,36 @@ def predict_every(predict_steps: int, num_steps: int, jitter: bool, n_iter: int)
     return max(1, min(math.ceil(predict_steps / mean), n_iter)) if predict_steps else 1
 
 
-def kept_stats(rec: Record, j: int, before: int, retain_after: int, thin: int, dim: int, n_kept: int) -> np.ndarray:
-    """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` (n_kept, 5) of chain ``j``'s kept rows:
-    of the iterations the compiled loop kept (counted from ``before``, each past ``retain_after`` and a
-    multiple of ``thin``), from the record; K from the record's temperature 2 K / D."""
-    i = before + 1 + np.arange(rec.energy.shape[1])
-    at = np.flatnonzero((i > retain_after) & (i % thin == 0)) if thin else np.zeros(0, np.int64)
-    assert at.size == n_kept, (at.size, n_kept)
+#: The kept samples of a super-transition a chain keeps at least (when ``thin`` > 0), evenly spaced over
+#: its retained iterations, so that R-hat and ESS measure the chains rather than ``thin``: the draws of
+#: the diagnostics (and the export) are these and every ``thin``-th. Fewer where one super-transition's
+#: rows of all chains would pass :data:`DIAGNOSTIC_BYTES`.
+DIAGNOSTIC_DRAWS, DIAGNOSTIC_BYTES = 16, 256 * 1024
+
+
+def diagnostic_draws(n_chains: int, width: int) -> int:
+    """Rows a chain keeps at least per super-transition (:data:`DIAGNOSTIC_DRAWS`, within the bytes)."""
+    return int(max(2, min(DIAGNOSTIC_DRAWS, DIAGNOSTIC_BYTES // (8 * n_chains * width))))
+
+
+def keep_at(n_iter: int, before: int, retain_after: int, thin: int, k: int) -> np.ndarray:
+    """The iterations (numbered in a super-transition of ``n_iter``, after ``before`` of the chain) at which
+    a chain keeps a row besides every ``thin``-th: ``k`` evenly spaced over the retained ones (those past
+    ``retain_after``) when the thinning keeps fewer; none with ``thin`` 0."""
+    first = max(0, retain_after - before)
+    m = n_iter - first
+    if thin <= 0 or m <= 0:
+        return np.zeros(0, np.int64)
+    counter = before + 1 + np.arange(first, n_iter)
+    if np.count_nonzero(counter % thin == 0) >= k:
+        return np.zeros(0, np.int64)
+    k = min(k, m)
+    return (first + np.floor((np.arange(k) + 0.5) * m / k)).astype(np.int64)
+
+
+def kept_stats(rec: Record, j: int, at: np.ndarray, dim: int) -> np.ndarray:
+    """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` (n_kept, 5) of chain ``j``'s kept rows,
+    of the iterations ``at`` of the record; K from the record's temperature 2 K / D."""
     u = rec.energy[j, at]
     return np.column_stack([u + 0.5 * dim * rec.temperature[j, at], -u, rec.accept_prob[j, at],
                             rec.divergent[j, at], rec.num_steps[j, at]]).reshape(at.size, 5)
@@ -134,12 +157,15 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
         else np.iinfo(np.int64).max
     thin = setup.thin
     every = predict_every(setup.predict_steps, num_steps, settings.jitter, n_iter)
-    kept = [np.empty((n_iter // thin + 1 if thin else 0, setup.dim + H)) for _ in range(R)]
+    counters = [int(c.counters[1]) for c in chains]       # each chain's iterations before this super-transition
+    at = [keep_at(n_iter, counters[j], int(retain_after), thin, setup.diagnostic_draws) for j in range(R)]
+    size = [n_iter // thin + 1 + at[j].size if thin else 0 for j in range(R)]
+    kept = [np.empty((size[j], setup.dim + H)) for j in range(R)]
+    kept_iter = [np.zeros(size[j], np.int64) for j in range(R)]
     n_kept = [0] * R
     window = window_of(state.n_super) if state.moments.shape[2] else None
     moments = state.moments.copy() if window else np.zeros((R, 4, 0))
 
-    counters = [int(c.counters[1]) for c in chains]       # each chain's iterations before this super-transition
 
     def one(j):
         r = setup.replicas[j]
@@ -149,7 +175,8 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
         mine = settings._replace(step_size=settings.step_size * c) if base.size else \
             settings._replace(step_factor=settings.step_factor * c)
         n_kept[j] = run_chain(r.model.target, chains[j], mine, n_iter, Record(*(a[j] for a in rec)),
-                              Observers(r.held, r.test, int(retain_after), thin, kept[j], every, moments[j]), streams[j])
+                              Observers(r.held, r.test, int(retain_after), thin, kept[j], every, moments[j], at[j],
+                                        kept_iter[j]), streams[j])
 
     def weight(j):
         """The weight of each retained iteration of chain j (:data:`WEIGHT_BY`)."""
@@ -176,8 +203,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
                 count=wp * n_retained, retained=n_retained.astype(np.int64),
                 hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
                 kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w,
-                kept_stats=[kept_stats(rec, j, counters[j], int(retain_after), thin, setup.dim, n_kept[j])
-                            for j in range(R)])
+                kept_stats=[kept_stats(rec, j, kept_iter[j][:n_kept[j]], setup.dim) for j in range(R)])
     spawned = state.streams_spawned + (R if rng is None else 0)
     metric = {}
     if window:

@@ -321,7 +321,8 @@ _COMMON_DOC = """
     initial_phase_steps : leapfrog steps with the hyperparameters fixed before Gibbs updates start.
     burn_in_super_transitions : discarded from predictions (default a third of ``super_transitions``;
         running until the chains meet, the first half of the run if that is more).
-    thin : keep every thin-th retained sample for ``predict`` (and for ``diagnostics_``).
+    thin : keep every thin-th retained sample for ``predict`` (and for ``diagnostics_``), and at least 16 a
+        chain in each super-transition (fewer for large networks), evenly spaced.
     weight_by : "gradients" (each retained sample weighs its iteration's leapfrog steps; the default) or
         "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.

@@ -18,7 +18,7 @@ import numpy as np  # noqa: E402
 
 from ..data import robot_arm_truth  # noqa: E402
 from ..diagnostics import arviz, chain_statistics  # noqa: E402
-from ..rundir.metrics import log_gradients  # noqa: E402
+from ..rundir.metrics import MIN_KEPT, kept_per_chain, hyper_draws, log_gradients  # noqa: E402
 from ..models.mlp import predict  # noqa: E402
 from ..models.predictive import predicted_labels, squared_errors  # noqa: E402
 from ..rundir.finished_run import Run, read_run  # noqa: E402
@@ -174,6 +174,22 @@ def calibration_bins(P, y, bins: int = CALIBRATION_BINS) -> tuple:
     return c, a, n, float(np.sum(np.abs(a - c) * n) / len(y))
 
 
+def hyper_rhats(run: Run) -> tuple:
+    """({hyperparameter name: R-hat of its log}, which draws) across the predicting chains after the
+    burn-in, from the draws summary.json's diagnostics use (:func:`~adaptive_hmc.rundir.metrics.hyper_draws`:
+    the kept samples, as the export holds them, or each super-transition's last
+    sample when too few were kept)."""
+    burn = run.config.run.burn_in.super_transitions
+    rows = run.chain_indices(run.config.replicas.predict_from)
+    names = [str(n) for n in run.predictions["hyper_names"]]
+    h, varying = hyper_draws(run.samples, rows, run.predictions["history_hyper"][burn:], names)
+    if h.ndim != 3 or h.shape[1] < 4 or len(rows) < 2:
+        return {}, "too few draws"
+    kind = ("the kept draws, as summary.json and the export" if kept_per_chain(run.samples, rows) >= MIN_KEPT
+            else "each super-transition's last draw, as summary.json")
+    return dict(zip(varying, chain_statistics(h)["rhat"])), kind
+
+
 def predictive_check(run: Run, path):
     """The model average on each test set against what was observed: for
     regression each case's observed target against its predictive mean with
@@ -259,9 +275,10 @@ def traces(run: Run, path):
 
 def hyperparameters(run: Run, path, most: int = 6):
     """Each chain's log hyperparameters over super-transitions (the last
-    sample of each), the ``most`` that vary whose chains disagree most
-    (largest R-hat after the burn-in across the predicting chains, as in
-    summary.json): where chains sit at different values, R-hat is high."""
+    sample of each), the ``most`` that vary whose chains disagree most,
+    with the R-hat of each across the predicting chains after the burn-in
+    (:func:`hyper_rhats`: the very figures of summary.json): where chains sit
+    at different values, R-hat is high."""
     H = np.asarray(run.predictions["history_hyper"], dtype=float)          # (S, R, H)
     names = [str(n) for n in run.predictions["hyper_names"]]
     if H.ndim != 3 or not H.size:
@@ -272,8 +289,8 @@ def hyperparameters(run: Run, path, most: int = 6):
         return False
     burn = run.config.run.burn_in.super_transitions
     rows = run.chain_indices(run.config.replicas.predict_from)
-    after = np.transpose(logs[burn:, rows][:, :, varying], (1, 0, 2))
-    rhat = chain_statistics(after)["rhat"] if after.shape[1] >= 4 and len(rows) > 1 else np.full(len(varying), np.nan)
+    by_name, draws = hyper_rhats(run)
+    rhat = np.array([by_name.get(names[h], np.nan) for h in varying])
     order = np.argsort(np.where(np.isfinite(rhat), -rhat, np.inf), kind="stable")[:most]
     i = np.arange(1, H.shape[0] + 1)
     fig, axes = plt.subplots(len(order), 1, figsize=(6.5, 1.6 + 1.5 * len(order)), sharex=True, squeeze=False)
@@ -289,7 +306,7 @@ def hyperparameters(run: Run, path, most: int = 6):
     axes[0, 0].legend(fontsize=7, ncol=4, loc="upper left")
     axes[-1, 0].set_xlabel("super-transition (each chain's last sample)")
     fig.suptitle(f"Log hyperparameters of each chain ({len(order)} of {len(varying)} varying, largest R-hat "
-                 f"first; grey: burn-in)\n{_who(run)}", fontsize=10)
+                 f"first; grey: burn-in; R-hat of {draws})\n{_who(run)}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

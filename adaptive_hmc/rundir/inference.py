@@ -2,7 +2,7 @@
 ``adaptive-hmc export`` (of a run directory) and the estimators'
 ``to_inference_data()`` (of a fit) both use.
 
-Flow position: posterior -> **inference** -> export, estimators.
+Flow position: posterior, metrics -> **inference** -> export, estimators.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import numpy as np
 
 from ..diagnostics import arviz
 from ..models.predictive import class_probabilities, pointwise_log_likelihood
+from .metrics import draw_indices
 
 
 def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, Y, log: list, seed: int,
@@ -21,8 +22,9 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
     chains' arrays, ArviZ chains named ``roles``): ``post``, a
     :class:`~adaptive_hmc.rundir.posterior.Posterior` of every row of ``kept``
     (samples.npz's arrays, :func:`~adaptive_hmc.rundir.metrics.kept_samples`),
-    each chain cut to the shortest chain's number of kept samples, so the
-    draws are rectangular; the training inputs ``X`` (the network's units) and
+    at :func:`~adaptive_hmc.rundir.metrics.draw_indices`: each chain's kept
+    samples cut to the shortest chain's number, so the draws are
+    rectangular: the very draws of summary.json's R-hat, ESS and E-BFMI; the training inputs ``X`` (the network's units) and
     targets ``Y`` (original units; class codes), the run's ``log`` (one entry a
     super-transition), the run's ``seed`` (the replicated targets' stream),
     ``tests`` (X, Y, case names) or None, whether the chains are of the
@@ -57,8 +59,8 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
       super-transition) and ``step_size`` only.
     """
     az = arviz()
-    n = min(int(np.sum(kept["chain"] == r)) for r in chains)
-    pick = np.concatenate([np.flatnonzero(kept["chain"] == r)[:n] for r in chains])       # chain-major
+    idx = draw_indices(kept, chains)                  # the draws summary.json's R-hat and ESS are computed from
+    n, pick = idx.shape[1], idx.ravel()                                                  # chain-major
     W, st = kept["weights"][pick], kept["super_transition"][pick]
     R, lik = len(chains), post.likelihood
     mine = post._replace(weights=post.weights[pick], noise=post.noise[pick], sample_weight=post.sample_weight[pick])
@@ -113,7 +115,8 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
                               "cross-validation replicas, each without its fold's cases: different posteriors, so "
                               "R-hat across them does not measure convergence, and there is no log_likelihood "
                               "group (leave-one-out needs the posterior of every training case)"),
-                   "note": f"{(attrs or {}).get('note', 'posterior: the kept samples')}, {n} per chain",
+                   "note": f"{(attrs or {}).get('note', 'posterior: the kept samples')}, {n} per chain: the "
+                           f"draws of summary.json's R-hat, ESS and E-BFMI",
                    "constant": constant or "none"})
         if tests is not None:              # the test cases: a group pair of their own ("case" is theirs there)
             X_test, Y_test, case_names = tests

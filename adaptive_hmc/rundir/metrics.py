@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from ..config import Config
-from ..diagnostics import RHAT_LIMIT, chains_apart, compute_spaced, diagnose, e_bfmi, run_longer
+from ..diagnostics import RHAT_LIMIT, chains_apart, diagnose, e_bfmi, run_longer
 from ..models.mlp import MLPSpec, predict
+from ..models.predictive import class_probabilities
 from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 
@@ -55,20 +56,32 @@ def convergence(diagnostics: dict, target_ess: float) -> tuple:
                  f"the predictions {ess:.0f} (target >= {target_ess:g})")
 
 
-def _spaced_draws(kept: dict, rows, values) -> np.ndarray:
-    """Draws (chains, draws, ...) of ``values(mask)`` (one row per kept
-    sample of the chain ``mask`` selects), spaced by the samples' weights
-    (:func:`~adaptive_hmc.diagnostics.compute_spaced`, at most twice as many
-    draws as kept samples), each chain cut to the shortest."""
-    out = []
-    for r in rows:
-        mine = kept["chain"] == r
-        out.append(values(mine)[compute_spaced(kept["weight"][mine], max_draws=2 * int(mine.sum()))])
+def draw_indices(kept: dict, rows) -> np.ndarray:
+    """The draws every figure of a run's convergence is computed from, as
+    indices (chains, draws) into the rows of ``kept``
+    (:func:`kept_samples`): the kept samples of each of the chains ``rows``
+    that kept any, in order, each chain cut to the shortest. summary.json's
+    diagnostics, the run's line, the hyperparameters plot, the estimators'
+    ``diagnostics_`` and the ArviZ export (whose draws these are) all read
+    these draws, each as ArviZ reads an export: with equal weight (with
+    ``weight_by="gradients"`` the run's averages weigh each by its
+    iteration's leapfrog steps; the draws' ESS is that of their plain
+    average)."""
+    out = [np.flatnonzero(kept["chain"] == r) for r in rows]
+    out = [x for x in out if x.size]
+    if not out:
+        return np.zeros((0, 0), np.int64)
     n = min(len(x) for x in out)
     return np.stack([x[:n] for x in out])
 
 
-def _kept_per_chain(kept: dict, rows) -> int:
+def _draws(kept: dict, rows, values) -> np.ndarray:
+    """Draws (chains, draws, ...) of ``values(rows of kept)`` at :func:`draw_indices`."""
+    idx = draw_indices(kept, rows)
+    return values(idx.ravel()).reshape(*idx.shape, -1)
+
+
+def kept_per_chain(kept: dict, rows) -> int:
     """The fewest kept samples of the chains ``rows``."""
     chain = kept["chain"]
     return int((np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)).min())
@@ -78,20 +91,21 @@ def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, hist
     """(draws, kind): draws (chains, draws, cases x outputs) of the test
     predictions after burn-in of chains ``rows``. From the kept samples
     (``kept``: weights (S, D), chain and weight (S,), target_mean and
-    target_sd; every ``thin``-th retained sample, network outputs at the test
-    inputs in the targets' units) when every chain kept at least
-    :data:`MIN_KEPT`, spaced by their weights
-    (:func:`_spaced_draws`; ``run.weight_by``); otherwise one draw per super-transition in which every chain retained
+    target_sd; every ``thin``-th retained sample: network outputs at the test
+    inputs in the targets' units, or class probabilities) when every chain kept at least
+    :data:`MIN_KEPT` (:func:`draw_indices`); otherwise one draw per super-transition in which every chain retained
     samples, the mean prediction of its samples (``history_pred`` (S, R, out,
     N) sums, ``history_count`` (S, R)). Chains are cut to the shortest."""
-    fewest = _kept_per_chain(kept, rows)
+    fewest = kept_per_chain(kept, rows)
     if fewest >= MIN_KEPT or (np.size(history_pred) == 0 and fewest >= 4):
-        def outputs(mine):
-            F = predict(spec, kept["weights"][mine], X_test)                      # (S, N, out)
+        def outputs(at):
+            F = predict(spec, kept["weights"][at], X_test)                        # (S, N, out)
             if spec.likelihood == "gaussian":
                 F = kept["target_mean"] + kept["target_sd"] * F
+            else:                                                                 # as the export's y_hat
+                F = class_probabilities(F, spec.likelihood)
             return F.reshape(len(F), -1)
-        return _spaced_draws(kept, rows, outputs), "samples"
+        return _draws(kept, rows, outputs), "samples"
     P, C = np.asarray(history_pred), np.asarray(history_count)
     if P.size == 0:
         return np.zeros((len(rows), 0, 0)), "none"
@@ -107,8 +121,8 @@ def hyper_draws(kept: dict, rows, history_hyper, names=None) -> np.ndarray | tup
     (fixed ones are left out) of chains ``rows``: the kept samples' when every
     chain kept :data:`MIN_KEPT`, else each super-transition's last. Given the
     hyperparameters' ``names``, (draws, the names of those that vary)."""
-    if _kept_per_chain(kept, rows) >= MIN_KEPT:
-        y = _spaced_draws(kept, rows, lambda mine: kept["hyper"][mine])
+    if kept_per_chain(kept, rows) >= MIN_KEPT:
+        y = _draws(kept, rows, lambda at: kept["hyper"][at])
     else:
         H = np.asarray(history_hyper)
         y = np.transpose(H[:, rows], (1, 0, 2)) if H.size else np.empty((len(rows), 0, 0))
@@ -262,7 +276,8 @@ def replica_diagnostics(replicas: ReplicaSet, log: list, wall_s: float, chains: 
     return run_diagnostics(replicas.spec, kept or kept_samples(replicas), replicas.chain_indices(chains), chains,
                            {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
                             "history_count": replicas.history_count}, replicas.test_slices,
-                           replicas.history_hyper, int(log_gradients(log).sum()), wall_s, replicas.hyper_names)
+                           replicas.history_hyper[replicas.burn_in_super_transitions:], int(log_gradients(log).sum()),
+                           wall_s, replicas.hyper_names)
 
 
 def log_gradients(log: list) -> np.ndarray:
@@ -323,12 +338,10 @@ def kept_e_bfmi(kept: dict, rows) -> list | None:
     (:func:`kept_samples`), each chain cut to the shortest's number as ``export`` cuts them (so that
     ``az.bfmi`` of the export gives the same figures); consecutive kept draws are ``thin`` iterations
     apart. None with fewer than 3 draws a chain or a run from before the draws' energies were kept."""
-    chains = [r for r in rows if np.any(kept["chain"] == r)]
-    if not chains or "energy" not in kept:
+    if "energy" not in kept:
         return None
-    n = min(int(np.sum(kept["chain"] == r)) for r in chains)
-    E = np.stack([kept["energy"][kept["chain"] == r][:n] for r in chains])
-    if n < 3 or not np.isfinite(E).all():
+    E = kept["energy"][draw_indices(kept, rows)]
+    if E.ndim != 2 or E.shape[1] < 3 or not np.isfinite(E).all():
         return None
     return [round(float(v), 6) for v in e_bfmi(E)]
 

@@ -91,7 +91,9 @@ class Observers(NamedTuple):
     ``retain_after``, every ``predict_every``-th of this call), both
     :class:`~adaptive_hmc.models.predictive.Accumulator` (empty ones are
     skipped), and every ``thin``-th retained sample's [q, hyper values] as a
-    row of ``kept`` (``thin`` 0 keeps none); ``moments`` (4, D) adds each
+    row of ``kept`` (``thin`` 0 keeps none), and also those of the retained
+    iterations (numbered in this call) in ``keep_at`` (increasing), with the
+    iteration of each row in ``kept_iter``; ``moments`` (4, D) adds each
     iteration's q, q^2, dU/dq and (dU/dq)^2 to its rows (0 columns: none), for
     the learned metric (:mod:`~adaptive_hmc.samplers.metric`)."""
 
@@ -102,6 +104,8 @@ class Observers(NamedTuple):
     kept: np.ndarray
     predict_every: int = 1
     moments: np.ndarray = np.zeros((4, 0))
+    keep_at: np.ndarray = np.zeros(0, np.int64)
+    kept_iter: np.ndarray = np.zeros(0, np.int64)
 
 
 @njit
@@ -186,6 +190,7 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
     u = 0.0
     current = False         # whether u and chain.grad are the energy and gradient at the chain's state
     n_kept = 0
+    n_at = 0                # entries of obs.keep_at passed
     for i in range(n_iter):
         evaluations = 0
         if settings.gibbs and chain.counters[0] >= settings.initial_phase_steps:
@@ -227,10 +232,15 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
             if chain.counters[1] > obs.retain_after:
                 if obs.test.YT.shape[1] > 0 and (i + 1) % obs.predict_every == 0:
                     accumulate(chain.position, target, chain.hyper, obs.test)
-                if obs.thin > 0 and chain.counters[1] % obs.thin == 0:
+                at = n_at < obs.keep_at.size and obs.keep_at[n_at] == i
+                if at:
+                    n_at += 1
+                if obs.thin > 0 and (chain.counters[1] % obs.thin == 0 or at):
                     for k in range(D):
                         obs.kept[n_kept, k] = chain.position[k]
                     hyper_values(target, chain.hyper, obs.kept[n_kept, D:])
+                    if n_kept < obs.kept_iter.size:
+                        obs.kept_iter[n_kept] = i
                     n_kept += 1
     if n_iter > 0:
         chain.energy[0] = u
