@@ -208,8 +208,9 @@ def test_to_inference_data_gives_arviz_what_it_reads(cls):
         assert list(idata.posterior.chain.values) == ["full 0", "full 1", "full 2"]
         n = idata.posterior.sizes["draw"]
         burn = m._burn_in(m.n_iter_)
-        assert n == min(np.sum((m.replicas_.kept_rows()[1] == j) & (m.replicas_.kept_rows()[2] >= burn))
-                        for j in range(3))
+        _, chain, st = m.replicas_.kept_rows()
+        diagnostic = m.replicas_.kept_stats()[:, 5] > 0                   # the diagnostic draws after the burn-in
+        assert n == min(np.sum((chain == j) & (st >= burn) & diagnostic) for j in range(3)) == 16 * (8 - burn)
         assert idata.posterior["weights"].shape == (3, n, m.replicas_.dim)
         assert idata.log_likelihood["y"].shape == (3, n, 40)
         observed = idata.observed_data["y"].values

@@ -135,25 +135,35 @@ def test_kept_draws_carry_their_iterations_hamiltonian_log_density_and_acceptanc
     rs.run(Action(0.2, 10), 120)
     A, chain, _ = rs.kept_rows()
     stats = rs.kept_stats()
-    assert stats.shape == (len(A), 5) and np.array_equal(np.bincount(chain), [12, 12, 12])
-    for row, (energy, lp, accept, diverging, n_steps) in zip(A, stats):
+    assert stats.shape == (len(A), 6) and np.array_equal(np.bincount(chain), [12, 12, 12])
+    assert np.all(stats[:, 5] == 1)                             # each of the 12 a diagnostic draw
+    for row, (energy, lp, accept, diverging, n_steps, _) in zip(A, stats):
         r = rs.replicas[0]
         u, _ = r.model.energy_grad(row[:rs.dim], r.model.initial_hyper(1.0))
         assert lp == pytest.approx(-u, rel=1e-10) and energy >= -lp and 0 <= accept <= 1
         assert n_steps == 10 and diverging == 0
 
 
-def test_a_chain_keeps_enough_rows_for_its_diagnostics_whatever_thin():
-    """keep_at: besides every thin-th retained iteration, k evenly spaced ones when the thinning keeps fewer
-    than k in the super-transition (none with thin 0 or where it keeps enough; only retained iterations);
-    the replica set keeps them (thin 200: 16 rows of 40 iterations, not 0)."""
+def test_the_diagnostic_draws_are_the_same_whatever_thin():
+    """keep_at: k evenly spaced retained iterations of a super-transition (none with thin 0; only retained
+    iterations); the replica set keeps them besides every thin-th and marks them, so that the same chains
+    give the same diagnostic draws at thin 200 (16 rows of 40 iterations, not 0) as at thin 2."""
     from adaptive_hmc.engine.super_transition import diagnostic_draws, keep_at
+    from adaptive_hmc.rundir.metrics import draw_indices, kept_samples
     assert keep_at(120, 0, 0, 200, 16).tolist() == [int((j + 0.5) * 120 / 16) for j in range(16)]
-    assert keep_at(120, 0, 0, 2, 16).size == 0 and keep_at(120, 0, 0, 0, 16).size == 0
+    assert keep_at(120, 0, 0, 2, 16).tolist() == keep_at(120, 0, 0, 200, 16).tolist()
+    assert keep_at(120, 0, 0, 0, 16).size == 0
     assert keep_at(100, 950, 1000, 200, 4).tolist() == [50 + int((j + 0.5) * 50 / 4) for j in range(4)]
     assert keep_at(100, 0, np.iinfo(np.int64).max, 200, 4).size == 0                    # burn-in: none
     assert keep_at(3, 0, 0, 200, 16).tolist() == [0, 1, 2]
     assert diagnostic_draws(8, 90) == 16 and diagnostic_draws(4, 1300) == 6 and diagnostic_draws(64, 10 ** 5) == 2
-    rs = _set(metric="heuristic", thin=200)
-    rs.run(Action(0.2, 5), 200)
-    assert np.array_equal(np.bincount(rs.kept_rows()[1]), [16, 16, 16])
+    draws = {}
+    for thin in (200, 2):
+        rs = _set(metric="heuristic", thin=thin)
+        for _ in range(2):
+            rs.run(Action(0.2, 5), 200)
+        kept = kept_samples(rs)
+        draws[thin] = kept["weights"][draw_indices(kept, range(3))]
+        union = {i for i in range(40) if (i + 1) % thin == 0} | set(keep_at(40, 0, 0, thin, 16).tolist())
+        assert np.array_equal(np.bincount(kept["chain"]), [2 * len(union)] * 3)        # thin 200: 16, thin 2: 28
+    assert draws[200].shape == (3, 32, rs.dim) and np.array_equal(draws[200], draws[2])

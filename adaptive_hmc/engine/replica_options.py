@@ -110,11 +110,11 @@ class ReplicaOptions:
         whose starts must differ for R-hat to mean anything.
     burn_in_samples : samples of each chain discarded from predictions.
     burn_in_super_transitions : super-transitions discarded from predictions.
-    thin : keep every thin-th retained weight vector, and in every
-        super-transition at least
-        :func:`~adaptive_hmc.engine.super_transition.diagnostic_draws` rows a
-        chain, evenly spaced over its retained iterations (0 keeps none), so
-        that the diagnostics measure the chains rather than the thinning.
+    thin : keep every thin-th retained weight vector, and besides these each
+        chain's diagnostic draws,
+        :func:`~adaptive_hmc.engine.super_transition.diagnostic_draws` a
+        super-transition evenly spaced over its retained iterations, the same
+        whatever ``thin`` (0 keeps none).
     predict_steps : leapfrog steps between the retained samples whose test
         predictions are accumulated, at least: a super-transition at L
         predicts from every ceil(predict_steps / L)-th of its iterations (L's

@@ -63,8 +63,9 @@ class Entry(NamedTuple):
 
 #: What is recorded of each kept row's iteration (the columns of :attr:`Step.kept_stats`), in ArviZ's
 #: names: the Hamiltonian U + K after the iteration (the selected state's, with its momentum: Stan's
-#: ``energy__``), the log density -U, the acceptance probability, whether it diverged, its leapfrog steps.
-KEPT_STATS = ("energy", "lp", "acceptance_rate", "diverging", "n_steps")
+#: ``energy__``), the log density -U, the acceptance probability, whether it diverged, its leapfrog steps;
+#: and whether the row is a diagnostic draw (1) or only a ``thin``-th one (0) (super_transition.keep_at).
+KEPT_STATS = ("energy", "lp", "acceptance_rate", "diverging", "n_steps", "diagnostic")
 
 
 class ReplicaState(NamedTuple):

@@ -39,7 +39,7 @@ from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_recor
 from ..samplers.settings import Action, check_settings
 from ..samplers.starts import optimized_start
 from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds
-from .replica_state import ReplicaState, Totals, checkpoint_state, restore_state
+from .replica_state import KEPT_STATS, ReplicaState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, diagnostic_draws, super_transition
 
 
@@ -139,7 +139,7 @@ class ReplicaSet:
             self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test))
         self.hyper_names = self.replicas[0].model.hyper_names()
         self.dim = self.replicas[0].model.dim          # position coordinates of a chain (weights, or Neal's)
-        #: Rows a chain keeps at least per super-transition besides every thin-th (super_transition.keep_at).
+        #: Diagnostic draws a chain keeps per super-transition besides every thin-th (super_transition.keep_at).
         self.diagnostic_draws = diagnostic_draws(len(self.replicas), self.dim + len(self.hyper_names))
         R, n_out, Nt = len(self.replicas), spec.n_outputs, self.X_test.shape[0]
         totals = Totals(np.zeros((R, n_out, Nt)), np.zeros((R, n_out, Nt)), np.zeros((R, n_out)),
@@ -300,10 +300,10 @@ class ReplicaSet:
                 np.concatenate([np.repeat(np.arange(len(hist)), n[j]) for j in range(R)] + [np.zeros(0, np.int64)]))
 
     def kept_stats(self) -> np.ndarray:
-        """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` (S, 5) of each row of :meth:`kept_rows`."""
+        """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` of each row of :meth:`kept_rows`."""
         hist = self.state.history
-        return np.concatenate([np.empty((0, 5))] + [e.kept_stats[j] for j in range(self.n_replicas) for e in hist
-                                                    if len(e.kept_stats[j])])
+        return np.concatenate([np.empty((0, len(KEPT_STATS)))] + [e.kept_stats[j] for j in range(self.n_replicas)
+                                                                   for e in hist if len(e.kept_stats[j])])
 
     def kept_weights(self) -> np.ndarray:
         """The weight (S,) of each kept row of :meth:`kept_rows` in the

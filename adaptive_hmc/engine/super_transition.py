@@ -82,39 +82,40 @@ def predict_every(predict_steps: int, num_steps: int, jitter: bool, n_iter: int)
     return max(1, min(math.ceil(predict_steps / mean), n_iter)) if predict_steps else 1
 
 
-#: The kept samples of a super-transition a chain keeps at least (when ``thin`` > 0), evenly spaced over
-#: its retained iterations, so that R-hat and ESS measure the chains rather than ``thin``: the draws of
-#: the diagnostics (and the export) are these and every ``thin``-th. Fewer where one super-transition's
-#: rows of all chains would pass :data:`DIAGNOSTIC_BYTES`.
+#: The diagnostic draws: the kept samples of a super-transition a chain keeps (when ``thin`` > 0) evenly
+#: spaced over its retained iterations, besides every ``thin``-th, from which R-hat, ESS and E-BFMI are
+#: computed and which the export holds: the same draws whatever ``thin`` (so the figures measure the
+#: chains, not the thinning), and as many in every super-transition (so that each weighs its equal budget
+#: of leapfrog steps alike, as the run's averages do). Fewer where one super-transition's rows of all
+#: chains would pass :data:`DIAGNOSTIC_BYTES`.
 DIAGNOSTIC_DRAWS, DIAGNOSTIC_BYTES = 16, 256 * 1024
 
 
 def diagnostic_draws(n_chains: int, width: int) -> int:
-    """Rows a chain keeps at least per super-transition (:data:`DIAGNOSTIC_DRAWS`, within the bytes)."""
+    """Diagnostic draws a chain keeps per super-transition (:data:`DIAGNOSTIC_DRAWS`, within the bytes)."""
     return int(max(2, min(DIAGNOSTIC_DRAWS, DIAGNOSTIC_BYTES // (8 * n_chains * width))))
 
 
 def keep_at(n_iter: int, before: int, retain_after: int, thin: int, k: int) -> np.ndarray:
-    """The iterations (numbered in a super-transition of ``n_iter``, after ``before`` of the chain) at which
-    a chain keeps a row besides every ``thin``-th: ``k`` evenly spaced over the retained ones (those past
-    ``retain_after``) when the thinning keeps fewer; none with ``thin`` 0."""
+    """The iterations (numbered in a super-transition of ``n_iter``, after ``before`` of the chain) of its
+    diagnostic draws: ``k`` evenly spaced over the retained ones (those past ``retain_after``; all of them
+    when fewer); none with ``thin`` 0."""
     first = max(0, retain_after - before)
     m = n_iter - first
-    if thin <= 0 or m <= 0:
-        return np.zeros(0, np.int64)
-    counter = before + 1 + np.arange(first, n_iter)
-    if np.count_nonzero(counter % thin == 0) >= k:
+    if thin <= 0 or m <= 0 or k <= 0:
         return np.zeros(0, np.int64)
     k = min(k, m)
     return (first + np.floor((np.arange(k) + 0.5) * m / k)).astype(np.int64)
 
 
-def kept_stats(rec: Record, j: int, at: np.ndarray, dim: int) -> np.ndarray:
-    """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` (n_kept, 5) of chain ``j``'s kept rows,
-    of the iterations ``at`` of the record; K from the record's temperature 2 K / D."""
+def kept_stats(rec: Record, j: int, at: np.ndarray, dim: int, diagnostic: np.ndarray) -> np.ndarray:
+    """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` (n_kept, 6) of chain ``j``'s kept rows,
+    of the iterations ``at`` of the record (K from the record's temperature 2 K / D), and whether each is
+    a diagnostic draw (one of the iterations ``diagnostic``)."""
     u = rec.energy[j, at]
     return np.column_stack([u + 0.5 * dim * rec.temperature[j, at], -u, rec.accept_prob[j, at],
-                            rec.divergent[j, at], rec.num_steps[j, at]]).reshape(at.size, 5)
+                            rec.divergent[j, at], rec.num_steps[j, at],
+                            np.isin(at, diagnostic)]).reshape(at.size, 6).astype(np.float64)
 
 
 def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,
@@ -203,7 +204,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
                 count=wp * n_retained, retained=n_retained.astype(np.int64),
                 hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
                 kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w,
-                kept_stats=[kept_stats(rec, j, kept_iter[j][:n_kept[j]], setup.dim) for j in range(R)])
+                kept_stats=[kept_stats(rec, j, kept_iter[j][:n_kept[j]], setup.dim, at[j]) for j in range(R)])
     spawned = state.streams_spawned + (R if rng is None else 0)
     metric = {}
     if window:

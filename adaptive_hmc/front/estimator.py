@@ -286,7 +286,7 @@ class _BNN(BaseEstimator):
         return inference_data(post, kept, chains, [f"full {j}" for j in chains], r.hyper_names, r.X_train, Y,
                               self.log_, self._fitted_seed, posterior=True,
                               attrs={"estimator": type(self).__name__,
-                                     "note": f"posterior: the kept samples (every thin-th) after the burn-in of "
+                                     "note": f"posterior: the diagnostic draws (evenly spaced kept samples) after the burn-in of "
                                              f"{self._burn_in(r.n_super)} super-transitions",
                                      **({"classes": [str(c) for c in self.classes_]}
                                         if hasattr(self, "classes_") else {})})
@@ -321,8 +321,8 @@ _COMMON_DOC = """
     initial_phase_steps : leapfrog steps with the hyperparameters fixed before Gibbs updates start.
     burn_in_super_transitions : discarded from predictions (default a third of ``super_transitions``;
         running until the chains meet, the first half of the run if that is more).
-    thin : keep every thin-th retained sample for ``predict`` (and for ``diagnostics_``), and at least 16 a
-        chain in each super-transition (fewer for large networks), evenly spaced.
+    thin : keep every thin-th retained sample for ``predict``; ``diagnostics_`` and ``to_inference_data()`` read
+        each chain's diagnostic draws, 16 a super-transition evenly spaced (fewer for large networks).
     weight_by : "gradients" (each retained sample weighs its iteration's leapfrog steps; the default) or
         "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.

@@ -77,7 +77,7 @@ def export(d) -> Path:
                            [run.chain_role(r) for r in chains], P["hyper_names"], P["X_train"], P["Y_train"],
                            run.log, run.summary["seed"], tests, posterior,
                            {"run": str(run.dir),
-                            "note": "posterior: the kept samples (every run.thin-th retained one)"})
+                            "note": "posterior: the diagnostic draws (16 kept samples a super-transition, evenly spaced)"})
     path = run.dir / "inference_data.nc"
     idata.to_netcdf(str(path))
     return path

@@ -202,7 +202,7 @@ def predictive_check(run: Run, path):
         return False
     gaussian = run.likelihood == "gaussian"
     n_out = P["Y_test"].shape[1] if gaussian else 1
-    fig, axes = plt.subplots(n_out, len(sets), figsize=(4.2 * len(sets), 4 * n_out), squeeze=False)
+    fig, axes = plt.subplots(n_out, len(sets), figsize=(4.8 * len(sets), 4 * n_out), squeeze=False)
     for j, (name, cases) in enumerate(sets):
         Y = P["Y_test"][cases]
         for o in range(n_out):
@@ -218,7 +218,7 @@ def predictive_check(run: Run, path):
                 ax.set_xlabel(f"predictive mean ({run.input_map.target_names[o]})"
                               if len(run.input_map.target_names) == n_out else f"predictive mean, output {o}")
                 ax.set_ylabel("observed")
-                ax.set_title(f"{name}: {inside:.0%} of {len(y)} cases inside the 95% interval", fontsize=9)
+                ax.set_title(f"{name}: {inside:.0%} of {len(y)} inside the 95% interval", fontsize=9)
             else:
                 c, a, n, ece = calibration_bins(P[f"{name}/mean"], Y[:, 0].astype(int))
                 ax.plot([0, 1], [0, 1], color="black", lw=0.8, label="calibrated")

@@ -22,9 +22,11 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
     chains' arrays, ArviZ chains named ``roles``): ``post``, a
     :class:`~adaptive_hmc.rundir.posterior.Posterior` of every row of ``kept``
     (samples.npz's arrays, :func:`~adaptive_hmc.rundir.metrics.kept_samples`),
-    at :func:`~adaptive_hmc.rundir.metrics.draw_indices`: each chain's kept
-    samples cut to the shortest chain's number, so the draws are
-    rectangular: the very draws of summary.json's R-hat, ESS and E-BFMI; the training inputs ``X`` (the network's units) and
+    at :func:`~adaptive_hmc.rundir.metrics.draw_indices`: each chain's
+    diagnostic draws (the kept samples evenly spaced in every
+    super-transition, whatever ``thin``), cut to the shortest chain's number,
+    so the draws are rectangular: the very draws of summary.json's R-hat, ESS
+    and E-BFMI; the training inputs ``X`` (the network's units) and
     targets ``Y`` (original units; class codes), the run's ``log`` (one entry a
     super-transition), the run's ``seed`` (the replicated targets' stream),
     ``tests`` (X, Y, case names) or None, whether the chains are of the
@@ -42,12 +44,14 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
       training case (Gaussian noise added, or a label drawn), for ``az.plot_ppc``;
     - predictions (with ``tests``): ``y_hat`` (case, output or class), the
       network's outputs (regression, original units) or class probabilities at
-      the test inputs, and ``y`` a replicated target per draw;
+      the test inputs (for classification also the outputs, ``logit``: the
+      quantity of summary.json's R-hat and ESS, which saturated probabilities
+      would leave undefined), and ``y`` a replicated target per draw;
       predictions_constant_data: the test inputs ``x`` and targets ``y_test``;
     - sample_stats, in ArviZ's names, per draw: ``energy`` (the Hamiltonian
       U + K of the draw's iteration, so that ``az.bfmi`` and
-      ``az.plot_energy`` read it as Stan's ``energy__``; E-BFMI of the kept
-      draws, every run.thin-th iteration), ``lp`` (-U), ``acceptance_rate``,
+      ``az.plot_energy`` read it as Stan's ``energy__``; E-BFMI of these
+      draws, a sixteenth of a super-transition apart), ``lp`` (-U), ``acceptance_rate``,
       ``diverging``, ``n_steps`` (leapfrog steps), ``step_size`` (the
       super-transition's step factor: each weight's step is it times the
       weight's scale); and the package's ``super_transition`` and
@@ -70,19 +74,20 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
         return a.reshape(R, n, *a.shape[1:])
 
     def at(X, Y):
-        """(mean outputs or probabilities, replicated targets, log likelihood) per draw at inputs X, targets Y."""
+        """(mean outputs or probabilities, replicated targets, log likelihood, outputs) per draw at inputs X,
+        targets Y."""
         F, tau = mine.outputs_at(X)                   # original units
         if lik == "gaussian":
             return F, F + rng.standard_normal(F.shape) / np.sqrt(tau[:, None, :]), \
-                pointwise_log_likelihood(F, tau, Y, lik)
+                pointwise_log_likelihood(F, tau, Y, lik), F
         p = class_probabilities(F, lik)
         draw = (np.cumsum(p, axis=-1) < rng.uniform(size=p.shape[:-1])[..., None]).sum(axis=-1)
-        return p, np.minimum(draw, p.shape[-1] - 1), pointwise_log_likelihood(F, tau, Y, lik)
+        return p, np.minimum(draw, p.shape[-1] - 1), pointwise_log_likelihood(F, tau, Y, lik), F
 
     def targets(Y):
         return Y if lik == "gaussian" else Y[:, 0].astype(int)
 
-    _, y_rep, loglik = at(X, Y)
+    _, y_rep, loglik, _ = at(X, Y)
     out_dim = ["output"] if lik == "gaussian" else []
     names = [re.sub(r"\W+", "_", str(v)).strip("_") for v in hyper_names]
     by_index = {e["i"]: e for e in log}
@@ -120,13 +125,15 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
                    "constant": constant or "none"})
         if tests is not None:              # the test cases: a group pair of their own ("case" is theirs there)
             X_test, Y_test, case_names = tests
-            y_hat, y_test_rep, _ = at(X_test, Y_test)
+            y_hat, y_test_rep, _, F = at(X_test, Y_test)
             coords = {"chain": roles, "case": case_names}
             dims = {"y_hat": ["case", "output" if lik == "gaussian" else "class"], "y": ["case"] + out_dim,
-                    "x": ["case", "input"], "y_test": ["case"] + out_dim}
+                    "x": ["case", "input"], "y_test": ["case"] + out_dim, "logit": ["case", "output"]}
+            groups = {"y_hat": shaped(y_hat), "y": shaped(y_test_rep)}
+            if lik != "gaussian":             # the network's outputs: the quantity of summary.json's R-hat
+                groups["logit"] = shaped(F)
             idata.add_groups(
-                predictions=az.dict_to_dataset({"y_hat": shaped(y_hat), "y": shaped(y_test_rep)},
-                                               coords=coords, dims=dims),
+                predictions=az.dict_to_dataset(groups, coords=coords, dims=dims),
                 predictions_constant_data=az.dict_to_dataset({"x": X_test, "y_test": targets(Y_test)},
                                                              coords=coords, dims=dims, default_dims=[]))
     return idata

@@ -15,7 +15,6 @@ import numpy as np
 from ..config import Config
 from ..diagnostics import RHAT_LIMIT, chains_apart, diagnose, e_bfmi, run_longer
 from ..models.mlp import MLPSpec, predict
-from ..models.predictive import class_probabilities
 from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 
@@ -59,15 +58,18 @@ def convergence(diagnostics: dict, target_ess: float) -> tuple:
 def draw_indices(kept: dict, rows) -> np.ndarray:
     """The draws every figure of a run's convergence is computed from, as
     indices (chains, draws) into the rows of ``kept``
-    (:func:`kept_samples`): the kept samples of each of the chains ``rows``
-    that kept any, in order, each chain cut to the shortest. summary.json's
-    diagnostics, the run's line, the hyperparameters plot, the estimators'
-    ``diagnostics_`` and the ArviZ export (whose draws these are) all read
-    these draws, each as ArviZ reads an export: with equal weight (with
-    ``weight_by="gradients"`` the run's averages weigh each by its
-    iteration's leapfrog steps; the draws' ESS is that of their plain
-    average)."""
-    out = [np.flatnonzero(kept["chain"] == r) for r in rows]
+    (:func:`kept_samples`): each of the chains ``rows``' diagnostic draws
+    (the kept rows evenly spaced in every super-transition,
+    :func:`~adaptive_hmc.engine.super_transition.keep_at`, whatever
+    ``thin``; all kept rows of a run from before they were marked), in
+    order, each chain cut to the shortest. summary.json's diagnostics, the
+    run's line, the hyperparameters plot, the estimators' ``diagnostics_``
+    and the ArviZ export (whose draws these are) all read these draws, as
+    ArviZ reads an export: with equal weight (a super-transition's draws
+    stand for its equal budget of leapfrog steps, as in the run's averages)."""
+    mark = kept.get("diagnostic")
+    use = mark > 0 if mark is not None and np.any(mark > 0) else np.ones(len(kept["chain"]), bool)
+    out = [np.flatnonzero(use & (kept["chain"] == r)) for r in rows]
     out = [x for x in out if x.size]
     if not out:
         return np.zeros((0, 0), np.int64)
@@ -82,17 +84,18 @@ def _draws(kept: dict, rows, values) -> np.ndarray:
 
 
 def kept_per_chain(kept: dict, rows) -> int:
-    """The fewest kept samples of the chains ``rows``."""
-    chain = kept["chain"]
-    return int((np.bincount(chain, minlength=max(rows) + 1)[rows] if chain.size else np.zeros(len(rows), int)).min())
+    """The fewest draws (:func:`draw_indices`) of the chains ``rows`` (0 when one has none)."""
+    idx = draw_indices(kept, rows)
+    return int(idx.shape[1]) if idx.shape[0] == len(rows) else 0
 
 
 def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, history_count) -> tuple:
     """(draws, kind): draws (chains, draws, cases x outputs) of the test
     predictions after burn-in of chains ``rows``. From the kept samples
     (``kept``: weights (S, D), chain and weight (S,), target_mean and
-    target_sd; every ``thin``-th retained sample: network outputs at the test
-    inputs in the targets' units, or class probabilities) when every chain kept at least
+    target_sd: network outputs at the test inputs in the targets' units, or
+    logits, which a saturated class probability does not pin to one value
+    across a chain, as the export's ``y_hat`` and ``logit``) when every chain kept at least
     :data:`MIN_KEPT` (:func:`draw_indices`); otherwise one draw per super-transition in which every chain retained
     samples, the mean prediction of its samples (``history_pred`` (S, R, out,
     N) sums, ``history_count`` (S, R)). Chains are cut to the shortest."""
@@ -102,8 +105,6 @@ def prediction_draws(spec: MLPSpec, kept: dict, rows, X_test, history_pred, hist
             F = predict(spec, kept["weights"][at], X_test)                        # (S, N, out)
             if spec.likelihood == "gaussian":
                 F = kept["target_mean"] + kept["target_sd"] * F
-            else:                                                                 # as the export's y_hat
-                F = class_probabilities(F, spec.likelihood)
             return F.reshape(len(F), -1)
         return _draws(kept, rows, outputs), "samples"
     P, C = np.asarray(history_pred), np.asarray(history_count)
@@ -147,7 +148,7 @@ def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: d
     if y.shape[1] < 4:
         return {}
     n_out = spec.n_outputs
-    distinct = int(np.isin(kept["chain"], rows).sum()) if kind == "samples" else y.shape[0] * y.shape[1]
+    distinct = int(draw_indices(kept, rows).size) if kind == "samples" else y.shape[0] * y.shape[1]
     out = {"chains": chains, "draws": kind, "distinct_draws": distinct, "gradients": int(gradients),
            "sampling_s": round(seconds, 2), "test": {}}
     for name, sl in test_slices.items():
@@ -182,7 +183,8 @@ def diagnostics_line(summary: dict) -> str:
     name, t = next(iter(d["test"].items()))
     r = d["rhat_max"]
     per_g, per_s = t["ess_per_1000_gradients"], t["ess_per_second"]
-    bound = (" (a lower bound: near the number of kept draws; a smaller run.thin measures more)"
+    bound = (" (a lower bound: near the number of diagnostic draws, 16 a super-transition a chain: the chains' "
+             "draws are nearly independent at that spacing)"
              if thin_limited(d) else "")
     return (f"{t['chains']} {d['chains']!r} chains; R-hat max of {rhat_of(d)} "
             f"{'not finite' if r is None else f'{r:.3f}'}; "
@@ -194,9 +196,9 @@ def diagnostics_line(summary: dict) -> str:
 
 def thin_limited(diagnostics: dict) -> bool:
     """Whether the median ESS of a test set's predictions exceeds half the
-    number of distinct draws it was measured on: the kept samples
-    (``run.thin``) then limit the figure, which is a lower bound of the
-    answer's ESS."""
+    number of distinct draws it was measured on: the diagnostic draws
+    (:func:`draw_indices`) then limit the figure, which is a lower bound of
+    the answer's ESS."""
     d = diagnostics or {}
     return any(t["ess_bulk"]["median"] > 0.5 * d["distinct_draws"] for t in d.get("test", {}).values())
 
@@ -334,10 +336,10 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
 
 
 def kept_e_bfmi(kept: dict, rows) -> list | None:
-    """E-BFMI of each of the chains ``rows`` that kept samples, from the Hamiltonian of its kept draws
-    (:func:`kept_samples`), each chain cut to the shortest's number as ``export`` cuts them (so that
-    ``az.bfmi`` of the export gives the same figures); consecutive kept draws are ``thin`` iterations
-    apart. None with fewer than 3 draws a chain or a run from before the draws' energies were kept."""
+    """E-BFMI of each of the chains ``rows`` that kept samples, from the Hamiltonian of its diagnostic
+    draws (:func:`draw_indices`, the export's, so that ``az.bfmi`` of the export gives the same figures;
+    consecutive ones are a sixteenth of a super-transition apart, not consecutive iterations). None with
+    fewer than 3 draws a chain or a run from before the draws' energies were kept."""
     if "energy" not in kept:
         return None
     E = kept["energy"][draw_indices(kept, rows)]

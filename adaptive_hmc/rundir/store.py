@@ -20,7 +20,8 @@ super-transitions of R chains (out outputs, N test cases, H hyperparameters):
   super-transition, counted in the run) and ``kept_chain`` (m,);
   ``kept_weight`` (n, R): the weight of each chain's kept rows; ``kept_stats``
   (m, 5): each kept row's iteration's Hamiltonian, log density, acceptance
-  probability, divergence and leapfrog steps (``KEPT_STATS``).
+  probability, divergence, leapfrog steps and whether it is a diagnostic
+  draw (``KEPT_STATS``).
 """
 from __future__ import annotations
 
