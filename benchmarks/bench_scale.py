@@ -10,9 +10,14 @@ flops of one gradient = 2 N (2 n_in H + 3 H n_out): the forward pass's two
 products, the weight gradients' two and the delta's one (tanh and the
 likelihood not counted).
 
+The machine's own limit is measured in the same process too: square 2048 x 2048
+GEMMs (one thread, best of five) in float64 and float32, the core's peak
+(``peak_gflops``); each size reports the kernel against the float64 one
+(``peak_fraction``).
+
 Run: python benchmarks/bench_scale.py [--quick]   (one thread; the last line is
 JSON, whose flop_fraction is the kernel's rate over the GEMMs' at the largest
-size)
+size and peak_fraction its rate over the square float64 GEMM's)
 """
 import argparse
 import json
@@ -85,6 +90,21 @@ def measure(N: int, H: int, seconds: float = 0.2, repeats: int = 5) -> dict:
             "fraction": _figures(k / b), "gradients_per_s": round(n / min(kernel), 1)}              # figures each
 
 
+def peak(n: int = 2048, repeats: int = 5) -> dict:
+    """The core's peak, GFLOP/s of a square n x n GEMM (2 n^3 flops) on one thread, best of ``repeats``,
+    in float64 and float32."""
+    out = {}
+    rng = np.random.default_rng(1)
+    with threadpool_limits(1):
+        for dtype in (np.float64, np.float32):
+            A, B = rng.normal(size=(n, n)).astype(dtype), rng.normal(size=(n, n)).astype(dtype)
+            C = np.empty((n, n), dtype)
+            np.matmul(A, B, out=C)                                   # warm
+            out[np.dtype(dtype).name] = _figures(2.0 * n ** 3 / _best_seconds(lambda: np.matmul(A, B, out=C),
+                                                                               repeats) / 1e9)
+    return out
+
+
 def _figures(x: float) -> float:
     """``x`` to 3 significant figures (a loaded machine's 0.0412 GFLOP/s keeps its precision)."""
     return float(f"{x:.3g}")
@@ -96,13 +116,18 @@ def main():
     args = ap.parse_args()
     sizes = [(ROWS[0], WIDTHS[0]), (ROWS[-1], WIDTHS[-1])] if args.quick else [(N, H) for N in ROWS for H in WIDTHS]
     rows = []
-    print(f"{'rows':>6} {'hidden':>6} {'kernel GFLOP/s':>15} {'GEMM GFLOP/s':>13} {'fraction':>9} {'gradients/s':>12}")
+    top = peak(512 if args.quick else 2048, 2 if args.quick else 5)
+    print(f"the core's peak (square GEMM, one thread): {top['float64']} GFLOP/s float64, {top['float32']} float32")
+    print(f"{'rows':>6} {'hidden':>6} {'kernel GFLOP/s':>15} {'GEMM GFLOP/s':>13} {'fraction':>9} "
+          f"{'of peak':>8} {'gradients/s':>12}")
     for N, H in sizes:
         r = measure(N, H, seconds=0.05 if args.quick else 0.3, repeats=2 if args.quick else 5)
+        r["peak_fraction"] = _figures(r["kernel_gflops"] / top["float64"])
         rows.append(r)
         print(f"{r['rows']:>6} {r['hidden']:>6} {r['kernel_gflops']:>15} {r['gemm_gflops']:>13} "
-              f"{r['fraction']:>9} {r['gradients_per_s']:>12}", flush=True)
-    print(json.dumps({"flop_fraction": rows[-1]["fraction"], "largest": rows[-1], "sizes": rows}))
+              f"{r['fraction']:>9} {r['peak_fraction']:>8} {r['gradients_per_s']:>12}", flush=True)
+    print(json.dumps({"flop_fraction": rows[-1]["fraction"], "peak_gflops": top,
+                      "peak_fraction": rows[-1]["peak_fraction"], "largest": rows[-1], "sizes": rows}))
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ def test_bench_scale_measures_the_kernel_against_the_gemms():
     r = _load("bench_scale").measure(200, 8, seconds=0.01, repeats=1)
     assert r["kernel_gflops"] > 0 and r["gemm_gflops"] > 0 and r["fraction"] == pytest.approx(
         r["kernel_gflops"] / r["gemm_gflops"], rel=0.02)
+    top = _load("bench_scale").peak(64, repeats=1)                       # the square GEMM, both precisions
+    assert set(top) == {"float64", "float32"} and min(top.values()) > 0
 
 
 def test_bench_threads_measures_a_short_loop_with_the_same_draws_on_any_thread_count():

@@ -250,18 +250,25 @@ def test_calibration_bins_and_the_predictive_check_plot(tmp_path):
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
 
 
-def test_one_r_hat_per_quantity_in_the_summary_the_export_and_the_plot(tmp_path):
-    """The R-hat of the test predictions and of the log hyperparameters is one number wherever the run
-    says it: summary.json's diagnostics, ArviZ's R-hat of the export (the same draws: the kept samples,
-    each chain cut to the shortest) and the hyperparameters plot's; and summary.json's E-BFMI is
-    ArviZ's of the export."""
+@pytest.mark.parametrize("likelihood", ["gaussian", "logistic"])
+def test_one_r_hat_per_quantity_in_the_summary_the_export_and_the_plot(tmp_path, likelihood):
+    """The R-hat of the test predictions (outputs; logits for classification, the export's ``logit``)
+    and of the log hyperparameters is one number wherever the run says it: summary.json's diagnostics,
+    ArviZ's R-hat of the export (the same draws: the diagnostic draws, each chain cut to the shortest)
+    and the hyperparameters plot's; and summary.json's E-BFMI is ArviZ's of the export."""
     import arviz as az
     from adaptive_hmc.front.plots import hyper_rhats
     from adaptive_hmc.rundir.finished_run import read_run
     _data(tmp_path)
+    if likelihood == "logistic":                  # the same inputs, labels from the sign of the target
+        rows = [line.split(",") for line in (tmp_path / "d.csv").read_text().splitlines()[1:]]
+        (tmp_path / "d.csv").write_text("x,y\n" + "".join(f"{x},{int(float(y) > 0)}\n" for x, y in rows))
     cfg = _config(tmp_path, "h", [1, 9], {"rest": [10, N]}, super_transitions=10)
     raw = yaml.safe_load(cfg.read_text())
     raw["model"]["priors"]["hidden_output"] = {"sd": 1.0, "shape": 2.0}            # a hyperparameter that moves
+    raw["model"]["likelihood"] = likelihood
+    if likelihood != "gaussian":
+        raw["model"]["priors"].pop("noise")
     raw["tuner"]["num_steps"] = 10
     cfg.write_text(yaml.safe_dump(raw))
     run = read_run(_run(tmp_path, cfg))
@@ -271,7 +278,8 @@ def test_one_r_hat_per_quantity_in_the_summary_the_export_and_the_plot(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         idata = az.from_netcdf(str(run.dir / "inference_data.nc"))
-        rhat = az.rhat(idata.predictions["y_hat"])["y_hat"].values
+        outputs = "y_hat" if likelihood == "gaussian" else "logit"
+        rhat = az.rhat(idata.predictions[outputs])[outputs].values
         logs = [v for v in idata.posterior.data_vars if v.startswith("log_")]
         export = max(float(az.rhat(idata.posterior[v]).to_array().max()) for v in logs)
         bfmi = az.bfmi(idata)
