@@ -444,3 +444,25 @@ def test_a_failure_forgotten_altogether_leaves_the_feasibility_unknown():
     t2.tell(other, 1.0, acceptance=1.0)
     t2.ask()                                                         # the failed action forgotten; no crash
     assert np.isfinite(t2.feasibility(np.array([[0.1, 2520]]))).all()
+
+
+def test_both_tuners_are_the_runners_tuner_protocol():
+    """BanditTuner and FixedTuner implement tuners.base.Tuner (ask, tell with acceptance and transient,
+    history, accept_floor, state_dict, from_state), so the runner calls them alike, without probing
+    for attributes; a class that lacks a method is not one."""
+    from adaptive_hmc.tuners.base import Tuner
+    fixed = FixedTuner(step_factor=0.3, num_steps=20)
+    bandit = BanditTuner({"step_factor": (0.01, 1.0), "num_steps": (5, 50)}, seed=0)
+    for t in (fixed, bandit):
+        assert isinstance(t, Tuner)
+        action = t.ask()
+        t.tell(action, 1.0, acceptance=0.9, transient=True)
+        assert t.history[-1]["reward"] == 1.0 and type(t).from_state(t.state_dict()).history == t.history
+    assert fixed.accept_floor is None
+
+    class AskOnly:
+        accept_floor = None
+
+        def ask(self):
+            return {}
+    assert not isinstance(AskOnly(), Tuner)

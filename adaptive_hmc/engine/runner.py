@@ -19,6 +19,7 @@ from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
 from ..samplers.settings import Action
 from .super_transition import SuperTransitionResult
+from ..tuners.base import Tuner
 from ..tuners.options import BanditOptions, FixedOptions
 
 
@@ -154,19 +155,19 @@ def chains_failure(acceptance, divergent, floor, stuck=None) -> bool:
 PROBE_ABOVE, PROBE_FLOOR, MAX_PROBES = 1.05, 0.1, 3
 
 
-def _untried_high(tuner, action: dict) -> bool:
+def _untried_high(tuner: Tuner, action: dict) -> bool:
     """Whether ``action`` raises the step factor past every one told feasible
     (acceptance at the floor or above), or is any action while none is (the
     first told one too: the warm-up ran there, but from a cold start), for a
     tuner that learns where actions fail."""
-    floor = getattr(tuner, "accept_floor", None)
+    floor = tuner.accept_floor
     if floor is None:
         return False
     safe = [h["action"]["step_factor"] for h in tuner.history if h.get("acceptance", 0.0) >= floor]
     return not safe or float(action["step_factor"]) > PROBE_ABOVE * max(safe)
 
 
-def probed_action(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, told: list = ()) -> tuple:
+def probed_action(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_reward, told: list = ()) -> tuple:
     """The tuner's action, tried first where it raises the step factor past
     every one told feasible (for a tuner with an ``accept_floor``, the feasibility
     model): a chain's stability limit is a cliff that the acceptance below it
@@ -190,12 +191,12 @@ def probed_action(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, to
         raw = float(reward(trial))
         transient = chains_failure(chains, trial.record.divergent, tuner.accept_floor, stuck=chains < PROBE_FLOOR)
         tuner.tell(action, raw if math.isfinite(raw) else fallback_reward(list(told)), acceptance=0.0,
-                   **({"transient": True} if transient else {}))
+                   transient=transient)
         action = tuner.ask()
     return action, probes, gradients
 
 
-def step(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
+def step(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
          tell: bool = True, told: list = ()) -> tuple:
     """One iteration of the loop; returns (LogEntry, SuperTransitionResult).
     With ``tell`` false (warm-up) the reward is logged but not told to the
@@ -209,10 +210,9 @@ def step(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, cv_metric: 
     value, info = None, None
     if tell:
         value = raw if math.isfinite(raw) else fallback_reward(list(told))
-        transient = chains_failure(result.acceptance, rec.divergent, getattr(tuner, "accept_floor", None))
+        transient = chains_failure(result.acceptance, rec.divergent, tuner.accept_floor)
         info = tuner.tell(action, value, acceptance=told_acceptance(
-            result.acceptance, float(rec.divergent.sum()) / max(rec.divergent.size, 1)),
-            **({"transient": True} if transient else {}))
+            result.acceptance, float(rec.divergent.sum()) / max(rec.divergent.size, 1)), transient=transient)
     entry = LogEntry(i=result.index, step_factor=result.step_factor, num_steps=result.num_steps,
                      p=None if info is None else info.p, moved=False if info is None else info.moved,
                      reward=raw if math.isfinite(raw) else None, told=value,
@@ -228,7 +228,7 @@ def step(replicas: ChainSet, tuner, budget: int, reward=esjd_reward, cv_metric: 
     return entry, result
 
 
-def run_super_transitions(replicas: ChainSet, tuner, super_transitions: int, budget: int, reward=esjd_reward,
+def run_super_transitions(replicas: ChainSet, tuner: Tuner, super_transitions: int, budget: int, reward=esjd_reward,
                           cv_metric: str | None = None, callback=None, warmup: int = 0,
                           log: list | None = None) -> list:
     """Run the outer loop until ``replicas`` has done ``super_transitions``

@@ -8,8 +8,11 @@ from .base import TellInfo
 
 
 class FixedTuner:
-    """``FixedTuner(step_factor=0.3, num_steps=2000)``: same interface as
-    :class:`~adaptive_hmc.tuners.bandit.BanditTuner`, never moves."""
+    """``FixedTuner(step_factor=0.3, num_steps=2000)``: the
+    :class:`~adaptive_hmc.tuners.base.Tuner` protocol, never moves (no
+    feasibility model: ``accept_floor`` None)."""
+
+    accept_floor = None
 
     def __init__(self, **action):
         if not action:
@@ -23,7 +26,8 @@ class FixedTuner:
     def ask(self) -> dict:
         return dict(self.action)
 
-    def tell(self, action: dict, reward: float, acceptance: float | None = None) -> TellInfo:
+    def tell(self, action: dict, reward: float, acceptance: float | None = None,
+             transient: bool = False) -> TellInfo:
         self._history.append({"action": dict(action), "reward": float(reward), "p": 0.0, "moved": False})
         return TellInfo(0.0, False)
 
