@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from adaptive_hmc import BNNClassifier, BNNRegressor  # noqa: E402
+from adaptive_hmc.front.plots import calibration_bins  # noqa: E402
 from adaptive_hmc.rundir.metrics import kept_samples, log_gradients, run_diagnostics  # noqa: E402
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec  # noqa: E402
 
@@ -73,14 +74,6 @@ def load(name: str):
     from sklearn import datasets
     X, y = getattr(datasets, f"load_{name}")(return_X_y=True)
     return X, y, BNNRegressor if name in ("diabetes", "fair") else BNNClassifier
-
-
-def expected_calibration_error(P, y, classes, bins: int = 10) -> float:
-    """The gap between confidence and accuracy over 10 equal-width confidence bins, weighted by their cases."""
-    conf = P.max(axis=1)
-    right = classes[P.argmax(axis=1)] == y
-    b = np.minimum((conf * bins).astype(int), bins - 1)
-    return float(sum(abs(right[b == k].mean() - conf[b == k].mean()) * (b == k).mean() for k in np.unique(b)))
 
 
 def measure(data: str, row: str, quick: bool) -> dict:
@@ -116,7 +109,7 @@ def measure(data: str, row: str, quick: bool) -> dict:
         P = model.predict_proba(X_test)
         codes = np.searchsorted(model.classes_, y_test)
         out["log_loss"] = float(-np.mean(np.log(np.clip(P[np.arange(len(codes)), codes], 1e-300, None))))
-        out["ece"] = expected_calibration_error(P, y_test, model.classes_)
+        out["ece"] = calibration_bins(P, codes)[3]       # 10 equal-width confidence bins, as predictive_check.png
     else:
         mean, sd = model.predict(X_test, return_std=True)
         out["rmse"] = float(np.sqrt(np.mean((mean - y_test) ** 2)))

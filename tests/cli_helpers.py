@@ -61,6 +61,9 @@ def _bad(mutate, tmp_path):
 
 CASES = {
     "unknown key": (lambda r, t: r["run"].update(sed=3), "run.sed = 3: unknown key"),
+    "unknown metric": (lambda r, t: r["sampler"].update(metric="diagonal"), "sampler.metric = 'diagonal'"),
+    "learned metric with metropolis": (lambda r, t: r["sampler"].update(metric="learned", kind="metropolis", window=1),
+                                       "sampler.metric = 'learned': learns factors of the heuristic step scales"),
     "anneal with stochastic dynamics": (lambda r, t: r["sampler"].update(anneal=[[10, 0, 15]], window=1,
                                                                           kind="stochastic_dynamics"),
                                         "annealing is for kinds hmc and metropolis"),

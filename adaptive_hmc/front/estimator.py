@@ -188,11 +188,7 @@ class _BNN(BaseEstimator):
         posterior = np.isin(kept["chain"], rows)
         self.weights_, self.noise_ = kept["weights"][posterior], kept["noise_precision"][posterior]
         self.sample_weights_ = kept["weight"][posterior]
-        n_out = spec.n_outputs
-        scale = getattr(self, "y_scale_", None)                         # regression's target standardisation
-        self.posterior_ = Posterior(spec, self.weights_, self.noise_, self.sample_weights_, self.x_scale_,
-                                    np.zeros(n_out) if scale is None else scale.mean,
-                                    np.ones(n_out) if scale is None else scale.sd)
+        self.posterior_ = self._posterior(self.weights_, self.noise_, self.sample_weights_)
         # R-hat and ESS of the fitted values (the predictions at a seeded subset of the training inputs) across
         # the posterior's chains, per 1000 of every gradient the fit computed and per second of sampling.
         if self.verbose:
@@ -262,6 +258,13 @@ class _BNN(BaseEstimator):
                                self.replicas_.history_hyper[n_burn:], int(log_gradients(log).sum()),
                                sum(e["seconds"] for e in log), self.replicas_.hyper_names)
 
+    def _posterior(self, weights, noise, sample_weight) -> Posterior:
+        """Kept samples as a :class:`Posterior` with the fit's input map and (regression) target scale."""
+        n_out = self.spec_.n_outputs
+        scale = getattr(self, "y_scale_", None)                         # regression's target standardisation
+        return Posterior(self.spec_, weights, noise, sample_weight, self.x_scale_,
+                         np.zeros(n_out) if scale is None else scale.mean, np.ones(n_out) if scale is None else scale.sd)
+
     def to_inference_data(self):
         """ArviZ InferenceData of the fit's samples after its burn-in, the
         posterior's chains (the same object ``adaptive-hmc export`` writes of a
@@ -278,10 +281,8 @@ class _BNN(BaseEstimator):
         chains = [int(j) for j in r.chain_indices("full") if np.any(kept["chain"] == j)]
         if not chains:
             raise ValueError("no samples kept after the burn-in: lower thin or burn_in_super_transitions")
+        post = self._posterior(kept["weights"], kept["noise_precision"], kept["weight"])
         scale = getattr(self, "y_scale_", None)
-        n_out = self.spec_.n_outputs
-        post = Posterior(self.spec_, kept["weights"], kept["noise_precision"], kept["weight"], self.x_scale_,
-                         np.zeros(n_out) if scale is None else scale.mean, np.ones(n_out) if scale is None else scale.sd)
         Y = r.Y_train if scale is None else scale.mean + scale.sd * r.Y_train
         return inference_data(post, kept, chains, [f"full {j}" for j in chains], r.hyper_names, r.X_train, Y,
                               self.log_, self._fitted_seed, posterior=True,
