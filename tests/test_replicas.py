@@ -584,7 +584,8 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
 
 def test_every_gradient_evaluation_is_counted():
     """A super-transition counts its leapfrog steps and, per iteration, the
-    energy and gradient evaluation after the Gibbs update (or, while the
+    energy evaluations of the Gibbs update (the noise's forward pass and the
+    gradient after it; or, while the
     hyperparameters are held, one at the start of each chain's super-transition),
     and the step calibration's; the run's log and summary carry the total."""
     from adaptive_hmc.samplers.calibration import CURVATURE_EVALUATIONS
@@ -595,9 +596,10 @@ def test_every_gradient_evaluation_is_counted():
     gibbs = _replicas(settings=HMCSettings(initial_phase_steps=0), calibrate_after=1,
                       priors=PriorSpec(hyper_moves="gibbs"))
     res = gibbs.run(Action(0.3, 5), 100)
-    assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * res.n_iter   # one after each Gibbs update
+    # two for each Gibbs update of the Gaussian network: the noise's forward pass and the gradient
+    assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * 2 * res.n_iter
     res = gibbs.run(Action(0.3, 5), 100)
-    assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (res.n_iter + CURVATURE_EVALUATIONS)
+    assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (2 * res.n_iter + CURVATURE_EVALUATIONS)
     moves = _replicas(settings=HMCSettings(initial_phase_steps=0))               # with the interweaving moves,
     res = moves.run(Action(0.3, HYPER_MOVE_STEPS), 3 * HYPER_MOVE_STEPS)                # their forward passes count too
     n_dirs = len(moves.replicas[0].model.target.scale_dirs)

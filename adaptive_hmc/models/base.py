@@ -40,11 +40,10 @@ class TargetKernels(NamedTuple):
         ``None`` for targets that predict nothing.
     gibbs_energy_grad(q, grad, target, hyper, rng, moves) -> (U, evaluations) :
         ``gibbs`` then ``energy_grad`` at the new hyperparameters, the same
-        numbers, in one evaluation where the update reads what the energy
-        computes (the network's outputs for the noise), and the number of
-        energy evaluations both made (1, plus those of updates that move q with
-        the hyperparameters, made only when ``moves`` is true); ``None``: the
-        two in turn (one evaluation).
+        numbers, and the number of energy evaluations (forward passes) both
+        made (1, plus the update's own: the network's outputs for the noise,
+        and those of updates that move q with the hyperparameters, made only
+        when ``moves`` is true); ``None``: the two in turn (one evaluation).
     """
 
     energy_grad: Callable

@@ -15,7 +15,7 @@ from ..tables import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
 from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, forward, mlp_data_energy, mlp_energy_grad,
-                  mlp_energy_grad_from, mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
+                  mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
 from .predictive import accumulate
 from .priors import (Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper, log_precision_prior,
                      precisions, scale_directions)
@@ -168,15 +168,15 @@ def _gibbs(q, t, hyper, rng):
 
 @njit(inline="always")
 def _gibbs_energy_grad(q, grad, t, hyper, rng, moves):
-    # The outputs are read by the noise's update and, unless the moves change q, by the gradient.
-    needed = t.arch[LIKELIHOOD] == GAUSSIAN or t.scale_dirs.shape[0] == 0 or not moves
-    out = forward(q, t.arch, t.XT, t.work, t.sparse) if needed else t.work[:0]
+    # The outputs are read by the noise's update only (a forward pass, counted as
+    # an evaluation like the moves'): the gradient runs its own forward pass block
+    # by block, since the activations of all cases are not kept.
+    noise = t.arch[LIKELIHOOD] == GAUSSIAN
+    out = forward(q, t.arch, t.XT, t.work, t.sparse) if noise else t.work[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     moved = scale_moves(q, t, hyper, rng) if moves else 0
-    if moved > 0:
-        out = forward(q, t.arch, t.XT, t.work, t.sparse)
-    energy = mlp_energy_grad_from(out, q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
-    return energy, 1 + moved
+    energy = mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
+    return energy, 1 + int(noise) + moved
 
 
 @njit

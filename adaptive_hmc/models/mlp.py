@@ -250,6 +250,158 @@ def _layer_offset(arch, layer):
     return off
 
 
+@njit(inline="always")
+def _sum_hidden(arch):
+    s = 0
+    for l in range(arch[N_LAYERS]):
+        s += arch[HIDDEN + l]
+    return s
+
+
+#: Cases per block. The kernels run the forward pass, the likelihood and the
+#: backward pass over one block of cases at a time, the block's activations and
+#: deltas in a scratch of BLOCK columns that stays in the core's caches from one
+#: pass to the next (instead of every hidden unit's row of all N cases streaming
+#: through memory); the sums over cases are taken block by block in a fixed
+#: order. A first layer read from sparse inputs takes all cases as one block.
+BLOCK = 256
+
+
+@njit(inline="always")
+def _acc_rows(z, A, a0, ca, q, w0, stride, count):
+    """z[n] += sum_{m < count} q[w0 + m stride] A[a0 + m, ca + n] for n < z.size:
+    up to four rows a pass over the cases (the passes of equal size), so that
+    each load and store of z carries up to four multiply-adds. Loops over views
+    from 0 (a loop from a runtime start does not vectorise: numba's negative-index
+    wraparound)."""
+    B = z.size
+    passes = (count + 3) // 4
+    small = count // passes
+    extra = count - small * passes
+    m = 0
+    for p in range(passes):
+        k = small + 1 if p < extra else small
+        wa, ra = q[w0 + m * stride], A[a0 + m, ca:ca + B]
+        if k == 1:
+            for n in range(B):
+                z[n] += wa * ra[n]
+        elif k == 2:
+            wb, rb = q[w0 + (m + 1) * stride], A[a0 + m + 1, ca:ca + B]
+            for n in range(B):
+                z[n] += wa * ra[n] + wb * rb[n]
+        elif k == 3:
+            wb, rb = q[w0 + (m + 1) * stride], A[a0 + m + 1, ca:ca + B]
+            wc, rc = q[w0 + (m + 2) * stride], A[a0 + m + 2, ca:ca + B]
+            for n in range(B):
+                z[n] += wa * ra[n] + wb * rb[n] + wc * rc[n]
+        else:
+            wb, rb = q[w0 + (m + 1) * stride], A[a0 + m + 1, ca:ca + B]
+            wc, rc = q[w0 + (m + 2) * stride], A[a0 + m + 2, ca:ca + B]
+            wd, rd = q[w0 + (m + 3) * stride], A[a0 + m + 3, ca:ca + B]
+            for n in range(B):
+                z[n] += wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n]
+        m += k
+
+
+@njit(inline="always")
+def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
+    """grad[g0 + m stride] += sum_{n < d.size} d[n] A[a0 + m, ca + n] for m < count,
+    up to four rows a pass. The loops only read (see :func:`_likelihood_block`)."""
+    B = d.size
+    m = 0
+    while m < count:
+        ra = A[a0 + m, ca:ca + B]
+        if count - m >= 4:
+            rb, rc, rd = A[a0 + m + 1, ca:ca + B], A[a0 + m + 2, ca:ca + B], A[a0 + m + 3, ca:ca + B]
+            sa = sb = sc = sd = 0.0
+            for n in range(B):
+                sa += d[n] * ra[n]
+                sb += d[n] * rb[n]
+                sc += d[n] * rc[n]
+                sd += d[n] * rd[n]
+            grad[g0 + (m + 1) * stride] += sb
+            grad[g0 + (m + 2) * stride] += sc
+            grad[g0 + (m + 3) * stride] += sd
+            k = 4
+        elif count - m >= 2:
+            rb = A[a0 + m + 1, ca:ca + B]
+            sa = sb = 0.0
+            for n in range(B):
+                sa += d[n] * ra[n]
+                sb += d[n] * rb[n]
+            grad[g0 + (m + 1) * stride] += sb
+            k = 2
+        else:
+            sa = 0.0
+            for n in range(B):
+                sa += d[n] * ra[n]
+            k = 1
+        grad[g0 + m * stride] += sa
+        m += k
+
+
+@njit(inline="always")
+def _sum(d):
+    s = 0.0
+    for n in range(d.size):
+        s += d[n]
+    return s
+
+
+@njit
+def _forward_block(q, arch, XT, work, c0, c1, dense_first):
+    """The network on the cases [c0, c1): their hidden activations in rows
+    0..sum(H) of ``work``, columns 0..c1-c0 (the block's scratch), and their
+    outputs in rows 2 sum(H)..2 sum(H) + n_out, columns c0..c1 (the outputs of
+    all cases); the first layer only when ``dense_first`` (else it was computed
+    from the nonzero inputs beforehand). The case loop is innermost so that it
+    vectorises."""
+    n_in, n_out, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[HAS_IO], arch[N_LAYERS]
+    B = c1 - c0
+    off = 0
+    row = 0
+    fan_in = n_in
+    for l in range(n_layers):
+        h = arch[HIDDEN + l]
+        if l > 0 or dense_first:
+            A = XT if l == 0 else work
+            a0 = 0 if l == 0 else row - fan_in
+            ca = c0 if l == 0 else 0
+            for j in range(h):
+                # z = tanh(b_j + sum_i W_ij src_i)
+                z = work[row + j, :B]
+                b = q[off + fan_in * h + j]
+                for n in range(B):
+                    z[n] = b
+                _acc_rows(z, A, a0, ca, q, off + j, h, fan_in)
+                for n in range(B):
+                    z[n] = fast_tanh(z[n])
+        off += fan_in * h + h
+        row += h
+        fan_in = h
+    for o in range(n_out):
+        y = work[2 * row + o, c0:c1]
+        b = q[off + fan_in * n_out + o]
+        for n in range(B):
+            y[n] = b
+        _acc_rows(y, work, row - fan_in, 0, q, off + o, n_out, fan_in)
+        if has_io:
+            _acc_rows(y, XT, 0, c0, q, off + fan_in * n_out + n_out + o, n_out, n_in)
+
+
+@njit(inline="always")
+def _first_layer(q, arch, XT, work, sparse):
+    """The block size and whether the first layer reads the dense inputs; with
+    non-empty ``sparse``, computes the first layer of all cases from the nonzero
+    inputs (and then all cases are one block)."""
+    N = XT.shape[1]
+    if sparse is not None:
+        if sparse.indptr.size > 0:
+            _sparse_first_layer(q, arch[HIDDEN], arch[N_IN], sparse, work, N)
+            return N, False
+    return BLOCK, True
+
+
 @njit
 def forward(q, arch, XT, work, sparse):
     """Network outputs for the cases in ``XT`` (n_in, N), N possibly padded
@@ -258,74 +410,15 @@ def forward(q, arch, XT, work, sparse):
     None the dense inputs (every caller passes it, so that all dense calls
     share one compiled version).
 
-    Fills ``work[:sum(H)]`` with hidden activations (row per unit, column per
-    case) and returns the view ``work[2*sum(H) : 2*sum(H)+n_out]`` holding the
-    outputs (n_out, N). The case loop is innermost so that it vectorises.
+    Returns the view ``work[2*sum(H) : 2*sum(H)+n_out]`` holding the outputs
+    (n_out, N), computed block of cases by block (:data:`BLOCK`).
     """
-    n_in, n_out, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[HAS_IO], arch[N_LAYERS]
     N = XT.shape[1]
-    off = 0
-    row = 0
-    fan_in = n_in
-    for l in range(n_layers):
-        h = arch[HIDDEN + l]
-        dense = True
-        if sparse is not None:
-            if l == 0 and sparse.indptr.size > 0:
-                _sparse_first_layer(q, h, n_in, sparse, work, N)
-                dense = False
-        for j in range(h if dense else 0):
-            # z = tanh(b_j + sum_i W_ij src_i): bias folded into the first pass,
-            # tanh into the last, so each unit costs fan_in passes over the cases.
-            z = work[row + j]
-            b = q[off + fan_in * h + j]
-            w = q[off + j]
-            src = XT[0] if l == 0 else work[row - fan_in]
-            if fan_in == 1:
-                for n in range(N):
-                    z[n] = fast_tanh(b + w * src[n])
-                continue
-            for n in range(N):
-                z[n] = b + w * src[n]
-            for i in range(1, fan_in - 1):
-                w = q[off + i * h + j]
-                src = XT[i] if l == 0 else work[row - fan_in + i]
-                for n in range(N):
-                    z[n] += w * src[n]
-            w = q[off + (fan_in - 1) * h + j]
-            src = XT[fan_in - 1] if l == 0 else work[row - 1]
-            for n in range(N):
-                z[n] = fast_tanh(z[n] + w * src[n])
-        off += fan_in * h + h
-        row += h
-        fan_in = h
-    out_row = 2 * row
-    top = row - fan_in
-    for o in range(n_out):
-        y = work[out_row + o]
-        b = q[off + fan_in * n_out + o]
-        for n in range(N):
-            y[n] = b
-        for j in range(0, fan_in - 1, 2):
-            w0 = q[off + j * n_out + o]
-            w1 = q[off + (j + 1) * n_out + o]
-            a0 = work[top + j]
-            a1 = work[top + j + 1]
-            for n in range(N):
-                y[n] += w0 * a0[n] + w1 * a1[n]
-        if fan_in % 2 == 1:
-            w = q[off + (fan_in - 1) * n_out + o]
-            a0 = work[top + fan_in - 1]
-            for n in range(N):
-                y[n] += w * a0[n]
-        if has_io:
-            io = off + fan_in * n_out + n_out
-            for i in range(n_in):
-                w = q[io + i * n_out + o]
-                src = XT[i]
-                for n in range(N):
-                    y[n] += w * src[n]
-    return work[out_row:out_row + n_out]
+    sum_h = _sum_hidden(arch)
+    step, dense_first = _first_layer(q, arch, XT, work, sparse)
+    for c0 in range(0, N, step):
+        _forward_block(q, arch, XT, work, c0, min(c0 + step, N), dense_first)
+    return work[2 * sum_h:2 * sum_h + arch[N_OUT]]
 
 
 @njit(inline="always")
@@ -343,13 +436,16 @@ def softmax_norm(out, n):
 
 
 @njit
-def _likelihood_and_deriv(out, YT, noise, lik, dout):
-    """Minus log likelihood (up to a constant in the weights) and its derivative
-    with respect to each output, written into ``dout`` (n_out, N_padded); the
-    padding cases beyond N = YT.shape[1] get derivative 0."""
+def _likelihood_block(out, YT, noise, lik, dout, c0, c1):
+    """Minus log likelihood (up to a constant in the weights) of the cases
+    [c0, c1) of the outputs ``out`` (n_out, N_padded), and its derivative with
+    respect to each output, written into the block's ``dout`` (n_out, >= c1 - c0)
+    from column 0; the padding cases beyond N = YT.shape[1] get derivative 0."""
     n_out = out.shape[0]
-    N = YT.shape[1]
-    dout[:, N:] = 0.0
+    real = max(min(c1, YT.shape[1]) - c0, 0)
+    for o in range(n_out):
+        for n in range(real, c1 - c0):
+            dout[o, n] = 0.0
     e = 0.0
     if lik == GAUSSIAN:
         # A sum and a store in one loop would be vectorised or not depending on
@@ -357,57 +453,129 @@ def _likelihood_and_deriv(out, YT, noise, lik, dout):
         # round differently from run to run: sums run in loops that only read.
         for o in range(n_out):
             t = noise[o]
-            d = dout[o]
-            for n in range(N):
-                d[n] = out[o, n] - YT[o, n]
+            d = dout[o, :real]
+            y = out[o, c0:c0 + real]
+            yt = YT[o, c0:c0 + real]
+            for n in range(real):
+                d[n] = y[n] - yt[n]
             s = 0.0
-            for n in range(N):
+            for n in range(real):
                 s += d[n] * d[n]
-            for n in range(N):
+            for n in range(real):
                 d[n] *= t
             e += 0.5 * t * s
     elif lik == LOGISTIC:
-        for n in range(N):
-            f = out[0, n]
-            e += max(f, 0.0) + math.log1p(math.exp(-abs(f))) - YT[0, n] * f
-            dout[0, n] = 1.0 / (1.0 + math.exp(-f)) - YT[0, n]
+        for n in range(real):
+            f = out[0, c0 + n]
+            e += max(f, 0.0) + math.log1p(math.exp(-abs(f))) - YT[0, c0 + n] * f
+            dout[0, n] = 1.0 / (1.0 + math.exp(-f)) - YT[0, c0 + n]
     else:
-        for n in range(N):
-            m, s = softmax_norm(out, n)
-            c = int(YT[0, n])
-            e += m + math.log(s) - out[c, n]
+        for n in range(real):
+            m, s = softmax_norm(out, c0 + n)
+            c = int(YT[0, c0 + n])
+            e += m + math.log(s) - out[c, c0 + n]
             for o in range(n_out):
-                dout[o, n] = math.exp(out[o, n] - m) / s - (1.0 if o == c else 0.0)
+                dout[o, n] = math.exp(out[o, c0 + n] - m) / s - (1.0 if o == c else 0.0)
     return e
+
+
+@njit
+def _backward_block(q, grad, arch, XT, work, c0, c1, dense_first):
+    """Add the terms of the cases [c0, c1) to dU/dq in ``grad``, from the
+    derivatives with respect to the outputs (rows 2 sum(H) + n_out.. of
+    ``work``) and the activations of :func:`_forward_block`, leaving the
+    block's deltas dU/d(summed input) in rows sum(H)..2 sum(H); the first
+    layer's weights only when ``dense_first``."""
+    n_in, n_out, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[HAS_IO], arch[N_LAYERS]
+    B = c1 - c0
+    sum_h = _sum_hidden(arch)
+    d_row = 2 * sum_h + n_out
+    off = _layer_offset(arch, n_layers)
+    h = arch[HIDDEN - 1 + n_layers]
+    top = sum_h - h
+    # Output biases, direct connections and hidden-output weights dU/dW_jo = sum_n dout_o a_j.
+    for o in range(n_out):
+        d = work[d_row + o, :B]
+        grad[off + h * n_out + o] += _sum(d)
+        if has_io:
+            _dot_rows(d, XT, 0, c0, n_in, grad, off + h * n_out + n_out + o, n_out)
+        _dot_rows(d, work, top, 0, h, grad, off + o, n_out)
+    # The top hidden layer's delta, dU/d(summed input) = (W_out dout) * (1 - a^2).
+    for j in range(h):
+        dj = work[sum_h + top + j, :B]
+        a = work[top + j, :B]
+        if n_out == 1:
+            w = q[off + j]
+            d = work[d_row, :B]
+            for n in range(B):
+                dj[n] = w * d[n] * (1.0 - a[n] * a[n])
+        else:
+            for n in range(B):
+                dj[n] = 0.0
+            _acc_rows(dj, work, d_row, 0, q, off + j * n_out, 1, n_out)
+            for n in range(B):
+                dj[n] *= 1.0 - a[n] * a[n]
+    # Backpropagate through the hidden layers: dU/db_j, dU/dW_ij = sum_n d_j src_i.
+    row = top
+    for l in range(n_layers - 1, -1, -1):
+        h = arch[HIDDEN + l]
+        fan_in = n_in if l == 0 else arch[HIDDEN - 1 + l]
+        off = _layer_offset(arch, l)
+        if l > 0 or dense_first:
+            A = XT if l == 0 else work
+            a0 = 0 if l == 0 else row - fan_in
+            ca = c0 if l == 0 else 0
+            for j in range(h):
+                d = work[sum_h + row + j, :B]
+                grad[off + fan_in * h + j] += _sum(d)
+                _dot_rows(d, A, a0, ca, fan_in, grad, off + j, h)
+        if l > 0:
+            below = row - fan_in
+            for i in range(fan_in):
+                di = work[sum_h + below + i, :B]
+                a = work[below + i, :B]
+                for n in range(B):
+                    di[n] = 0.0
+                _acc_rows(di, work, sum_h + row, 0, q, off + i * h, 1, h)
+                for n in range(B):
+                    di[n] *= 1.0 - a[n] * a[n]
+            row = below
+
+
+@njit(inline="always")
+def _prior_energy_grad(q, grad, prec):
+    """grad = prec * q, and returns sum_k prec_k q_k^2 / 2."""
+    for k in range(q.size):
+        grad[k] = prec[k] * q[k]
+    e = 0.0
+    for k in range(q.size):         # a sum apart from the stores (see _likelihood_block)
+        e += grad[k] * q[k]
+    return 0.5 * e
 
 
 @njit
 def mlp_data_energy(q, arch, XT, YT, noise, work, sparse):
     """Minus log likelihood at ``q`` (no prior term; up to the constant of
     :func:`mlp_energy_grad`), by one forward pass and no backward pass."""
-    sum_h = 0
-    for l in range(arch[N_LAYERS]):
-        sum_h += arch[HIDDEN + l]
+    N = XT.shape[1]
+    sum_h = _sum_hidden(arch)
     n_out = arch[N_OUT]
-    out = forward(q, arch, XT, work, sparse)
-    return _likelihood_and_deriv(out, YT, noise, arch[LIKELIHOOD], work[2 * sum_h + n_out:2 * sum_h + 2 * n_out])
-
-
-@njit(inline="always")
-def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
-    """Potential energy U(q) = -log p(q | hyperparameters, data) + const and its
-    gradient (written into ``grad``), by one forward and one backward pass
-    (:func:`mlp_energy_grad_from`); ``sparse`` as for :func:`forward`."""
-    return mlp_energy_grad_from(forward(q, arch, XT, work, sparse), q, grad, arch, XT, YT, prec, noise, work, sparse)
+    out = work[2 * sum_h:2 * sum_h + n_out]
+    dout = work[2 * sum_h + n_out:2 * sum_h + 2 * n_out]
+    step, dense_first = _first_layer(q, arch, XT, work, sparse)
+    e = 0.0
+    for c0 in range(0, N, step):
+        c1 = min(c0 + step, N)
+        _forward_block(q, arch, XT, work, c0, c1, dense_first)
+        e += _likelihood_block(out, YT, noise, arch[LIKELIHOOD], dout, c0, c1)
+    return e
 
 
 @njit
-def mlp_energy_grad_from(out, q, grad, arch, XT, YT, prec, noise, work, sparse):
+def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
     """Potential energy U(q) = -log p(q | hyperparameters, data) + const and its
-    gradient (written into ``grad``) from the network's outputs ``out`` at q
-    (:func:`forward`, which also left the hidden activations in ``work``), by
-    one backward pass: a caller that needed the outputs first (the Gibbs
-    update of the noise) runs the forward pass once.
+    gradient (written into ``grad``), by one forward and one backward pass over
+    each block of cases in turn (:data:`BLOCK`).
 
     U(q) = sum_k prec_k q_k^2 / 2 + minus log likelihood, with ``prec`` (D,) the
     prior precision of each weight and ``noise`` (n_out,) the noise precisions
@@ -415,130 +583,23 @@ def mlp_energy_grad_from(out, q, grad, arch, XT, YT, prec, noise, work, sparse):
     columns (:func:`pad_cases`); the N cases are those of ``YT`` (n_targets, N).
     With ``sparse`` (non-empty :class:`SparseInputs` of the same cases) the
     first layer's forward and backward passes read only the nonzero inputs.
+    Leaves the outputs of all cases in ``work`` as :func:`forward` does.
     """
-    n_in, n_out, lik, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[LIKELIHOOD], arch[HAS_IO], arch[N_LAYERS]
     N = XT.shape[1]
-    sum_h = 0
-    for l in range(n_layers):
-        sum_h += arch[HIDDEN + l]
+    sum_h = _sum_hidden(arch)
+    n_out = arch[N_OUT]
+    out = work[2 * sum_h:2 * sum_h + n_out]
     dout = work[2 * sum_h + n_out:2 * sum_h + 2 * n_out]
-    energy = _likelihood_and_deriv(out, YT, noise, lik, dout)
-    for k in range(q.size):
-        grad[k] = prec[k] * q[k]
-    e_prior = 0.0
-    for k in range(q.size):         # a sum apart from the stores (see _likelihood_and_deriv)
-        e_prior += grad[k] * q[k]
-    energy += 0.5 * e_prior
-
-    # Output layer: output biases and direct connections.
-    off = _layer_offset(arch, n_layers)
-    h = arch[HIDDEN - 1 + n_layers]
-    top = sum_h - h
-    for o in range(n_out):
-        d = dout[o]
-        s = 0.0
-        for n in range(N):
-            s += d[n]
-        grad[off + h * n_out + o] += s
-        if has_io:
-            io = off + h * n_out + n_out
-            for i in range(n_in):
-                x = XT[i]
-                s = 0.0
-                for n in range(N):
-                    s += d[n] * x[n]
-                grad[io + i * n_out + o] += s
-    # Hidden-output weights dU/dW_jo = sum_n dout_o a_j, fused with the delta of
-    # the top hidden layer, dU/d(summed input) = (W_out dout) * (1 - a^2): one
-    # pass over the cases per output (the last one applying 1 - a^2).
-    for j in range(h):
-        dj = work[sum_h + top + j]
-        a = work[top + j]
-        for o in range(n_out):
-            w = q[off + j * n_out + o]
-            d = dout[o]
-            s = 0.0
-            if n_out == 1:
-                for n in range(N):
-                    s += d[n] * a[n]
-                    dj[n] = w * d[n] * (1.0 - a[n] * a[n])
-            elif o == 0:
-                for n in range(N):
-                    s += d[n] * a[n]
-                    dj[n] = w * d[n]
-            elif o < n_out - 1:
-                for n in range(N):
-                    s += d[n] * a[n]
-                    dj[n] += w * d[n]
-            else:
-                for n in range(N):
-                    s += d[n] * a[n]
-                    dj[n] = (dj[n] + w * d[n]) * (1.0 - a[n] * a[n])
-            grad[off + j * n_out + o] += s
-    # Backpropagate through the hidden layers.
-    row = top
-    for l in range(n_layers - 1, -1, -1):
-        h = arch[HIDDEN + l]
-        fan_in = n_in if l == 0 else arch[HIDDEN - 1 + l]
-        off = _layer_offset(arch, l)
-        dense = True
-        if sparse is not None:
-            if l == 0 and sparse.indptr.size > 0:
-                _sparse_first_layer_grad(grad, h, n_in, sparse, work, sum_h, N)
-                dense = False
-        for j in range(h if dense else 0):
-            # dU/db_j and dU/dW_ij = sum_n d_j src_i: the bias and sources 0 and 1
-            # in one pass over the cases, the other sources two per pass.
-            d = work[sum_h + row + j]
-            src0 = XT[0] if l == 0 else work[row - fan_in]
-            sb = 0.0
-            s0 = 0.0
-            if fan_in == 1:
-                for n in range(N):
-                    sb += d[n]
-                    s0 += d[n] * src0[n]
-            else:
-                src1 = XT[1] if l == 0 else work[row - fan_in + 1]
-                s1 = 0.0
-                for n in range(N):
-                    sb += d[n]
-                    s0 += d[n] * src0[n]
-                    s1 += d[n] * src1[n]
-                grad[off + h + j] += s1
-            grad[off + fan_in * h + j] += sb
-            grad[off + j] += s0
-            for i in range(2, fan_in - 1, 2):
-                src0 = XT[i] if l == 0 else work[row - fan_in + i]
-                src1 = XT[i + 1] if l == 0 else work[row - fan_in + i + 1]
-                s0 = 0.0
-                s1 = 0.0
-                for n in range(N):
-                    s0 += d[n] * src0[n]
-                    s1 += d[n] * src1[n]
-                grad[off + i * h + j] += s0
-                grad[off + (i + 1) * h + j] += s1
-            if fan_in > 2 and fan_in % 2 == 1:
-                i = fan_in - 1
-                src0 = XT[i] if l == 0 else work[row - fan_in + i]
-                s0 = 0.0
-                for n in range(N):
-                    s0 += d[n] * src0[n]
-                grad[off + i * h + j] += s0
-        if l > 0:
-            below = row - fan_in
-            for i in range(fan_in):
-                di = work[sum_h + below + i]
-                a = work[below + i]
-                for n in range(N):
-                    di[n] = 0.0
-                for j in range(h):
-                    w = q[off + i * h + j]
-                    d = work[sum_h + row + j]
-                    for n in range(N):
-                        di[n] += w * d[n]
-                for n in range(N):
-                    di[n] *= 1.0 - a[n] * a[n]
-            row = below
+    energy = _prior_energy_grad(q, grad, prec)
+    step, dense_first = _first_layer(q, arch, XT, work, sparse)
+    for c0 in range(0, N, step):
+        c1 = min(c0 + step, N)
+        _forward_block(q, arch, XT, work, c0, c1, dense_first)
+        energy += _likelihood_block(out, YT, noise, arch[LIKELIHOOD], dout, c0, c1)
+        _backward_block(q, grad, arch, XT, work, c0, c1, dense_first)
+    if sparse is not None:
+        if not dense_first:
+            _sparse_first_layer_grad(grad, arch[HIDDEN], arch[N_IN], sparse, work, sum_h, N)
     return energy
 
 
