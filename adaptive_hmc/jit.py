@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numba
+import numpy as np
 from llvmlite import binding as ll
 from llvmlite import ir
 from numba.core import caching, codegen, types
@@ -195,6 +196,22 @@ def _as_int64(typingctx, x):
 
 
 @intrinsic
+def _as_int32(typingctx, x):
+    """Reinterpret the bits of a float32 as an int32 (no conversion)."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.int32(types.float32), codegen
+
+
+@intrinsic
+def _as_float32(typingctx, x):
+    """Reinterpret the bits of an int32 as a float32 (no conversion)."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+@intrinsic
 def _as_float64(typingctx, x):
     """Reinterpret the bits of an int64 as a float64 (no conversion)."""
     def codegen(context, builder, sig, args):
@@ -222,3 +239,26 @@ def fast_tanh(x):
     two_k = _as_float64((ki + 1023) << 52)
     u = two_k * em1 + (two_k - 1.0)
     return math.copysign(u / (u + 2.0), x)
+
+
+# The same in float32: expm1(r)/r by its Taylor polynomial of degree 5 on |r| <= log(2)/2
+# (truncation error < 4e-7 relative at the interval's ends, where tanh's error stays under float32's), log(2) split for float32, tanh(9) = 1 in float32.
+_F = np.float32
+_S0, _S1, _S2, _S3, _S4, _S5 = _F(1.0), _F(1 / 2), _F(1 / 6), _F(1 / 24), _F(1 / 120), _F(1 / 720)
+_LOG2E_32, _HALF_32, _TWO_32, _CLAMP_32 = _F(1.4426950408889634), _F(0.5), _F(2.0), _F(9.0)
+_LN2_HI_32, _LN2_LO_32 = _F(0.693145751953125), _F(1.428606765330187e-06)
+_ROUND_32 = _F(12582912.0)  # 1.5 * 2**23
+
+
+@njit(inline="always")
+def fast_tanh32(x):
+    """tanh of a float32 in float32 arithmetic, as :func:`fast_tanh` (absolute
+    error < 1.2e-7 against numpy.tanh in double precision: tests/test_exact.py)."""
+    y = _TWO_32 * min(abs(x), _CLAMP_32)
+    k = np.floor(y * _LOG2E_32 + _HALF_32)
+    r = (y - k * _LN2_HI_32) - k * _LN2_LO_32
+    em1 = r * (_S0 + r * (_S1 + r * (_S2 + r * (_S3 + r * (_S4 + r * _S5)))))
+    ki = _as_int32(k + _ROUND_32) - _as_int32(_ROUND_32)
+    two_k = _as_float32(np.int32((ki + np.int32(127)) << np.int32(23)))
+    u = two_k * em1 + (two_k - _F(1.0))
+    return np.copysign(u / (u + _TWO_32), x)

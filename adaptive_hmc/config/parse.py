@@ -61,6 +61,9 @@ def _check(cfg: Config, source: str):
     if cfg.sampler.metric == "learned" and (cfg.sampler.kind != "hmc" or cfg.sampler.base_step is not None):
         _fail(source, "sampler.metric", "learned", "learns factors of the heuristic step scales: for sampler.kind "
               "hmc without sampler.base_step; give heuristic")
+    if cfg.sampler.precision != "float64" and cfg.model.kind != "bnn":
+        _fail(source, "sampler.precision", cfg.sampler.precision, f"is for model.kind bnn (model.kind "
+              f"{cfg.model.kind} runs in float64): give float64")
     if cfg.sampler.start == "optimized" and cfg.model.kind != "bnn":
         _fail(source, "sampler.start", "optimized", f"optimized starts are for model.kind bnn (model.kind "
               f"{cfg.model.kind} starts from a prior draw): give random")

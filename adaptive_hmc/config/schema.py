@@ -61,7 +61,7 @@ class Config(_Strict):
             calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None,
             standardize_targets=self.data.standardize_targets and m.likelihood == "gaussian", model=m.kind,
             weight_by=r.weight_by, predict_steps=r.predict_steps, start=s.start,
-            metric=s.metric)
+            metric=s.metric, precision=s.precision)
 
     def run_options(self) -> RunOptions:
         """The ``run`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""

@@ -199,6 +199,13 @@ class SamplerConfig(_Strict):
                                                     "learned from the chains' draws and gradients in warm-up "
                                                     "windows (super-transitions 1-3, 4-7, 8-15, 16-31), then "
                                                     "frozen (sampler.kind hmc, no base_step)")
+    precision: Literal["float64", "float32"] = Field(_replica_default("precision"), description="the "
+                                                     "arithmetic of the network's hidden units: float32 "
+                                                     "computes the inputs, hidden weights, activations and "
+                                                     "deltas of a block of cases in single precision (about "
+                                                     "1.5x the gradients a second), the outputs, likelihood, "
+                                                     "energy and Metropolis test in double: an exact sampler "
+                                                     "of the network so computed (model.kind bnn)")
     calibrate_steps: bool = Field(False, description="after the tuner's warm-up super-transitions, multiply each "
                                   "chain's step scales by 1/sqrt(largest eigenvalue of its scaled Hessian), frozen "
                                   "for the rest of the run: a step factor of 2 is then the leapfrog stability "

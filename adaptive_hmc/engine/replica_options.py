@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..models.priors import PriorSpec
+from ..models.mlp import PRECISIONS
 from ..samplers.metric import METRICS
 from ..samplers.settings import HMCSettings
 from ..samplers.starts import STARTS, StartOptions
@@ -152,6 +153,9 @@ class ReplicaOptions:
         scale times a factor learned from the chains' draws and gradients in
         the warm-up windows :data:`~adaptive_hmc.samplers.metric.WINDOWS`,
         then frozen; kind hmc, no absolute ``step_size``).
+    precision : one of :data:`~adaptive_hmc.models.mlp.PRECISIONS`: the network's
+        hidden units in "float64" (the default) or "float32" (model "bnn"; the
+        energy, likelihood and Metropolis test stay in float64).
     calibrate_after : None, or the super-transition (counted from 0) before
         which each chain's step scales are calibrated to the curvature at its
         state (:func:`~adaptive_hmc.samplers.calibration.curvature_scale`, about
@@ -178,6 +182,7 @@ class ReplicaOptions:
     start: str = "random"
     start_options: StartOptions = StartOptions()
     metric: str = "heuristic"
+    precision: str = "float64"
 
     def __post_init__(self):
         for name in ("burn_in_samples", "thin", "burn_in_super_transitions", "predict_steps"):
@@ -195,6 +200,10 @@ class ReplicaOptions:
             raise ValueError(f"start={self.start!r}: allowed are {', '.join(STARTS)}")
         if self.start == "optimized" and self.model != "bnn":
             raise ValueError(f"start='optimized' is for model 'bnn' (given {self.model!r}, whose start is a prior draw)")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision={self.precision!r}: allowed are {', '.join(PRECISIONS)}")
+        if self.precision != "float64" and self.model != "bnn":
+            raise ValueError(f"precision={self.precision!r} is for model 'bnn' (model {self.model!r} runs in float64)")
         if self.metric not in METRICS:
             raise ValueError(f"metric={self.metric!r}: allowed are {', '.join(METRICS)}")
         if self.metric == "learned" and (self.settings.kind not in (0, "hmc") or np.size(self.settings.step_size)):

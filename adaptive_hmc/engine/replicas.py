@@ -55,10 +55,11 @@ def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, n_chains: int, kep
                 + kept_rows * (spec.n_params + spec.n_outputs))
 
 
-def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec):
-    """The model ``kind`` (one of :data:`MODELS`) of network ``spec`` on (X, Y)."""
+def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec, precision: str = "float64"):
+    """The model ``kind`` (one of :data:`MODELS`) of network ``spec`` on (X, Y), the
+    network's hidden units in ``precision`` (model bnn)."""
     if kind == "bnn":
-        return BayesianMLP(spec, X, Y, priors)
+        return BayesianMLP(spec, X, Y, priors, precision=precision)
     if kind == "neal1992":
         return Neal92MLP(spec, X, Y)
     if kind == "neal1993":
@@ -134,7 +135,7 @@ class ReplicaSet:
         parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(o.full_data_chain))
         self.replicas, chains = [], []
         for train, held in parts:
-            m = build_model(o.model, spec, X[train], Y[train], o.priors)
+            m = build_model(o.model, spec, X[train], Y[train], o.priors, o.precision)
             chains.append(new_chain(m.initial_position(init_rng, init_scale), m.initial_hyper(o.initial_hyper)))
             self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test))
         self.hyper_names = self.replicas[0].model.hyper_names()

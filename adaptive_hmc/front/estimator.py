@@ -55,8 +55,8 @@ class _BNN(BaseEstimator):
                  num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False, start="optimized", metric="heuristic", random_state=None):
-        self.random_state = random_state
+                 warm_start=False, start="optimized", metric="heuristic", random_state=None, precision="float64"):
+        self.random_state, self.precision = random_state, precision
         self.reward, self.weight_by, self.jitter, self.warm_start = reward, weight_by, jitter, warm_start
         self.start, self.metric = start, metric
         self.max_seconds, self.target_ess = max_seconds, target_ess
@@ -146,7 +146,7 @@ class _BNN(BaseEstimator):
                                                              initial_phase_steps=self.initial_phase_steps,
                                                              jitter=bool(self.jitter)),
                                         thin=self.thin, threads=self.threads, weight_by=self.weight_by,
-                                        start=self.start, metric=self.metric))
+                                        start=self.start, metric=self.metric, precision=self.precision))
         # Every sample is kept (the burn-in is left out at the end), so that a warm start continues the very
         # run a longer fit would have made.
         setup = setup._replace(run=replace(setup.run, super_transitions=MAX_SUPER_TRANSITIONS if until
@@ -333,6 +333,9 @@ _COMMON_DOC = """
     metric : "heuristic" (each weight's step the step factor times FBM's heuristic scale) or "learned" (that
         scale times a factor learned from the chains' draws and gradients in the warm-up windows of
         super-transitions 1-3, 4-7, 8-15 and 16-31, then frozen; docs/METHOD.md).
+    precision : "float64" (the default) or "float32": the arithmetic of the network's hidden units (inputs,
+        hidden weights, activations and deltas of a block of cases; the energy and the Metropolis test stay in
+        float64, so the chains sample the network so computed exactly); about 1.5x the gradients a second.
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default: the package's, mean precision 400 and shape 2 for
         the weight groups; Neal's papers use shape 0.5).
 
@@ -389,10 +392,12 @@ class BNNClassifier(ClassifierMixin, _BNN):
                  num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False, start="optimized", metric="heuristic", random_state=None, cv_metric="log_loss"):
+                 warm_start=False, start="optimized", metric="heuristic", random_state=None, cv_metric="log_loss",
+                 precision="float64"):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
                          initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
-                         reward, weight_by, jitter, max_seconds, target_ess, warm_start, start, metric, random_state)
+                         reward, weight_by, jitter, max_seconds, target_ess, warm_start, start, metric, random_state,
+                         precision)
         self.cv_metric = cv_metric
 
     def fit(self, X, y, **fit_params):

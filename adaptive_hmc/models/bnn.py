@@ -14,8 +14,8 @@ import numpy as np
 from ..tables import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
-from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, forward, mlp_data_energy, mlp_energy_grad,
-                  mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
+from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, Workspace, forward, mlp_data_energy,
+                  mlp_energy_grad, mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
 from .predictive import accumulate
 from .priors import (Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper, log_precision_prior,
                      precisions, scale_directions)
@@ -49,9 +49,9 @@ class MLPTarget(NamedTuple):
     """The posterior of an MLP's weights given hyperparameters, as arrays."""
 
     arch: np.ndarray    # (5 + n_layers,) int64, see models.mlp
-    XT: np.ndarray      # (n_in, N padded) training inputs, cases along rows
+    XT: np.ndarray      # (n_in, N padded) training inputs, cases along rows, in the hidden units' precision
     YT: np.ndarray      # (n_targets, N)
-    work: np.ndarray    # scratch of the kernels
+    work: Workspace     # scratch of the kernels
     prior: Prior
     sumsq: np.ndarray   # (n_in,) sum over training cases of each squared input
     sparse: SparseInputs | None  # the nonzero training inputs (None: the first layer reads XT)
@@ -161,7 +161,7 @@ def scale_moves(q, t, hyper, rng):
 
 @njit(inline="always")
 def _gibbs(q, t, hyper, rng):
-    out = forward(q, t.arch, t.XT, t.work, t.sparse) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work[:0]
+    out = forward(q, t.arch, t.XT, t.work, t.sparse) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     scale_moves(q, t, hyper, rng)
 
@@ -172,7 +172,7 @@ def _gibbs_energy_grad(q, grad, t, hyper, rng, moves):
     # an evaluation like the moves'): the gradient runs its own forward pass block
     # by block, since the activations of all cases are not kept.
     noise = t.arch[LIKELIHOOD] == GAUSSIAN
-    out = forward(q, t.arch, t.XT, t.work, t.sparse) if noise else t.work[:0]
+    out = forward(q, t.arch, t.XT, t.work, t.sparse) if noise else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     moved = scale_moves(q, t, hyper, rng) if moves else 0
     energy = mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
@@ -204,17 +204,24 @@ class BayesianMLP(Model):
     Y is (N, n_outputs) for regression, 0/1 labels for logistic, and class
     indices 0..K-1 for softmax. ``sparse``: run the first layer on the nonzero
     inputs (None: when X is wide and mostly zero, :func:`~adaptive_hmc.models.mlp.use_sparse`).
+    ``precision``: of the hidden units' arithmetic (:data:`~adaptive_hmc.models.mlp.PRECISIONS`);
+    with "float32" the target is the network computed so, a function of the
+    weights as exact as the float64 one (the energy, the likelihood and the
+    Metropolis test in float64 on both sides).
     """
 
-    def __init__(self, spec: MLPSpec, X, Y, priors: PriorSpec = PriorSpec(), sparse: bool | None = None):
+    def __init__(self, spec: MLPSpec, X, Y, priors: PriorSpec = PriorSpec(), sparse: bool | None = None,
+                 precision: str = "float64"):
         X, Y = check_data(spec, X, Y, "training data")
         self.spec, self.priors = spec, priors
         self.X, self.Y = X, Y
         self.prior, self.slot_names = build_prior(spec, priors)
         XT = pad_cases(X.T)
+        work = spec.workspace(XT.shape[1], precision)
+        self.precision = precision
         self.sparse = use_sparse(X) if sparse is None else bool(sparse)
         nonzero = sparse_inputs(X) if self.sparse else None   # None: the sparse code is not even compiled
-        self.target = MLPTarget(spec.arch, XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]),
+        self.target = MLPTarget(spec.arch, XT.astype(precision), np.ascontiguousarray(Y.T), work,
                                 self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero,
                                 scale_directions(spec, self.prior) if priors.hyper_moves == "interweave"
                                 else np.zeros((0, self.prior.slot_shape.size)))

@@ -29,7 +29,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..jit import fast_tanh, njit
+from numba import types
+from numba.extending import overload
+
+from ..jit import fast_tanh, fast_tanh32, njit
 
 GAUSSIAN, LOGISTIC, SOFTMAX = 0, 1, 2
 LIKELIHOODS = {"gaussian": GAUSSIAN, "logistic": LOGISTIC, "softmax": SOFTMAX}
@@ -137,9 +140,33 @@ class MLPSpec:
         q = np.asarray(q)
         return {g.name: q[g.slice].reshape(g.shape) for g in self.groups}
 
-    def workspace(self, n_cases: int) -> np.ndarray:
-        """Scratch array the kernels need for ``n_cases`` cases (padded or not)."""
-        return np.empty((2 * sum(self.hidden) + 2 * self.n_outputs, max(n_cases, 1)))
+    def workspace(self, n_cases: int, precision: str = "float64") -> "Workspace":
+        """Scratch the kernels need for ``n_cases`` cases (padded or not), the
+        hidden units' in ``precision`` (:data:`PRECISIONS`)."""
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision={precision!r}: allowed are {', '.join(PRECISIONS)}")
+        cols = max(n_cases, 1)
+        return Workspace(np.empty((2 * sum(self.hidden), cols), precision), np.empty((2 * self.n_outputs, cols)))
+
+
+#: The precisions of the hidden units' arithmetic: "float32" runs the inputs,
+#: the hidden layers' weights, activations and deltas and the sums within a
+#: block of cases in single precision (twice the numbers a vector instruction
+#: holds, a cheaper tanh); the outputs, the likelihood, the energy and every sum
+#: over blocks stay in double precision.
+PRECISIONS = ("float64", "float32")
+
+
+class Workspace(NamedTuple):
+    """The kernels' scratch: ``hidden`` (2 sum(H), columns) the activations
+    (rows 0..sum(H)) and deltas (rows sum(H)..) of a block of cases, in the
+    hidden units' precision (:data:`PRECISIONS`: that of the inputs ``XT``);
+    ``out`` (2 n_out, columns) float64, the outputs of all cases (rows
+    0..n_out) and the block's derivatives of the likelihood with respect to
+    them (rows n_out..)."""
+
+    hidden: np.ndarray
+    out: np.ndarray
 
 
 #: Case arrays are padded with zero columns to a multiple of this, so that every
@@ -238,6 +265,63 @@ def _sparse_first_layer_grad(grad, h, n_in, sparse, work, sum_h, N):
                 g[j] += d[j] * v
 
 
+def tanh_of(x):
+    """tanh in the precision of ``x`` (compiled code: :func:`~adaptive_hmc.jit.fast_tanh` or
+    :func:`~adaptive_hmc.jit.fast_tanh32`)."""
+    return np.tanh(x)
+
+
+def _zero(a, b):
+    """0 in the type of a[0] * b[0] (so that a sum over a float32 block stays in float32)."""
+
+
+def _one(a):
+    """1 in the type of a's elements."""
+
+
+def _like(x, a):
+    """The scalar x in the type of a's elements."""
+
+
+def _in_precision(q, XT):
+    """The weights q in the precision of the inputs XT: q itself if they are float64, a float32 copy if not."""
+
+
+@overload(tanh_of, inline="always")
+def _tanh_of(x):
+    if x == types.float32:
+        return lambda x: fast_tanh32(x)
+    return lambda x: fast_tanh(x)
+
+
+@overload(_zero, inline="always")
+def _zero_impl(a, b):
+    if a.dtype == types.float32 and b.dtype == types.float32:
+        return lambda a, b: np.float32(0.0)
+    return lambda a, b: 0.0
+
+
+@overload(_one, inline="always")
+def _one_impl(a):
+    if a.dtype == types.float32:
+        return lambda a: np.float32(1.0)
+    return lambda a: 1.0
+
+
+@overload(_like, inline="always")
+def _like_impl(x, a):
+    if a.dtype == types.float32:
+        return lambda x, a: np.float32(x)
+    return lambda x, a: x
+
+
+@overload(_in_precision, inline="always")
+def _in_precision_impl(q, XT):
+    if XT.dtype == types.float32:
+        return lambda q, XT: q.astype(np.float32)
+    return lambda q, XT: q
+
+
 @njit(inline="always")
 def _layer_offset(arch, layer):
     """Offset of W_layer in q (layer counts from 0); layer == n_layers gives W_out."""
@@ -313,7 +397,7 @@ def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
         ra = A[a0 + m, ca:ca + B]
         if count - m >= 4:
             rb, rc, rd = A[a0 + m + 1, ca:ca + B], A[a0 + m + 2, ca:ca + B], A[a0 + m + 3, ca:ca + B]
-            sa = sb = sc = sd = 0.0
+            sa = sb = sc = sd = _zero(d, ra)
             for n in range(B):
                 sa += d[n] * ra[n]
                 sb += d[n] * rb[n]
@@ -325,14 +409,14 @@ def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
             k = 4
         elif count - m >= 2:
             rb = A[a0 + m + 1, ca:ca + B]
-            sa = sb = 0.0
+            sa = sb = _zero(d, ra)
             for n in range(B):
                 sa += d[n] * ra[n]
                 sb += d[n] * rb[n]
             grad[g0 + (m + 1) * stride] += sb
             k = 2
         else:
-            sa = 0.0
+            sa = _zero(d, ra)
             for n in range(B):
                 sa += d[n] * ra[n]
             k = 1
@@ -342,20 +426,22 @@ def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
 
 @njit(inline="always")
 def _sum(d):
-    s = 0.0
+    s = _zero(d, d)
     for n in range(d.size):
         s += d[n]
     return s
 
 
 @njit
-def _forward_block(q, arch, XT, work, c0, c1, dense_first):
+def _forward_block(q, qh, arch, XT, work, c0, c1, dense_first):
     """The network on the cases [c0, c1): their hidden activations in rows
-    0..sum(H) of ``work``, columns 0..c1-c0 (the block's scratch), and their
-    outputs in rows 2 sum(H)..2 sum(H) + n_out, columns c0..c1 (the outputs of
+    0..sum(H) of ``work.hidden``, columns 0..c1-c0 (the block's scratch), and
+    their outputs in ``work.out`` rows 0..n_out, columns c0..c1 (the outputs of
     all cases); the first layer only when ``dense_first`` (else it was computed
-    from the nonzero inputs beforehand). The case loop is innermost so that it
-    vectorises."""
+    from the nonzero inputs beforehand). ``qh``: the weights in the hidden
+    units' precision (:func:`_in_precision`). The case loop is innermost so
+    that it vectorises."""
+    hid = work.hidden
     n_in, n_out, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[HAS_IO], arch[N_LAYERS]
     B = c1 - c0
     off = 0
@@ -364,27 +450,27 @@ def _forward_block(q, arch, XT, work, c0, c1, dense_first):
     for l in range(n_layers):
         h = arch[HIDDEN + l]
         if l > 0 or dense_first:
-            A = XT if l == 0 else work
+            A = XT if l == 0 else hid
             a0 = 0 if l == 0 else row - fan_in
             ca = c0 if l == 0 else 0
             for j in range(h):
                 # z = tanh(b_j + sum_i W_ij src_i)
-                z = work[row + j, :B]
-                b = q[off + fan_in * h + j]
+                z = hid[row + j, :B]
+                b = qh[off + fan_in * h + j]
                 for n in range(B):
                     z[n] = b
-                _acc_rows(z, A, a0, ca, q, off + j, h, fan_in)
+                _acc_rows(z, A, a0, ca, qh, off + j, h, fan_in)
                 for n in range(B):
-                    z[n] = fast_tanh(z[n])
+                    z[n] = tanh_of(z[n])
         off += fan_in * h + h
         row += h
         fan_in = h
     for o in range(n_out):
-        y = work[2 * row + o, c0:c1]
+        y = work.out[o, c0:c1]
         b = q[off + fan_in * n_out + o]
         for n in range(B):
             y[n] = b
-        _acc_rows(y, work, row - fan_in, 0, q, off + o, n_out, fan_in)
+        _acc_rows(y, hid, row - fan_in, 0, q, off + o, n_out, fan_in)
         if has_io:
             _acc_rows(y, XT, 0, c0, q, off + fan_in * n_out + n_out + o, n_out, n_in)
 
@@ -397,7 +483,7 @@ def _first_layer(q, arch, XT, work, sparse):
     N = XT.shape[1]
     if sparse is not None:
         if sparse.indptr.size > 0:
-            _sparse_first_layer(q, arch[HIDDEN], arch[N_IN], sparse, work, N)
+            _sparse_first_layer(q, arch[HIDDEN], arch[N_IN], sparse, work.hidden, N)
             return N, False
     return BLOCK, True
 
@@ -410,15 +496,16 @@ def forward(q, arch, XT, work, sparse):
     None the dense inputs (every caller passes it, so that all dense calls
     share one compiled version).
 
-    Returns the view ``work[2*sum(H) : 2*sum(H)+n_out]`` holding the outputs
-    (n_out, N), computed block of cases by block (:data:`BLOCK`).
+    Returns the view ``work.out[:n_out]`` holding the outputs (n_out, N),
+    computed block of cases by block (:data:`BLOCK`); the hidden units in the
+    precision of ``XT`` (:data:`PRECISIONS`).
     """
     N = XT.shape[1]
-    sum_h = _sum_hidden(arch)
+    qh = _in_precision(q, XT)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
     for c0 in range(0, N, step):
-        _forward_block(q, arch, XT, work, c0, min(c0 + step, N), dense_first)
-    return work[2 * sum_h:2 * sum_h + arch[N_OUT]]
+        _forward_block(q, qh, arch, XT, work, c0, min(c0 + step, N), dense_first)
+    return work.out[:arch[N_OUT]]
 
 
 @njit(inline="always")
@@ -480,41 +567,42 @@ def _likelihood_block(out, YT, noise, lik, dout, c0, c1):
 
 
 @njit
-def _backward_block(q, grad, arch, XT, work, c0, c1, dense_first):
+def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
     """Add the terms of the cases [c0, c1) to dU/dq in ``grad``, from the
-    derivatives with respect to the outputs (rows 2 sum(H) + n_out.. of
-    ``work``) and the activations of :func:`_forward_block`, leaving the
-    block's deltas dU/d(summed input) in rows sum(H)..2 sum(H); the first
+    derivatives with respect to the outputs (``work.out`` rows n_out..) and the
+    activations of :func:`_forward_block`, leaving the block's deltas
+    dU/d(summed input) in ``work.hidden`` rows sum(H)..2 sum(H); the first
     layer's weights only when ``dense_first``."""
     n_in, n_out, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[HAS_IO], arch[N_LAYERS]
     B = c1 - c0
     sum_h = _sum_hidden(arch)
-    d_row = 2 * sum_h + n_out
+    hid, dout = work.hidden, work.out[n_out:]
     off = _layer_offset(arch, n_layers)
     h = arch[HIDDEN - 1 + n_layers]
     top = sum_h - h
     # Output biases, direct connections and hidden-output weights dU/dW_jo = sum_n dout_o a_j.
     for o in range(n_out):
-        d = work[d_row + o, :B]
+        d = dout[o, :B]
         grad[off + h * n_out + o] += _sum(d)
         if has_io:
             _dot_rows(d, XT, 0, c0, n_in, grad, off + h * n_out + n_out + o, n_out)
-        _dot_rows(d, work, top, 0, h, grad, off + o, n_out)
+        _dot_rows(d, hid, top, 0, h, grad, off + o, n_out)
     # The top hidden layer's delta, dU/d(summed input) = (W_out dout) * (1 - a^2).
     for j in range(h):
-        dj = work[sum_h + top + j, :B]
-        a = work[top + j, :B]
+        dj = hid[sum_h + top + j, :B]
+        a = hid[top + j, :B]
+        one = _one(a)
         if n_out == 1:
-            w = q[off + j]
-            d = work[d_row, :B]
+            w = qh[off + j]
+            d = dout[0, :B]
             for n in range(B):
-                dj[n] = w * d[n] * (1.0 - a[n] * a[n])
+                dj[n] = w * _like(d[n], a) * (one - a[n] * a[n])
         else:
             for n in range(B):
                 dj[n] = 0.0
-            _acc_rows(dj, work, d_row, 0, q, off + j * n_out, 1, n_out)
+            _acc_rows(dj, dout, 0, 0, q, off + j * n_out, 1, n_out)
             for n in range(B):
-                dj[n] *= 1.0 - a[n] * a[n]
+                dj[n] *= one - a[n] * a[n]
     # Backpropagate through the hidden layers: dU/db_j, dU/dW_ij = sum_n d_j src_i.
     row = top
     for l in range(n_layers - 1, -1, -1):
@@ -522,23 +610,24 @@ def _backward_block(q, grad, arch, XT, work, c0, c1, dense_first):
         fan_in = n_in if l == 0 else arch[HIDDEN - 1 + l]
         off = _layer_offset(arch, l)
         if l > 0 or dense_first:
-            A = XT if l == 0 else work
+            A = XT if l == 0 else hid
             a0 = 0 if l == 0 else row - fan_in
             ca = c0 if l == 0 else 0
             for j in range(h):
-                d = work[sum_h + row + j, :B]
+                d = hid[sum_h + row + j, :B]
                 grad[off + fan_in * h + j] += _sum(d)
                 _dot_rows(d, A, a0, ca, fan_in, grad, off + j, h)
         if l > 0:
             below = row - fan_in
             for i in range(fan_in):
-                di = work[sum_h + below + i, :B]
-                a = work[below + i, :B]
+                di = hid[sum_h + below + i, :B]
+                a = hid[below + i, :B]
+                one = _one(a)
                 for n in range(B):
                     di[n] = 0.0
-                _acc_rows(di, work, sum_h + row, 0, q, off + i * h, 1, h)
+                _acc_rows(di, hid, sum_h + row, 0, qh, off + i * h, 1, h)
                 for n in range(B):
-                    di[n] *= 1.0 - a[n] * a[n]
+                    di[n] *= one - a[n] * a[n]
             row = below
 
 
@@ -558,15 +647,14 @@ def mlp_data_energy(q, arch, XT, YT, noise, work, sparse):
     """Minus log likelihood at ``q`` (no prior term; up to the constant of
     :func:`mlp_energy_grad`), by one forward pass and no backward pass."""
     N = XT.shape[1]
-    sum_h = _sum_hidden(arch)
     n_out = arch[N_OUT]
-    out = work[2 * sum_h:2 * sum_h + n_out]
-    dout = work[2 * sum_h + n_out:2 * sum_h + 2 * n_out]
+    out, dout = work.out[:n_out], work.out[n_out:]
+    qh = _in_precision(q, XT)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
     e = 0.0
     for c0 in range(0, N, step):
         c1 = min(c0 + step, N)
-        _forward_block(q, arch, XT, work, c0, c1, dense_first)
+        _forward_block(q, qh, arch, XT, work, c0, c1, dense_first)
         e += _likelihood_block(out, YT, noise, arch[LIKELIHOOD], dout, c0, c1)
     return e
 
@@ -583,23 +671,23 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
     columns (:func:`pad_cases`); the N cases are those of ``YT`` (n_targets, N).
     With ``sparse`` (non-empty :class:`SparseInputs` of the same cases) the
     first layer's forward and backward passes read only the nonzero inputs.
-    Leaves the outputs of all cases in ``work`` as :func:`forward` does.
+    Leaves the outputs of all cases in ``work.out`` as :func:`forward` does;
+    the hidden units in the precision of ``XT`` (:data:`PRECISIONS`).
     """
     N = XT.shape[1]
-    sum_h = _sum_hidden(arch)
     n_out = arch[N_OUT]
-    out = work[2 * sum_h:2 * sum_h + n_out]
-    dout = work[2 * sum_h + n_out:2 * sum_h + 2 * n_out]
+    out, dout = work.out[:n_out], work.out[n_out:]
+    qh = _in_precision(q, XT)
     energy = _prior_energy_grad(q, grad, prec)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
     for c0 in range(0, N, step):
         c1 = min(c0 + step, N)
-        _forward_block(q, arch, XT, work, c0, c1, dense_first)
+        _forward_block(q, qh, arch, XT, work, c0, c1, dense_first)
         energy += _likelihood_block(out, YT, noise, arch[LIKELIHOOD], dout, c0, c1)
-        _backward_block(q, grad, arch, XT, work, c0, c1, dense_first)
+        _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first)
     if sparse is not None:
         if not dense_first:
-            _sparse_first_layer_grad(grad, arch[HIDDEN], arch[N_IN], sparse, work, sum_h, N)
+            _sparse_first_layer_grad(grad, arch[HIDDEN], arch[N_IN], sparse, work.hidden, _sum_hidden(arch), N)
     return energy
 
 
