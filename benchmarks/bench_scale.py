@@ -13,7 +13,10 @@ likelihood not counted).
 The machine's own limit is measured in the same process too: square 2048 x 2048
 GEMMs (one thread, best of five) in float64 and float32, the core's peak
 (``peak_gflops``); each size reports the kernel against the float64 one
-(``peak_fraction``).
+(``peak_fraction``), and the float32 kernel (``precision="float32"``) beside it:
+its rate (``kernel_gflops_float32``), its share of the float32 peak
+(``peak_fraction_float32``) and its gradients a second over the float64
+kernel's (``float32_speedup``).
 
 Run: python benchmarks/bench_scale.py [--quick]   (one thread; the last line is
 JSON, whose flop_fraction is the kernel's rate over the GEMMs' at the largest
@@ -59,10 +62,12 @@ def measure(N: int, H: int, seconds: float = 0.2, repeats: int = 5) -> dict:
     X = rng.normal(size=(N, N_IN))
     Y = np.sin(X[:, :1]) + 0.1 * rng.normal(size=(N, 1))
     model = BayesianMLP(MLPSpec(N_IN, (H,), N_OUT), X, Y)
+    model32 = BayesianMLP(MLPSpec(N_IN, (H,), N_OUT), X, Y, precision="float32")
     hyper = model.initial_hyper()
     q = 0.1 * rng.normal(size=model.dim)
     g = np.empty_like(q)
     _grad_loop(1, q, g, model.target, hyper)                     # compile
+    _grad_loop(1, q, g, model32.target, hyper)
     t = time.perf_counter()
     _grad_loop(3, q, g, model.target, hyper)
     n = max(1, int(seconds / max((time.perf_counter() - t) / 3, 1e-9)))
@@ -79,15 +84,17 @@ def measure(N: int, H: int, seconds: float = 0.2, repeats: int = 5) -> dict:
             np.matmul(A, d.T, out=dW2)
             np.matmul(W2, d, out=delta)
             np.matmul(delta, X, out=dW1)
-    kernel, blas = [], []
+    kernel, kernel32, blas = [], [], []
     with threadpool_limits(1):
         for _ in range(repeats):                                 # alternating, best of each
             kernel.append(_best_seconds(lambda: _grad_loop(n, q, g, model.target, hyper), 1))
+            kernel32.append(_best_seconds(lambda: _grad_loop(n, q, g, model32.target, hyper), 1))
             blas.append(_best_seconds(gemms, 1))
     f = flops(N, H) * n
-    k, b = f / min(kernel) / 1e9, f / min(blas) / 1e9
+    k, k32, b = f / min(kernel) / 1e9, f / min(kernel32) / 1e9, f / min(blas) / 1e9
     return {"rows": N, "hidden": H, "kernel_gflops": _figures(k), "gemm_gflops": _figures(b),   # 3 significant
-            "fraction": _figures(k / b), "gradients_per_s": round(n / min(kernel), 1)}              # figures each
+            "fraction": _figures(k / b), "gradients_per_s": round(n / min(kernel), 1),              # figures each
+            "kernel_gflops_float32": _figures(k32), "float32_speedup": _figures(k32 / k)}
 
 
 def peak(n: int = 2048, repeats: int = 5) -> dict:
@@ -119,13 +126,16 @@ def main():
     top = peak(512 if args.quick else 2048, 2 if args.quick else 5)
     print(f"the core's peak (square GEMM, one thread): {top['float64']} GFLOP/s float64, {top['float32']} float32")
     print(f"{'rows':>6} {'hidden':>6} {'kernel GFLOP/s':>15} {'GEMM GFLOP/s':>13} {'fraction':>9} "
-          f"{'of peak':>8} {'gradients/s':>12}")
+          f"{'of peak':>8} {'gradients/s':>12} {'float32 GFLOP/s':>16} {'of peak':>8} {'speedup':>8}")
     for N, H in sizes:
         r = measure(N, H, seconds=0.05 if args.quick else 0.3, repeats=2 if args.quick else 5)
         r["peak_fraction"] = _figures(r["kernel_gflops"] / top["float64"])
+        r["peak_fraction_float32"] = _figures(r["kernel_gflops_float32"] / top["float32"])
         rows.append(r)
         print(f"{r['rows']:>6} {r['hidden']:>6} {r['kernel_gflops']:>15} {r['gemm_gflops']:>13} "
-              f"{r['fraction']:>9} {r['peak_fraction']:>8} {r['gradients_per_s']:>12}", flush=True)
+              f"{r['fraction']:>9} {r['peak_fraction']:>8} {r['gradients_per_s']:>12} "
+              f"{r['kernel_gflops_float32']:>16} {r['peak_fraction_float32']:>8} {r['float32_speedup']:>8}",
+              flush=True)
     print(json.dumps({"flop_fraction": rows[-1]["fraction"], "peak_gflops": top,
                       "peak_fraction": rows[-1]["peak_fraction"], "largest": rows[-1], "sizes": rows}))
 
