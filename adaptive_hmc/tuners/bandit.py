@@ -212,6 +212,13 @@ class BanditTuner:
         constraint that keeps DIRECT's landscape continuous)."""
         return 100.0 * np.maximum(self.FEASIBLE - self._feasible(X), 0.0)
 
+    def _penalty_at(self, x) -> float:
+        """:meth:`_penalty` at one unit point x (d,), by the feasibility GP's ``point``."""
+        if not self._accepts or not self._feasibility_known:
+            return 0.0
+        m, s = self._feasibility_model.point(x)
+        return 100.0 * max(self.FEASIBLE - float(ndtr((m + self.PRIOR_MARGIN) / max(s, 1e-9))), 0.0)
+
     def _fit_feasibility(self):
         if self._accepts:
             v = list(self._accepts.values())
@@ -271,9 +278,14 @@ class BanditTuner:
         self._fit_feasibility()
         beta = ucb_beta(i + 1, len(self.names), self.delta)
 
-        def acq(x):
+        def latent(x):
             m, s = self.model.predict(np.atleast_2d(x), return_std=True)
-            return float(ucb(m[0], s[0], beta, p) - self._penalty(x)[0])
+            return m[0], s[0]
+        at = getattr(self.model, "point", latent)      # a stand-in model may have predict alone
+
+        def acq(x):
+            m, s = at(x)
+            return float(ucb(m, s, beta, p) - self._penalty_at(x))
 
         x, _ = maximize(acq, len(self.names), self.maxfun, self.polish)
         return self.space.action(x)

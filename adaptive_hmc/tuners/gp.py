@@ -3,8 +3,9 @@
 Flow position: reward -> **tuner** (GP model) -> acquisition. Built on
 scikit-learn's GaussianProcessRegressor (fitting, optional marginal-likelihood
 fit of the kernel, Cholesky factor); prediction reuses the fitted factor with a
-lean NumPy formula and LAPACK's triangular solves called directly, because the
-acquisition optimiser calls it thousands of times per move.
+lean NumPy formula and LAPACK's triangular solves called directly, and at one
+point (:meth:`GPRewardModel.point`, what the acquisition optimiser calls a
+thousand times per move) with a compiled loop of the same formula.
 
 Kernel (Wang thesis section 3.1 and footnote 2): squared-exponential ARD,
 k(a, a') = c exp(-1/2 sum_d ((a_d - a'_d) / l_d)^2), with actions scaled to
@@ -16,15 +17,47 @@ grows with the number of DISTINCT actions only.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.linalg import lapack
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
+from ..jit import njit
+
+
+@njit
+def gp_at(x, X, alpha, L, c, ls):
+    """(mean, sd) of the GP at one point ``x`` (d,): k_i = c exp(-|x/ls - X_i|^2 / 2)
+    for the scaled training points X (n, d), mean = k . alpha, var = c - |L^-1 k|^2
+    with L the Cholesky factor of the training covariance (forward substitution)."""
+    n, d = X.shape
+    k = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(d):
+            t = x[j] / ls[j] - X[i, j]
+            s += t * t
+        k[i] = c * math.exp(-0.5 * s)
+    mean = 0.0
+    for i in range(n):
+        mean += k[i] * alpha[i]
+    v = np.empty(n)
+    q = 0.0
+    for i in range(n):
+        s = k[i]
+        for j in range(i):
+            s -= L[i, j] * v[j]
+        v[i] = s / L[i, i]
+        q += v[i] * v[i]
+    return mean, math.sqrt(max(c - q, 0.0))
+
 
 class GPRewardModel:
     """GP over actions in [0, 1]^d; ``fit(X, y, noise_var)`` then
-    ``predict(X, return_std=True)`` (any object with these two methods can stand in)."""
+    ``predict(X, return_std=True)`` (any object with these two methods can stand
+    in), and ``point(x)``, the mean and sd at one point."""
 
     def __init__(self, dim: int, length_scale=0.2, fit_kernel: bool = False):
         self.dim = dim
@@ -44,7 +77,14 @@ class GPRewardModel:
         self._c = float(k.k1.constant_value)
         self._ls = np.broadcast_to(np.asarray(k.k2.length_scale, float), (self.dim,)).copy()
         self._X = self.gp.X_train_ / self._ls
+        self._alpha = np.ascontiguousarray(self.gp.alpha_, dtype=float).ravel()
+        self._L = np.ascontiguousarray(self.gp.L_, dtype=float)
         return self
+
+    def point(self, x) -> tuple:
+        """(mean, sd of the latent reward) at one action x (d,) in [0, 1]^d: :meth:`predict`
+        of one point, compiled (the acquisition optimiser's call)."""
+        return gp_at(np.asarray(x, dtype=float), self._X, self._alpha, self._L, self._c, self._ls)
 
     def predict(self, X, return_std=False):
         """Posterior mean (and sd of the latent reward) at actions X (n, d) in [0, 1]^d."""
