@@ -352,39 +352,45 @@ BLOCK = 256
 
 
 @njit(inline="always")
-def _acc_rows(z, A, a0, ca, q, w0, stride, count):
-    """z[n] += sum_{m < count} q[w0 + m stride] A[a0 + m, ca + n] for n < z.size:
-    up to four rows a pass over the cases (the passes of equal size), so that
-    each load and store of z carries up to four multiply-adds. Loops over views
-    from 0 (a loop from a runtime start does not vectorise: numba's negative-index
-    wraparound)."""
+def _row(A, a0, ca, w, w0, stride, count, m, B):
+    """Row m of an affine map's sum and its weight: A[a0 + m, ca:ca + B] and
+    w[w0 + m stride]; past ``count``, the last row with weight 0 (which adds
+    exactly nothing to a finite sum)."""
+    r = min(m, count - 1)
+    return w[w0 + r * stride] if m < count else _zero(w, w), A[a0 + r, ca:ca + B]
+
+
+@njit(inline="always")
+def _affine(z, A, a0, ca, w, w0, stride, count, b, add, tanh):
+    """z[n] = f(b + sum_{m < count} w[w0 + m stride] A[a0 + m, ca + n]) for
+    n < z.size (with ``add``: z[n] + the sum), f tanh (``tanh``) or the
+    identity: four rows a pass over the cases (the last pass's missing rows
+    weighted 0, :func:`_row`), so that each load and store of z carries four
+    multiply-adds and neither the bias nor the tanh costs a pass of its own.
+    The loops run over views from 0 (from a runtime start they do not
+    vectorise: numba's negative-index wraparound)."""
     B = z.size
-    passes = (count + 3) // 4
-    small = count // passes
-    extra = count - small * passes
-    m = 0
+    passes = max((count + 3) // 4, 1)
     for p in range(passes):
-        k = small + 1 if p < extra else small
-        wa, ra = q[w0 + m * stride], A[a0 + m, ca:ca + B]
-        if k == 1:
+        m = 4 * p
+        wa, ra = _row(A, a0, ca, w, w0, stride, count, m, B)
+        wb, rb = _row(A, a0, ca, w, w0, stride, count, m + 1, B)
+        wc, rc = _row(A, a0, ca, w, w0, stride, count, m + 2, B)
+        wd, rd = _row(A, a0, ca, w, w0, stride, count, m + 3, B)
+        first = p == 0 and not add
+        last = p == passes - 1 and tanh
+        if first and last:
             for n in range(B):
-                z[n] += wa * ra[n]
-        elif k == 2:
-            wb, rb = q[w0 + (m + 1) * stride], A[a0 + m + 1, ca:ca + B]
+                z[n] = tanh_of(b + wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n])
+        elif first:
             for n in range(B):
-                z[n] += wa * ra[n] + wb * rb[n]
-        elif k == 3:
-            wb, rb = q[w0 + (m + 1) * stride], A[a0 + m + 1, ca:ca + B]
-            wc, rc = q[w0 + (m + 2) * stride], A[a0 + m + 2, ca:ca + B]
+                z[n] = b + wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n]
+        elif last:
             for n in range(B):
-                z[n] += wa * ra[n] + wb * rb[n] + wc * rc[n]
+                z[n] = tanh_of(z[n] + wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n])
         else:
-            wb, rb = q[w0 + (m + 1) * stride], A[a0 + m + 1, ca:ca + B]
-            wc, rc = q[w0 + (m + 2) * stride], A[a0 + m + 2, ca:ca + B]
-            wd, rd = q[w0 + (m + 3) * stride], A[a0 + m + 3, ca:ca + B]
             for n in range(B):
                 z[n] += wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n]
-        m += k
 
 
 @njit(inline="always")
@@ -455,24 +461,15 @@ def _forward_block(q, qh, arch, XT, work, c0, c1, dense_first):
             ca = c0 if l == 0 else 0
             for j in range(h):
                 # z = tanh(b_j + sum_i W_ij src_i)
-                z = hid[row + j, :B]
-                b = qh[off + fan_in * h + j]
-                for n in range(B):
-                    z[n] = b
-                _acc_rows(z, A, a0, ca, qh, off + j, h, fan_in)
-                for n in range(B):
-                    z[n] = tanh_of(z[n])
+                _affine(hid[row + j, :B], A, a0, ca, qh, off + j, h, fan_in, qh[off + fan_in * h + j], False, True)
         off += fan_in * h + h
         row += h
         fan_in = h
     for o in range(n_out):
         y = work.out[o, c0:c1]
-        b = q[off + fan_in * n_out + o]
-        for n in range(B):
-            y[n] = b
-        _acc_rows(y, hid, row - fan_in, 0, q, off + o, n_out, fan_in)
+        _affine(y, hid, row - fan_in, 0, q, off + o, n_out, fan_in, q[off + fan_in * n_out + o], False, False)
         if has_io:
-            _acc_rows(y, XT, 0, c0, q, off + fan_in * n_out + n_out + o, n_out, n_in)
+            _affine(y, XT, 0, c0, q, off + fan_in * n_out + n_out + o, n_out, n_in, 0.0, True, False)
 
 
 @njit(inline="always")
@@ -598,9 +595,7 @@ def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
             for n in range(B):
                 dj[n] = w * _like(d[n], a) * (one - a[n] * a[n])
         else:
-            for n in range(B):
-                dj[n] = 0.0
-            _acc_rows(dj, dout, 0, 0, q, off + j * n_out, 1, n_out)
+            _affine(dj, dout, 0, 0, q, off + j * n_out, 1, n_out, 0.0, False, False)
             for n in range(B):
                 dj[n] *= one - a[n] * a[n]
     # Backpropagate through the hidden layers: dU/db_j, dU/dW_ij = sum_n d_j src_i.
@@ -623,9 +618,7 @@ def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
                 di = hid[sum_h + below + i, :B]
                 a = hid[below + i, :B]
                 one = _one(a)
-                for n in range(B):
-                    di[n] = 0.0
-                _acc_rows(di, hid, sum_h + row, 0, qh, off + i * h, 1, h)
+                _affine(di, hid, sum_h + row, 0, qh, off + i * h, 1, h, _zero(qh, qh), False, False)
                 for n in range(B):
                     di[n] *= one - a[n] * a[n]
             row = below
