@@ -146,3 +146,17 @@ def test_float32_is_refused_where_the_model_has_no_float32_kernel():
     with pytest.raises(ValueError, match="precision"):
         MLPSpec(1, (1,), 1).workspace(8, "half")
     assert math.isfinite(MLPSpec(1, (1,), 1).workspace(8, "float32").hidden.dtype.itemsize)
+
+
+def test_float32_with_sparse_inputs_is_the_float64_network_to_round_off():
+    """The first layer over the nonzero inputs (all cases one block) in float32."""
+    rng = np.random.default_rng(3)
+    spec = MLPSpec(40, (8,), 1)
+    X = rng.normal(size=(300, 40)) * (rng.uniform(size=(300, 40)) < 0.1)
+    Y = rng.normal(size=(300, 1))
+    m64, m32 = (BayesianMLP(spec, X, Y, sparse=True, precision=p) for p in ("float64", "float32"))
+    hyper = m64.initial_hyper(1.0)
+    q = 0.5 * rng.normal(size=spec.n_params)
+    (u64, g64), (u32, g32) = m64.energy_grad(q, hyper), m32.energy_grad(q, hyper)
+    assert abs(u32 - u64) < 1e-5 * abs(u64) and u32 != u64
+    assert np.max(np.abs(g32 - g64)) < 1e-4 * np.max(np.abs(g64))
