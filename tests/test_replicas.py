@@ -144,12 +144,14 @@ def test_initial_phase_keeps_hyperparameters_fixed():
     assert np.all(h[:, 0, moved] == 1.0)
 
 
-def test_serial_and_parallel_runs_are_bitwise_identical():
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_serial_and_parallel_runs_are_bitwise_identical(precision):
     """Bit-identical with 1 and 3 threads, and whatever other arrays are alive
     (each run's arrays land at other addresses: compiled loops whose
-    vectorisation depended on addresses once made the bits differ)."""
+    vectorisation depended on addresses once made the bits differ), in either
+    precision of the network's hidden units."""
     def go(threads):
-        rs = _replicas(threads=threads, full_data_chain=True,
+        rs = _replicas(threads=threads, full_data_chain=True, precision=precision,
                        settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
         out = [rs.run(Action(eps, L), 120) for eps, L in ((0.3, 10), (0.5, 6))]
         return rs, out
