@@ -1,18 +1,18 @@
 """The float32 path (``precision="float32"``): its tanh, its kernel against the
 float64 one and finite differences, the leapfrog's exactness on the network so
-computed, a chain against importance sampling, and the option's refusals."""
+computed, and the option's refusals (a float32 chain against importance
+sampling: tests/test_statistical.py)."""
 import math
 
 import numpy as np
 import pytest
 
-from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.engine.replica_options import ReplicaOptions
 from adaptive_hmc.jit import fast_tanh32, njit
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.models.priors import PriorSpec, precisions
-from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc
+from adaptive_hmc.samplers import init_state
 from adaptive_hmc.samplers.leapfrog import kinetic, leapfrog
 
 SPECS = [
@@ -115,27 +115,6 @@ def test_float32_leapfrog_is_reversible_and_its_energy_error_shrinks_like_eps_sq
         errs.append(abs(u + kinetic(pp) - st.energy[0] - kinetic(p)))
     ratios = np.array(errs[:-1]) / np.array(errs[1:])
     assert np.all((ratios > 3.0) & (ratios < 5.0)), ratios
-
-
-def test_float32_chain_agrees_with_importance_sampling(tiny_bnn):
-    """The network of tiny_bnn in float32: HMC's predictive mean at three inputs
-    within Z = 4 standard errors of importance sampling, each standard error
-    under 0.02 (power)."""
-    model64, x_star, is_mean, is_se = tiny_bnn
-    model = BayesianMLP(model64.spec, model64.X, model64.Y, model64.priors, precision="float32")
-    hyper = model.initial_hyper()
-    hmc = make_hmc(model)
-    st = init_state(model, np.array([1.0, 0.0, 1.0, 0.0]), hyper)
-    rng = np.random.default_rng(12)
-    n = 20_000
-    preds = np.empty((n, 3))
-    for i in range(n):
-        st, _ = hmc(st, hmc_settings(20, step_factor=0.4, jitter=True), rng)
-        preds[i] = model.predict(st.position, x_star)[:, 0]
-    preds = preds[1000:]
-    se = np.sqrt(batch_means_mcse(preds) ** 2 + is_se ** 2)
-    assert np.all(se < 0.02), se
-    assert np.all(np.abs(preds.mean(axis=0) - is_mean) < 4.0 * se), (preds.mean(axis=0), is_mean, se)
 
 
 def test_float32_is_refused_where_the_model_has_no_float32_kernel():

@@ -14,6 +14,7 @@ from typing import Callable, NamedTuple, Protocol, TypedDict
 
 import numpy as np
 
+from ..diagnostics import check_line, time_limit_warning
 from .replica_options import ReplicaOptions
 from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
@@ -76,6 +77,45 @@ def check_due(n: int, first: int) -> bool:
     while c < n:
         c += max(CHECK_EVERY, c // 4)
     return c == n
+
+
+@dataclass
+class Until:
+    """The rule of a run that goes on past ``first`` super-transitions until
+    its chains meet or ``max_seconds`` pass, the one rule of a configured run,
+    the estimators and :func:`~adaptive_hmc.front.general.sample`: after
+    super-transition n with ``seconds`` spent, when a check is due
+    (:func:`check_due`) or the time is up, ``judge(n)`` says (met, status
+    line); ``say`` (or None) is given the check's line, ``limit`` names the
+    time limit in the user's terms (a config key, a parameter). ``last`` is the
+    last check's verdict (met, super_transitions, status), ``stopped`` the one
+    that ended the run."""
+
+    first: int
+    max_seconds: float
+    judge: Callable
+    limit: str
+    say: Callable | None = None
+    last: dict | None = None
+    stopped: dict | None = None
+
+    def done(self, n: int, seconds: float) -> bool:
+        """Whether the run stops after super-transition ``n`` (checking the chains when due)."""
+        out_of_time = seconds > self.max_seconds
+        if n < self.first or not (out_of_time or check_due(n, self.first)):
+            return False
+        met, line = self.judge(n)
+        self.last = {"met": met, "super_transitions": n, "status": line}
+        if met or out_of_time:
+            self.stopped = self.last
+        if self.say is not None:
+            self.say(check_line(n, line, met, out_of_time, self.limit))
+        return met or out_of_time
+
+    def warning(self) -> str | None:
+        """What a run stopped at its time limit before its chains met says (None for any other run)."""
+        s = self.stopped
+        return None if s is None or s["met"] else time_limit_warning(s, self.limit, self.max_seconds)
 
 
 class LogEntry(TypedDict):

@@ -19,7 +19,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import Standardizer
-from ..diagnostics import check_line, more_super_transitions, time_limit_warning
+from ..diagnostics import more_super_transitions
 from ..rundir.metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
 from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
@@ -27,12 +27,12 @@ from ..rundir.inference import inference_data
 from ..rundir.posterior import Posterior
 from ..engine.replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
 from ..engine.progress import Progress, can_draw_bar, compile_kernels, start_chains
-from ..engine.runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, check_due, make_run
+from ..engine.runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, Until, make_run
 from ..samplers.settings import HMCSettings
 from ..tuners.options import BanditOptions
 
 #: The most training cases whose fitted values the diagnostics read, at the checks of a run until the chains
-#: meet (:func:`~adaptive_hmc.rundir.metrics.check_due`) and at the end (a seeded subset, the same throughout;
+#: meet (:class:`~adaptive_hmc.engine.runner.Until`) and at the end (a seeded subset, the same throughout;
 #: ``diagnostics_["fitted_cases"]`` says how many of how many; the hyperparameters are read whole).
 CHECK_CASES = 200
 
@@ -161,27 +161,20 @@ class _BNN(BaseEstimator):
                             limit_s=self.max_seconds if until else None, limit_from=self.super_transitions)
         check = X[np.sort(np.random.default_rng(seed).permutation(len(X))[:CHECK_CASES])]
         cases = {"cases": len(check), "of": len(X)}
-        self.convergence_ = None
+        rule = Until(self.super_transitions, self.max_seconds, lambda n: convergence(
+            self._diagnostics(check, rows, n, log), self.target_ess), "max_seconds",
+            (lambda line: print(line, flush=True)) if self.verbose else None) if until else None
         t0 = time.perf_counter()
 
         def callback(e, result):
             progress.update(e)
-            n = e["i"] + 1
-            if not until or n < self.super_transitions:
-                return False
-            out_of_time = time.perf_counter() - t0 > self.max_seconds
-            if not out_of_time and not check_due(n, self.super_transitions):
-                return False
-            met, line = convergence(self._diagnostics(check, rows, n, log), self.target_ess)
-            self.convergence_ = {"met": met, "super_transitions": n, "status": line}
-            if self.verbose:
-                print(check_line(n, line, met, out_of_time, "max_seconds"), flush=True)
-            return met or out_of_time
+            return until and rule.done(e["i"] + 1, time.perf_counter() - t0)
 
         try:
             self.log_ = setup.loop(callback=callback, log=log)
         finally:
             progress.close()
+        self.convergence_ = rule.last if until else None
         n_done = self.n_iter_ = self.replicas_.n_super
         n_burn = self._burn_in(n_done)
         kept = kept_samples(self.replicas_, after=n_burn)
@@ -199,9 +192,8 @@ class _BNN(BaseEstimator):
                                lambda factor: self._longer(factor, n_done))
         if warning:
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)
-        if until and self.convergence_ is not None and not self.convergence_["met"]:
-            warnings.warn(time_limit_warning(self.convergence_, "max_seconds", self.max_seconds), ConvergenceWarning,
-                          stacklevel=3)
+        if until and rule.warning():
+            warnings.warn(rule.warning(), ConvergenceWarning, stacklevel=3)
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
         stuck = sum(1 for e in self.log_ if e["stuck_chains"])

@@ -16,11 +16,11 @@ from ..config import Config, ConfigError, parse, to_dict
 from ..data import Standardizer, select_features
 from ..engine.replicas import memory_estimate
 from ..engine.super_transition import iterations
-from ..diagnostics import check_line, more_super_transitions, time_limit_warning
+from ..diagnostics import more_super_transitions
 from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
 from ..rundir.results import RunDir, RunError
 from ..engine.progress import Progress, compile_kernels, start_chains
-from ..engine.runner import MAX_SUPER_TRANSITIONS, check_due, make_run
+from ..engine.runner import MAX_SUPER_TRANSITIONS, Until, make_run
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
@@ -167,21 +167,11 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     progress = Progress(None if until else first, len(log), quiet, until.max_seconds if until else None, first)
     done_here = 0
     warned_stuck: list = []
-    stopped: list = []           # a run that goes on until its chains meet: why it stopped
     last = time.perf_counter()
-
-    def met_or_out_of_time(n: int) -> bool:
-        """With run.until, after super-transition ``n``: whether the chains met or the time is up (saying so)."""
-        out_of_time = wall > until.max_seconds
-        if n < first or not (out_of_time or check_due(n, first)):
-            return False
-        met, line = convergence(replica_diagnostics(replicas, log, wall, cfg.replicas.predict_from), until.target_ess)
-        if met or out_of_time:
-            stopped.append({"met": met, "super_transitions": n, "status": line})
-        if not quiet:
-            print(f"{rd.path}: {check_line(n, line, met, out_of_time, 'run.until.max_seconds')}", file=sys.stderr,
-                  flush=True)
-        return met or out_of_time
+    rule = Until(first, until.max_seconds, lambda n: convergence(
+        replica_diagnostics(replicas, log, wall, cfg.replicas.predict_from), until.target_ess),
+        "run.until.max_seconds", None if quiet else lambda line: print(f"{rd.path}: {line}", file=sys.stderr,
+                                                                        flush=True)) if until else None
 
     def after_each(entry, result):
         nonlocal wall, done_here, last
@@ -196,7 +186,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
                   f"on (the log's stuck_chains lists every such one)", file=sys.stderr, flush=True)
         done_here += 1
         n = replicas.n_super
-        end = met_or_out_of_time(n) if until else n == first
+        end = rule.done(n, wall) if until else n == first
         if n % cfg.run.checkpoint_every == 0 or end:
             rd.save_checkpoint(replicas, tuner, log, wall, unsaved)
         last = time.perf_counter()
@@ -211,7 +201,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
                           f"adaptive-hmc run {source} --out {rd.path} --resume") from None
     finally:
         progress.close()
-    if not (stopped if until else replicas.n_super >= first):
+    if not (rule.stopped if until else replicas.n_super >= first):
         return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rd.write_metadata(meta)
@@ -219,7 +209,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
         print(f"{rd.path}: computing the predictions, R-hat and ESS of the test sets and hyperparameters",
               file=sys.stderr, flush=True)
     summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale, compile_s=meta["compile_s"],
-                               convergence=stopped[0] if stopped else None)
+                               convergence=rule.stopped if until else None)
     if not quiet:
         print(f"{rd.path}: {diagnostics_line(summary)}", file=sys.stderr, flush=True)
     n, burn = replicas.n_super, replicas.burn_in_super_transitions
@@ -227,9 +217,8 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
         f"adaptive-hmc run {source} --out {rd.path} --extend {more_super_transitions(factor, n, burn)}"))
     if warning:
         print(f"{rd.path}: warning: {warning}", file=sys.stderr, flush=True)
-    if stopped and not stopped[0]["met"]:
-        print(f"{rd.path}: warning: {time_limit_warning(stopped[0], 'run.until.max_seconds', until.max_seconds)}",
-              file=sys.stderr, flush=True)
+    if until and rule.warning():
+        print(f"{rd.path}: warning: {rule.warning()}", file=sys.stderr, flush=True)
     if summary["stuck_super_transitions"]:
         print(f"{rd.path}: warning: in {summary['stuck_super_transitions']} of {len(log)} super-transitions some "
               f"chain accepted no trajectory (see stuck_chains in {rd.path / 'log.jsonl'}); its samples repeat "

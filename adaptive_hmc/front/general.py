@@ -23,14 +23,13 @@ from pathlib import Path
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..diagnostics import (chain_statistics, check_line, draws_convergence, more_super_transitions, summary_line,
-                          time_limit_warning, trust_warnings)
+from ..diagnostics import chain_statistics, draws_convergence, more_super_transitions, summary_line, trust_warnings
 from ..engine.density_chains import SAMPLE_DEFAULTS as D, TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
 from ..models.density import LogDensity
 from ..engine.replica_options import as_seed_sequence
 from ..engine.rewards import esjd_reward
 from ..engine.progress import Progress, can_draw_bar, compile_kernels
-from ..engine.runner import MAX_SUPER_TRANSITIONS, check_due, run_super_transitions
+from ..engine.runner import MAX_SUPER_TRANSITIONS, Until, run_super_transitions
 from ..rundir.density_checkpoint import CheckpointError, previous_checkpoint, restore, run_key, save
 from ..tuners.options import BanditOptions
 
@@ -166,13 +165,16 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     done_here = []
     progress = Progress(None if limit else super_transitions, chains.n_super, not verbose,
                         limit[0] if limit else None, super_transitions)
+    rule = Until(super_transitions, limit[0], lambda n: draws_convergence(
+        chain_statistics(np.stack([np.concatenate(d) for d in chains.draws])), limit[1]), "until max_seconds",
+        (lambda line: print(line, flush=True)) if verbose else None) if limit else None
 
     def keep(entry, result):
         stats.append({field: getattr(result.record, field) for _, field in STATS})
         done_here.append(entry["i"])
         progress.update(entry)
-        if limit is not None:
-            _check(chains, run, log, super_transitions, limit, verbose)
+        if limit is not None and rule.done(chains.n_super, run["warmup_seconds"] + sum(e["seconds"] for e in log)):
+            run["stopped"] = rule.stopped
         if path is not None:
             save(path, key, chains, run, bandit, log, stats)
         if callback is not None:
@@ -213,8 +215,8 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     for message in trust_warnings(st["rhat"], stats["diverging"], stats["energy"], st["ess_bulk"], longer):
         warnings.warn(message, ConvergenceWarning, stacklevel=2)
     if limit is not None and not run["stopped"]["met"]:
-        warnings.warn(time_limit_warning(run["stopped"], "until max_seconds", limit[0]), ConvergenceWarning,
-                      stacklevel=2)
+        rule.stopped = run["stopped"]                      # the run's, also when it was stopped before a resume
+        warnings.warn(rule.warning(), ConvergenceWarning, stacklevel=2)
     return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats,
                         attrs={k: str(v) if k == "tuner_log" else json.dumps(v) if k == "convergence" else v
                                for k, v in attrs.items() if v is not None})
@@ -231,19 +233,3 @@ def _until(until) -> tuple | None:
         if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not v > 0:
             raise ValueError(f"until {name}={v!r}: a number > 0")
     return float(values[0]), float(values[1])
-
-
-def _check(chains: DensityChains, run: dict, log: list, first: int, limit: tuple, verbose: bool) -> None:
-    """After a super-transition of a run that goes on until its chains meet:
-    when a check is due (or the time is up), judge the draws so far and put
-    ``run["stopped"]`` (met, super-transitions, the figures) when they met or
-    the time is up."""
-    n = chains.n_super
-    out_of_time = run["warmup_seconds"] + sum(e["seconds"] for e in log) > limit[0]
-    if n < first or not (out_of_time or check_due(n, first)):
-        return
-    met, line = draws_convergence(chain_statistics(np.stack([np.concatenate(d) for d in chains.draws])), limit[1])
-    if verbose:
-        print(check_line(n, line, met, out_of_time, "until max_seconds"), flush=True)
-    if met or out_of_time:
-        run["stopped"] = dict(met=met, super_transitions=n, status=line)
