@@ -242,10 +242,8 @@ def _export(args) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    """The command line's parser: every command, its arguments and the function that runs it."""
-    ap = argparse.ArgumentParser(prog="adaptive-hmc", description="Bayesian neural networks by adaptive HMC")
-    sub = ap.add_subparsers(dest="command", required=True)
+def _add_init(sub) -> None:
+    """The ``init`` command."""
     i = sub.add_parser("init", help="write a config template for your own table (prefilled from a CSV's header)")
     i.add_argument("kind", choices=["regression", "classification"])
     i.add_argument("--csv", help="your table (with a header row): fills data.path, the target column, the name "
@@ -254,6 +252,10 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("--out", help="the config file to write (default: CSV_NAME.yaml, or my_KIND.yaml)")
     i.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     i.set_defaults(fn=_init)
+
+
+def _add_run(sub) -> None:
+    """The ``run`` command."""
     r = sub.add_parser("run", help="run (or resume) a YAML-configured experiment")
     r.add_argument("config")
     r.add_argument("--out", help="run directory (default: a new runs/NAME-seedSEED[-n])")
@@ -268,12 +270,20 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--dry-run", action="store_true", help="check the config and its data, print the resolved "
                                                           "config, run nothing (as validate)")
     r.set_defaults(fn=_run, starting=_starting)
+
+
+def _add_validate(sub) -> None:
+    """The ``validate`` command."""
     v = sub.add_parser("validate", help="check a config and its data without running; print the resolved config")
     v.add_argument("config")
     v.add_argument("--seed", type=int, help="override run.seed")
     v.add_argument("--no-estimate", action="store_true", help="skip the time estimate (a second's probe of the "
                    "sampler, after compiling it if this model's first run has not)")
     v.set_defaults(fn=_validate)
+
+
+def _add_sweep(sub) -> None:
+    """The ``sweep`` command."""
     w = sub.add_parser("sweep", help="run every combination of a sweep file on a Dask cluster")
     w.add_argument("sweep", help="a sweep file: base config(s), a grid of overrides, cases (see docs/USAGE.md)")
     w.add_argument("--out", help="sweep directory (default: sweeps/NAME)")
@@ -283,12 +293,20 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument("--resume", action="store_true", help="skip finished runs, resume interrupted ones")
     w.add_argument("--quiet", action="store_true", help="no progress output")
     w.set_defaults(fn=_sweep)
+
+
+def _add_compare(sub) -> None:
+    """The ``compare`` command."""
     c = sub.add_parser("compare", help="table of test errors, CV error, acceptance, cost and ESS")
     c.add_argument("dirs", nargs="+", help="run directories or sweep directories")
     c.add_argument("--markdown", help="also write the table as markdown to this file")
     c.add_argument("--chains", choices=["all", "full", "replicas"],
                    help="test errors of these chains' samples (default: each run's replicas.predict_from)")
     c.set_defaults(fn=_compare)
+
+
+def _add_predict(sub) -> None:
+    """The ``predict`` command."""
     q = sub.add_parser("predict", help="predictions of a finished run for new inputs (CSV out)")
     q.add_argument("dir", help="a finished run directory (its config must keep samples: run.thin > 0)")
     q.add_argument("input", help="a numeric table of inputs, one column per input, in the original units "
@@ -298,9 +316,17 @@ def parser() -> argparse.ArgumentParser:
                    help="whose samples predict (default: the run's replicas.predict_from)")
     q.add_argument("--level", type=float, default=0.95, help="central interval probability (regression)")
     q.set_defaults(fn=_predict)
+
+
+def _add_plot(sub) -> None:
+    """The ``plot`` command."""
     p = sub.add_parser("plot", help="write PNG figures into DIR/plots")
     p.add_argument("dir")
     p.set_defaults(fn=_plot)
+
+
+def _add_export(sub) -> None:
+    """The ``export`` command."""
     e = sub.add_parser("export", help="write DIR/inference_data.nc (ArviZ InferenceData)")
     e.add_argument("dir")
     e.add_argument("--kfold", type=int, metavar="K",
@@ -309,8 +335,25 @@ def parser() -> argparse.ArgumentParser:
                         "Pareto k verdict, and the test sets' log predictive density; written to DIR/elpd.json")
     e.add_argument("--quiet", action="store_true", help="no progress lines from --kfold's run")
     e.set_defaults(fn=_export)
+
+
+def _add_reference(sub) -> None:
+    """The ``reference`` command."""
     f = sub.add_parser("reference", help="print the config reference (every key, type, default; docs/CONFIG.md)")
     f.set_defaults(fn=_reference)
+
+
+#: One function a command, in the order ``--help`` lists them.
+COMMANDS = (_add_init, _add_run, _add_validate, _add_sweep, _add_compare, _add_predict, _add_plot, _add_export,
+            _add_reference)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser: every command, its arguments and the function that runs it."""
+    ap = argparse.ArgumentParser(prog="adaptive-hmc", description="Bayesian neural networks by adaptive HMC")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for add in COMMANDS:
+        add(sub)
     return ap
 
 

@@ -98,6 +98,20 @@ def check(cfg: DensityConfig, source: str) -> tuple:
     return fn, constrain, q0
 
 
+def _log_writer(rd: RunDir):
+    """``sample()``'s callback that keeps ``rd``'s log.jsonl: rewritten when the run starts or resumes, then
+    appended one entry a super-transition."""
+    logged = [None]
+
+    def to_log(log):
+        if logged[0] is not None and len(log) == logged[0] + 1:
+            rd.append_log(log[-1])
+        else:
+            rd.write_log(log)
+        logged[0] = len(log)
+    return to_log
+
+
 def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quiet: bool = False,
                 extend: int = 0) -> dict:
     """Run ``cfg`` into directory ``out`` (or resume it from its checkpoint);
@@ -123,14 +137,7 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
         if not (out / METADATA).is_file():
             rd.write_metadata(dict(config=source, started=time.strftime("%Y-%m-%dT%H:%M:%S")))
         extended_to = rd.begin_extension(extend) if extend else rd.extended_to()   # the length an --extend set
-        logged = [None]                  # entries in log.jsonl: appended one by one, rewritten when it starts
-
-        def to_log(log):
-            if logged[0] is not None and len(log) == logged[0] + 1:
-                rd.append_log(log[-1])
-            else:
-                rd.write_log(log)
-            logged[0] = len(log)
+        to_log = _log_writer(rd)
         try:
             with warnings.catch_warnings(record=True) as said:
                 warnings.simplefilter("always", ConvergenceWarning)

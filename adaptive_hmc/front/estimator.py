@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import Standardizer
 from ..diagnostics import more_super_transitions
-from ..rundir.metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
+from ..rundir.metrics import convergence, end_warnings, kept_samples, log_gradients, run_diagnostics
 from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.inference import inference_data
@@ -135,18 +135,7 @@ class _BNN(BaseEstimator):
         self._fitted_seed = seed
         setup, log = self._continued(X, Y) if self.warm_start and hasattr(self, "replicas_") else (None, [])
         if setup is None:
-            bounds = {"step_factor": tuple(self.step_factor_bounds),
-                      "num_steps": self._num_steps_bounds()}
-            setup = make_run(
-                spec, X, Y, tuner=BanditOptions(bounds),
-                run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, seed, self.reward, metric),
-                replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
-                                        priors=self.priors or PriorSpec(),
-                                        settings=HMCSettings(window=self.window,
-                                                             initial_phase_steps=self.initial_phase_steps,
-                                                             jitter=bool(self.jitter)),
-                                        thin=self.thin, threads=self.threads, weight_by=self.weight_by,
-                                        start=self.start, metric=self.metric, precision=self.precision))
+            setup = self._new_run(X, Y, spec, metric, seed)
         # Every sample is kept (the burn-in is left out at the end), so that a warm start continues the very
         # run a longer fit would have made.
         setup = setup._replace(run=replace(setup.run, super_transitions=MAX_SUPER_TRANSITIONS if until
@@ -176,35 +165,47 @@ class _BNN(BaseEstimator):
             progress.close()
         self.convergence_ = rule.last if until else None
         n_done = self.n_iter_ = self.replicas_.n_super
-        n_burn = self._burn_in(n_done)
-        kept = kept_samples(self.replicas_, after=n_burn)
-        posterior = np.isin(kept["chain"], rows)
-        self.weights_, self.noise_ = kept["weights"][posterior], kept["noise_precision"][posterior]
-        self.sample_weights_ = kept["weight"][posterior]
-        self.posterior_ = self._posterior(self.weights_, self.noise_, self.sample_weights_)
+        n_burn = self._keep(rows, n_done)
         # R-hat and ESS of the fitted values (the predictions at a seeded subset of the training inputs) across
         # the posterior's chains, per 1000 of every gradient the fit computed and per second of sampling.
         if self.verbose:
             print(f"computing R-hat and ESS of {len(check)} of {len(X)} fitted values and the hyperparameters",
                   flush=True)
         self.diagnostics_ = {**self._diagnostics(check, rows, n_done, self.log_), "fitted_cases": cases}
-        warning = rhat_warning(self.diagnostics_, (self.priors or PriorSpec()).hyper_moves,
-                               lambda factor: self._longer(factor, n_done))
-        if warning:
+        for warning in end_warnings(self.diagnostics_, (self.priors or PriorSpec()).hyper_moves,
+                                    lambda factor: self._longer(factor, n_done), rule, self.log_,
+                                    "narrow step_factor_bounds or num_steps_bounds"):
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)
-        if until and rule.warning():
-            warnings.warn(rule.warning(), ConvergenceWarning, stacklevel=3)
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")
-        stuck = sum(1 for e in self.log_ if e["stuck_chains"])
-        if stuck:
-            warnings.warn(f"in {stuck} of {len(self.log_)} super-transitions a chain accepted no trajectory; its "
-                          f"samples repeat one state (narrow step_factor_bounds or num_steps_bounds)",
-                          ConvergenceWarning, stacklevel=3)
         if n_done - n_burn < 5:
             warnings.warn(f"only {n_done - n_burn} super-transitions after burn-in: the predictions "
                           f"rest on a very short run (raise super_transitions)", ConvergenceWarning, stacklevel=3)
         return self
+
+    def _keep(self, rows, n_done: int) -> int:
+        """Keep the posterior's samples (of chains ``rows``) after the burn-in of a fit of ``n_done``
+        super-transitions: ``weights_``, ``noise_``, ``sample_weights_``, ``posterior_``; returns the burn-in."""
+        n_burn = self._burn_in(n_done)
+        kept = kept_samples(self.replicas_, after=n_burn)
+        posterior = np.isin(kept["chain"], rows)
+        self.weights_, self.noise_ = kept["weights"][posterior], kept["noise_precision"][posterior]
+        self.sample_weights_ = kept["weight"][posterior]
+        self.posterior_ = self._posterior(self.weights_, self.noise_, self.sample_weights_)
+        return n_burn
+
+    def _new_run(self, X, Y, spec, metric, seed):
+        """The run a fit starts (:func:`~adaptive_hmc.engine.runner.make_run`), from the estimator's parameters."""
+        bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": self._num_steps_bounds()}
+        return make_run(
+            spec, X, Y, tuner=BanditOptions(bounds),
+            run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, seed, self.reward, metric),
+            replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
+                                    priors=self.priors or PriorSpec(),
+                                    settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
+                                                         jitter=bool(self.jitter)),
+                                    thin=self.thin, threads=self.threads, weight_by=self.weight_by,
+                                    start=self.start, metric=self.metric, precision=self.precision))
 
     def _fixed_params(self) -> dict:
         """The parameters a warm start must not change (all but :data:`WARM_START_MAY_CHANGE`)."""

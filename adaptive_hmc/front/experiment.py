@@ -17,7 +17,7 @@ from ..data import Standardizer, select_features
 from ..engine.replicas import memory_estimate
 from ..engine.super_transition import iterations
 from ..diagnostics import more_super_transitions
-from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
+from ..rundir.metrics import convergence, diagnostics_line, end_warnings, replica_diagnostics
 from ..rundir.results import RunDir, RunError
 from ..engine.progress import Progress, compile_kernels, start_chains
 from ..engine.runner import MAX_SUPER_TRANSITIONS, Until, make_run
@@ -143,8 +143,9 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
         lock.close()
 
 
-def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) -> dict:
-    replicas, tuner = setup.replicas, setup.tuner
+def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
+    """(tuner, log, wall seconds, metadata) of a run started or resumed in ``rd``, its kernels compiled and
+    its chains started."""
     if resuming:
         tuner, log, wall, note = rd.restore(replicas, type(tuner))
         if note:
@@ -157,12 +158,18 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
         meta = rd.start(cfg, source, replicas.threads)
         log, wall = [], 0.0
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
-    unsaved: list = []     # the steps of the super-transitions not yet in the sample store
     meta["compile_s"] = round(meta.get("compile_s", 0.0) + compile_kernels(replicas, quiet), 2)   # kept out of wall_s
     started = start_chains(replicas, quiet)               # its seconds count in the first super-transition's
     if started is not None:
         meta["start"] = {k: started[k] for k in ("seconds", "gradients", "cut_short")}
         rd.write_metadata(meta)
+    return tuner, log, wall, meta
+
+
+def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) -> dict:
+    replicas = setup.replicas
+    tuner, log, wall, meta = _begin(rd, cfg, source, resuming, quiet, replicas, setup.tuner)
+    unsaved: list = []     # the steps of the super-transitions not yet in the sample store
     until, first = cfg.run.until, cfg.run.super_transitions
     progress = Progress(None if until else first, len(log), quiet, until.max_seconds if until else None, first)
     done_here = 0
@@ -213,14 +220,8 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     if not quiet:
         print(f"{rd.path}: {diagnostics_line(summary)}", file=sys.stderr, flush=True)
     n, burn = replicas.n_super, replicas.burn_in_super_transitions
-    warning = rhat_warning(summary["diagnostics"], cfg.model.priors.hyper_moves, lambda factor: (
-        f"adaptive-hmc run {source} --out {rd.path} --extend {more_super_transitions(factor, n, burn)}"))
-    if warning:
+    for warning in end_warnings(summary["diagnostics"], cfg.model.priors.hyper_moves, lambda factor: (
+            f"adaptive-hmc run {source} --out {rd.path} --extend {more_super_transitions(factor, n, burn)}"),
+            rule, log, f"see stuck_chains in {rd.path / 'log.jsonl'}: the step factor or L is too large for it"):
         print(f"{rd.path}: warning: {warning}", file=sys.stderr, flush=True)
-    if until and rule.warning():
-        print(f"{rd.path}: warning: {rule.warning()}", file=sys.stderr, flush=True)
-    if summary["stuck_super_transitions"]:
-        print(f"{rd.path}: warning: in {summary['stuck_super_transitions']} of {len(log)} super-transitions some "
-              f"chain accepted no trajectory (see stuck_chains in {rd.path / 'log.jsonl'}); its samples repeat "
-              f"one state, so the step factor or L is too large for it", file=sys.stderr, flush=True)
     return summary

@@ -100,29 +100,10 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     says which (met, super-transitions, the figures), and a run stopped by
     the time says so in a warning.
     """
-    import arviz as az
-
-    for name, value, least in (("warmup", warmup, 0), ("super_transitions", super_transitions, 1),
-                               ("budget", 1 if budget is None else budget, 1),
-                               ("threads", 1 if threads is None else threads, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-            raise ValueError(f"{name}={value!r}: an integer >= {least}")
-    limit = _until(until)
-    raw = np.asarray(initial_positions)
-    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
-        raise ValueError(f"initial_positions: real numbers, got dtype {raw.dtype}")
-    q0 = np.atleast_2d(raw.astype(np.float64))
+    limit, q0, (flo, fhi), (tlo, thi) = _checked(warmup, super_transitions, budget, threads, until,
+                                                 initial_positions, step_factor_bounds, trajectory_bounds, checkpoint)
     model = LogDensity(logp_grad, q0.shape[1], names)
     model.check_start(q0)
-    flo, fhi = (float(v) for v in step_factor_bounds)
-    if not 0 < flo < fhi:
-        raise ValueError(f"step_factor_bounds={tuple(step_factor_bounds)}: need 0 < low < high")
-    tlo, thi = (float(v) for v in trajectory_bounds)
-    if not 0 < tlo < thi:
-        raise ValueError(f"trajectory_bounds={tuple(trajectory_bounds)}: need 0 < low < high")
-    if checkpoint is not None and not Path(checkpoint).parent.is_dir():
-        raise ValueError(f"checkpoint={str(checkpoint)!r}: its folder {str(Path(checkpoint).parent)!r} does not "
-                         f"exist (make it first; the checkpoint file itself is written by the run)")
     seed_chains, seed_tuner = as_seed_sequence(seed).spawn(2)
     chains = DensityChains(model, q0, seed_chains, threads)
     compile_s = compile_kernels(chains, quiet=not verbose and not can_draw_bar())
@@ -131,35 +112,14 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
                   tuner=None if tuner is None else repr(tuner))
     path = None if checkpoint is None else Path(checkpoint)
     if path is not None and (path.exists() or previous_checkpoint(path).exists()):
-        run, bandit, log, stats, note = restore(path, key, chains)
-        if note:
-            print(note, file=sys.stderr, flush=True)
-        if chains.n_super > super_transitions:
-            raise CheckpointError(f"checkpoint {path}: holds {chains.n_super} super-transitions, more than the "
-                                  f"super_transitions={super_transitions} asked for; ask for at least "
-                                  f"{chains.n_super} (more extend the run), or give another checkpoint path")
-        step, budget, bounds = run["step"], run["budget"], run["bounds"]
+        run, bandit, log, stats = _resumed(path, key, chains, super_transitions)
     else:
-        t0 = time.perf_counter()
-        if verbose:
-            print(f"warm-up: {warmup} iterations of {chains.R} chains (a diagonal metric and a reference step)",
-                  flush=True)
-        step = chains.warm_up(int(warmup), target_accept)
-        lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
-        if budget is None:
-            budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
-        lo = min(lo, budget // 2)
-        bounds = {"step_factor": (flo * step, fhi * step), "num_steps": (lo, min(budget, max(lo + 1, hi)))}
-        options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
-        bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
-        run = dict(step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)
-        if verbose:
-            print(f"warm-up done in {run['warmup_seconds']:.1f} s: reference step {step:.3g} posterior sds; "
-                  f"super-transitions of {budget} leapfrog steps a chain, L in {bounds['num_steps'][0]}.."
-                  f"{bounds['num_steps'][1]}", flush=True)
+        run, bandit = _warmed_up(chains, warmup, target_accept, budget, (flo, fhi), (tlo, thi), tuner,
+                                 seed_tuner, verbose)
         log, stats = [], []
         if path is not None:
             save(path, key, chains, run, bandit, log, stats)
+    budget = run["budget"]
     if callback is not None:
         callback(log)
     done_here = []
@@ -188,6 +148,75 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         progress.close()
     if chains.n_super < super_transitions or (limit is not None and "stopped" not in run):
         return None
+    return _inference_data(chains, model, constrain, run, log, stats, compile_s, limit, rule, verbose)
+
+
+def _checked(warmup, super_transitions, budget, threads, until, initial_positions, step_factor_bounds,
+             trajectory_bounds, checkpoint) -> tuple:
+    """:func:`sample`'s arguments checked (ValueError naming the one that is wrong): (the ``until``
+    limit, the starts (chains, dim) as float64, the step factor's bounds, the trajectory's bounds)."""
+    for name, value, least in (("warmup", warmup, 0), ("super_transitions", super_transitions, 1),
+                               ("budget", 1 if budget is None else budget, 1),
+                               ("threads", 1 if threads is None else threads, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"{name}={value!r}: an integer >= {least}")
+    limit = _until(until)
+    raw = np.asarray(initial_positions)
+    if not (np.issubdtype(raw.dtype, np.integer) or np.issubdtype(raw.dtype, np.floating)):
+        raise ValueError(f"initial_positions: real numbers, got dtype {raw.dtype}")
+    flo, fhi = (float(v) for v in step_factor_bounds)
+    if not 0 < flo < fhi:
+        raise ValueError(f"step_factor_bounds={tuple(step_factor_bounds)}: need 0 < low < high")
+    tlo, thi = (float(v) for v in trajectory_bounds)
+    if not 0 < tlo < thi:
+        raise ValueError(f"trajectory_bounds={tuple(trajectory_bounds)}: need 0 < low < high")
+    if checkpoint is not None and not Path(checkpoint).parent.is_dir():
+        raise ValueError(f"checkpoint={str(checkpoint)!r}: its folder {str(Path(checkpoint).parent)!r} does not "
+                         f"exist (make it first; the checkpoint file itself is written by the run)")
+    return limit, np.atleast_2d(raw.astype(np.float64)), (flo, fhi), (tlo, thi)
+
+
+def _resumed(path: Path, key: str, chains: DensityChains, super_transitions: int) -> tuple:
+    """(run, tuner, log, stats) of the run in checkpoint ``path``, its state restored into ``chains``."""
+    run, bandit, log, stats, note = restore(path, key, chains)
+    if note:
+        print(note, file=sys.stderr, flush=True)
+    if chains.n_super > super_transitions:
+        raise CheckpointError(f"checkpoint {path}: holds {chains.n_super} super-transitions, more than the "
+                              f"super_transitions={super_transitions} asked for; ask for at least "
+                              f"{chains.n_super} (more extend the run), or give another checkpoint path")
+    return run, bandit, log, stats
+
+
+def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget, step_factor_bounds,
+               trajectory_bounds, tuner, seed_tuner, verbose: bool) -> tuple:
+    """(run, tuner) after ``chains``' warm-up: the reference step, the budget and the tuner's bounds in
+    its units (``run``: step, budget, bounds, warmup_seconds) and the bandit over them."""
+    (flo, fhi), (tlo, thi) = step_factor_bounds, trajectory_bounds
+    t0 = time.perf_counter()
+    if verbose:
+        print(f"warm-up: {warmup} iterations of {chains.R} chains (a diagonal metric and a reference step)",
+              flush=True)
+    step = chains.warm_up(int(warmup), target_accept)
+    lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
+    if budget is None:
+        budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
+    lo = min(lo, budget // 2)
+    bounds = {"step_factor": (flo * step, fhi * step), "num_steps": (lo, min(budget, max(lo + 1, hi)))}
+    options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
+    bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
+    run = dict(step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)
+    if verbose:
+        print(f"warm-up done in {run['warmup_seconds']:.1f} s: reference step {step:.3g} posterior sds; "
+              f"super-transitions of {budget} leapfrog steps a chain, L in {bounds['num_steps'][0]}.."
+              f"{bounds['num_steps'][1]}", flush=True)
+    return run, bandit
+
+
+def _inference_data(chains: DensityChains, model: LogDensity, constrain, run: dict, log: list, stats: list,
+                    compile_s: float, limit, rule, verbose: bool):
+    """The InferenceData :func:`sample` returns, from the finished run (saying what it must)."""
+    import arviz as az
     Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
     step_size = np.concatenate([np.full(st["num_steps"].shape, e["step_factor"]) for st, e in zip(stats, log)],
                                axis=1)                       # each draw's super-transition's step (posterior sds)
@@ -199,8 +228,8 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     posterior = {k: v.reshape(R, n, *v.shape[1:]) for k, v in
                  (constrain(Q.reshape(R * n, D)) if constrain else model.split(Q.reshape(R * n, D))).items()}
     gradients = chains.warmup_gradients + int(sum(e["gradients"] for e in log))
-    attrs = dict(reference_step=step, scale=chains.scale.tolist(), budget=budget,
-                 num_steps_bounds=list(bounds["num_steps"]), gradients=gradients, compile_seconds=compile_s,
+    attrs = dict(reference_step=run["step"], scale=chains.scale.tolist(), budget=run["budget"],
+                 num_steps_bounds=list(run["bounds"]["num_steps"]), gradients=gradients, compile_seconds=compile_s,
                  warmup_seconds=run["warmup_seconds"], sampling_seconds=sum(e["seconds"] for e in log),
                  tuner_log=[{k: e[k] for k in ("step_factor", "num_steps", "reward", "acceptance", "divergences")}
                             for e in log], convergence=run.get("stopped") if limit else None)
@@ -213,10 +242,10 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         more = more_super_transitions(factor, n_super, 0)
         return f"about {more} more super-transitions, {more * seconds / max(n_super, 1):.0f} s of sampling at this pace"
     for message in trust_warnings(st["rhat"], stats["diverging"], stats["energy"], st["ess_bulk"], longer):
-        warnings.warn(message, ConvergenceWarning, stacklevel=2)
+        warnings.warn(message, ConvergenceWarning, stacklevel=3)       # the caller of sample()
     if limit is not None and not run["stopped"]["met"]:
         rule.stopped = run["stopped"]                      # the run's, also when it was stopped before a resume
-        warnings.warn(rule.warning(), ConvergenceWarning, stacklevel=2)
+        warnings.warn(rule.warning(), ConvergenceWarning, stacklevel=3)
     return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats,
                         attrs={k: str(v) if k == "tuner_log" else json.dumps(v) if k == "convergence" else v
                                for k, v in attrs.items() if v is not None})

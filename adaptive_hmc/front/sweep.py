@@ -320,15 +320,26 @@ def timed_map_tasks(client, fn, calls: dict, store, timings, label: str) -> dict
     return results
 
 
+def _say(message):
+    print(message, file=sys.stderr, flush=True)
+
+
+def _error_of(fut, log_path) -> str:
+    """"" for a run that finished; else its exception in a line, its traceback appended to the run's log."""
+    if fut.status == "finished":
+        return ""
+    exc = fut.exception()
+    with open(log_path, "a") as log:
+        log.write("".join(traceback.format_exception(exc)))
+    return f"{type(exc).__name__}: {exc}"
+
+
 def run_sweep(path, out=None, scheduler=None, workers=None, resume=False, quiet=False, client=None) -> int:
     """Run a sweep file; 0 when every run finished, 1 when some failed (each
     recorded with its error in sweep.csv and its log). The runs go to
     ``client`` when given (left open), else to :func:`dask_session`'s."""
     from distributed import as_completed
-
-    def say(message):
-        print(message, file=sys.stderr, flush=True)
-
+    say = _say
     name, planned, out, todo = prepare(path, out, resume)
     rows = {p.name: result_row(p, out / "runs" / p.name, "finished" if p.name not in todo else "pending")
             for p in planned}     # the state of every run, each finished run read once
@@ -356,12 +367,8 @@ def run_sweep(path, out=None, scheduler=None, workers=None, resume=False, quiet=
                                      key=f"adaptive-hmc-{name}-{n}-{time.time_ns()}", pure=False, retries=0): n
                        for n in todo}
             for fut in as_completed(futures):
-                n, error = futures[fut], ""
-                if fut.status != "finished":
-                    exc = fut.exception()
-                    error = f"{type(exc).__name__}: {exc}"
-                    with open(out / "logs" / f"{n}.log", "a") as log:
-                        log.write("".join(traceback.format_exception(exc)))
+                n = futures[fut]
+                error = _error_of(fut, out / "logs" / f"{n}.log")
                 rows[n] = result_row(by_name[n], out / "runs" / n, "failed" if error else "finished", error)
                 write_tables(out, list(rows.values()))
                 states = [r["status"] for r in rows.values()]
