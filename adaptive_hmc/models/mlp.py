@@ -146,7 +146,8 @@ class MLPSpec:
         if precision not in PRECISIONS:
             raise ValueError(f"precision={precision!r}: allowed are {', '.join(PRECISIONS)}")
         cols = max(n_cases, 1)
-        return Workspace(np.empty((2 * sum(self.hidden), cols), precision), np.empty((2 * self.n_outputs, cols)))
+        return Workspace(np.empty((2 * sum(self.hidden), cols), precision), np.empty((2 * self.n_outputs, cols)),
+                         np.empty(self.n_params if precision != "float64" else 0, precision))
 
 
 #: The precisions of the hidden units' arithmetic: "float32" runs the inputs,
@@ -163,10 +164,12 @@ class Workspace(NamedTuple):
     hidden units' precision (:data:`PRECISIONS`: that of the inputs ``XT``);
     ``out`` (2 n_out, columns) float64, the outputs of all cases (rows
     0..n_out) and the block's derivatives of the likelihood with respect to
-    them (rows n_out..)."""
+    them (rows n_out..); ``weights`` (D,) the weights in the hidden units'
+    precision when it is not float64 (:func:`_in_precision`; else empty)."""
 
     hidden: np.ndarray
     out: np.ndarray
+    weights: np.ndarray
 
 
 #: Case arrays are padded with zero columns to a multiple of this, so that every
@@ -283,8 +286,9 @@ def _like(x, a):
     """The scalar x in the type of a's elements."""
 
 
-def _in_precision(q, XT):
-    """The weights q in the precision of the inputs XT: q itself if they are float64, a float32 copy if not."""
+def _in_precision(q, XT, work):
+    """The weights q in the precision of the inputs XT: q itself if they are float64, else copied into
+    ``work.weights`` (no allocation in the kernels)."""
 
 
 @overload(tanh_of, inline="always")
@@ -316,10 +320,15 @@ def _like_impl(x, a):
 
 
 @overload(_in_precision, inline="always")
-def _in_precision_impl(q, XT):
+def _in_precision_impl(q, XT, work):
     if XT.dtype == types.float32:
-        return lambda q, XT: q.astype(np.float32)
-    return lambda q, XT: q
+        def impl(q, XT, work):
+            w = work.weights
+            for k in range(q.size):
+                w[k] = q[k]
+            return w
+        return impl
+    return lambda q, XT, work: q
 
 
 @njit(inline="always")
@@ -498,7 +507,7 @@ def forward(q, arch, XT, work, sparse):
     precision of ``XT`` (:data:`PRECISIONS`).
     """
     N = XT.shape[1]
-    qh = _in_precision(q, XT)
+    qh = _in_precision(q, XT, work)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
     for c0 in range(0, N, step):
         _forward_block(q, qh, arch, XT, work, c0, min(c0 + step, N), dense_first)
@@ -642,7 +651,7 @@ def mlp_data_energy(q, arch, XT, YT, noise, work, sparse):
     N = XT.shape[1]
     n_out = arch[N_OUT]
     out, dout = work.out[:n_out], work.out[n_out:]
-    qh = _in_precision(q, XT)
+    qh = _in_precision(q, XT, work)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
     e = 0.0
     for c0 in range(0, N, step):
@@ -670,7 +679,7 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
     N = XT.shape[1]
     n_out = arch[N_OUT]
     out, dout = work.out[:n_out], work.out[n_out:]
-    qh = _in_precision(q, XT)
+    qh = _in_precision(q, XT, work)
     energy = _prior_energy_grad(q, grad, prec)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
     for c0 in range(0, N, step):

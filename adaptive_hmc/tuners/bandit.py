@@ -203,21 +203,26 @@ class BanditTuner:
         the feasibility GP (1 when nothing is known)."""
         if not self._accepts or not self._feasibility_known:
             return np.ones(len(np.atleast_2d(X)))
-        m, s = self._feasibility_model.predict(np.atleast_2d(X), return_std=True)
-        return ndtr((m + self.PRIOR_MARGIN) / np.maximum(s, 1e-9))       # the normal cdf, without scipy.stats' checks
+        return self._probability(*self._feasibility_model.predict(np.atleast_2d(X), return_std=True))
+
+    def _probability(self, m, s):
+        """P(acceptance > floor) from the feasibility GP's mean and sd (the normal cdf, without scipy.stats' checks)."""
+        return ndtr((m + self.PRIOR_MARGIN) / np.maximum(s, 1e-9))
+
+    def _loss(self, p):
+        """What the acquisition loses where P(feasible) is ``p``: 0 from :data:`FEASIBLE` up, steeply more
+        below (a constraint that keeps DIRECT's landscape continuous)."""
+        return 100.0 * np.maximum(self.FEASIBLE - p, 0.0)
 
     def _penalty(self, X) -> np.ndarray:
-        """What the acquisition loses at unit points X for likely failure:
-        0 where P(feasible) >= :data:`FEASIBLE`, steeply more below (a
-        constraint that keeps DIRECT's landscape continuous)."""
-        return 100.0 * np.maximum(self.FEASIBLE - self._feasible(X), 0.0)
+        """:meth:`_loss` at unit points X (n, d) for likely failure."""
+        return self._loss(self._feasible(X))
 
     def _penalty_at(self, x) -> float:
         """:meth:`_penalty` at one unit point x (d,), by the feasibility GP's ``point``."""
         if not self._accepts or not self._feasibility_known:
             return 0.0
-        m, s = self._feasibility_model.point(x)
-        return 100.0 * max(self.FEASIBLE - float(ndtr((m + self.PRIOR_MARGIN) / max(s, 1e-9))), 0.0)
+        return float(self._loss(self._probability(*self._feasibility_model.point(x))))
 
     def _fit_feasibility(self):
         if self._accepts:
