@@ -369,7 +369,7 @@ def _row(A, a0, ca, w, w0, stride, count, m, B):
     return w[w0 + r * stride] if m < count else _zero(w, w), A[a0 + r, ca:ca + B]
 
 
-@njit(inline="always")
+@njit
 def _affine(z, A, a0, ca, w, w0, stride, count, b, add, tanh):
     """z[n] = f(b + sum_{m < count} w[w0 + m stride] A[a0 + m, ca + n]) for
     n < z.size (with ``add``: z[n] + the sum), f tanh (``tanh``) or the
