@@ -274,16 +274,9 @@ def tanh_of(x):
     return np.tanh(x)
 
 
-def _zero(a, b):
-    """0 in the type of a[0] * b[0] (so that a sum over a float32 block stays in float32)."""
-
-
-def _one(a):
-    """1 in the type of a's elements."""
-
-
 def _like(x, a):
-    """The scalar x in the type of a's elements."""
+    """The scalar x in the type of a's elements (a sum over a float32 block starts from a float32 0 and
+    stays in float32; over float64 derivatives, the sum of their products with float32 rows, in float64)."""
 
 
 def _in_precision(q, XT, work):
@@ -296,20 +289,6 @@ def _tanh_of(x):
     if x == types.float32:
         return lambda x: fast_tanh32(x)
     return lambda x: fast_tanh(x)
-
-
-@overload(_zero, inline="always")
-def _zero_impl(a, b):
-    if a.dtype == types.float32 and b.dtype == types.float32:
-        return lambda a, b: np.float32(0.0)
-    return lambda a, b: 0.0
-
-
-@overload(_one, inline="always")
-def _one_impl(a):
-    if a.dtype == types.float32:
-        return lambda a: np.float32(1.0)
-    return lambda a: 1.0
 
 
 @overload(_like, inline="always")
@@ -366,7 +345,7 @@ def _row(A, a0, ca, w, w0, stride, count, m, B):
     w[w0 + m stride]; past ``count``, the last row with weight 0 (which adds
     exactly nothing to a finite sum)."""
     r = min(m, count - 1)
-    return w[w0 + r * stride] if m < count else _zero(w, w), A[a0 + r, ca:ca + B]
+    return w[w0 + r * stride] if m < count else _like(0.0, w), A[a0 + r, ca:ca + B]
 
 
 @njit
@@ -412,7 +391,7 @@ def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
         ra = A[a0 + m, ca:ca + B]
         if count - m >= 4:
             rb, rc, rd = A[a0 + m + 1, ca:ca + B], A[a0 + m + 2, ca:ca + B], A[a0 + m + 3, ca:ca + B]
-            sa = sb = sc = sd = _zero(d, ra)
+            sa = sb = sc = sd = _like(0.0, d)
             for n in range(B):
                 sa += d[n] * ra[n]
                 sb += d[n] * rb[n]
@@ -424,14 +403,14 @@ def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
             k = 4
         elif count - m >= 2:
             rb = A[a0 + m + 1, ca:ca + B]
-            sa = sb = _zero(d, ra)
+            sa = sb = _like(0.0, d)
             for n in range(B):
                 sa += d[n] * ra[n]
                 sb += d[n] * rb[n]
             grad[g0 + (m + 1) * stride] += sb
             k = 2
         else:
-            sa = _zero(d, ra)
+            sa = _like(0.0, d)
             for n in range(B):
                 sa += d[n] * ra[n]
             k = 1
@@ -441,7 +420,7 @@ def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
 
 @njit(inline="always")
 def _sum(d):
-    s = _zero(d, d)
+    s = _like(0.0, d)
     for n in range(d.size):
         s += d[n]
     return s
@@ -597,7 +576,7 @@ def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
     for j in range(h):
         dj = hid[sum_h + top + j, :B]
         a = hid[top + j, :B]
-        one = _one(a)
+        one = _like(1.0, a)
         if n_out == 1:
             w = qh[off + j]
             d = dout[0, :B]
@@ -626,8 +605,8 @@ def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
             for i in range(fan_in):
                 di = hid[sum_h + below + i, :B]
                 a = hid[below + i, :B]
-                one = _one(a)
-                _affine(di, hid, sum_h + row, 0, qh, off + i * h, 1, h, _zero(qh, qh), False, False)
+                one = _like(1.0, a)
+                _affine(di, hid, sum_h + row, 0, qh, off + i * h, 1, h, _like(0.0, qh), False, False)
                 for n in range(B):
                     di[n] *= one - a[n] * a[n]
             row = below
