@@ -26,6 +26,7 @@ LAYERS = [
     ("engine.rewards",),
     ("engine.runner",),
     ("engine.progress",),
+    ("engine.driver",),
     ("engine.density_chains",),
     ("engine.timing",),
     ("config",),

@@ -127,11 +127,11 @@ def test_resume_after_interruption_gives_the_same_summary(tmp_path):
 
 def test_a_run_until_its_chains_meet_stops_at_the_check_that_met_and_resumes_alike(tmp_path, monkeypatch, capsys):
     """run.until: the run goes on past run.super_transitions, checks at the
-    super-transitions runner.check_due names, stops at the first check that
+    super-transitions driver.check_due names, stops at the first check that
     meets the targets (here: one that judges 10 draws a chain enough) and
     reports it; interrupted and resumed, it ends as the uninterrupted run."""
     from adaptive_hmc.front import experiment
-    from adaptive_hmc.engine.runner import check_due
+    from adaptive_hmc.engine.driver import check_due
     checks = []
 
     def fake(diagnostics, target_ess):

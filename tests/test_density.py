@@ -50,8 +50,8 @@ def _eight_schools(tmp_path, warmup: int, super_transitions: int):
 
 def _interrupted_after(monkeypatch, i: int):
     """Make sample()'s outer loop raise KeyboardInterrupt after super-transition ``i`` (as Ctrl-C would)."""
-    from adaptive_hmc.front import general
-    real = general.run_super_transitions
+    from adaptive_hmc.engine import driver
+    real = driver.run_super_transitions
 
     def interrupted(*args, callback, **kw):
         def stop(entry, result):
@@ -59,7 +59,7 @@ def _interrupted_after(monkeypatch, i: int):
             if entry["i"] >= i:
                 raise KeyboardInterrupt
         return real(*args, callback=stop, **kw)
-    monkeypatch.setattr(general, "run_super_transitions", interrupted)
+    monkeypatch.setattr(driver, "run_super_transitions", interrupted)
 
 
 @pytest.mark.parametrize("fn", [gaussian, gaussian_py], ids=["compiled", "python"])
@@ -255,7 +255,7 @@ def test_sample_until_the_chains_meet_stops_when_they_do_or_at_its_time_limit():
     import json
     import warnings
     from sklearn.exceptions import ConvergenceWarning
-    from adaptive_hmc.engine.runner import check_due
+    from adaptive_hmc.engine.driver import check_due
     rng = np.random.default_rng(5)
     starts = MEAN + 3 * SD * rng.normal(size=(4, 4))
     idata = sample(gaussian, starts, warmup=300, super_transitions=2, budget=300, seed=3,

@@ -14,7 +14,6 @@ from typing import Callable, NamedTuple, Protocol, TypedDict
 
 import numpy as np
 
-from ..diagnostics import check_line, time_limit_warning
 from .replica_options import ReplicaOptions
 from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward
@@ -61,63 +60,8 @@ REWARDS = ("esjd", "cv")
 #: Super-transitions whose rewards are not told (configs and estimators alike).
 DEFAULT_WARMUP = 3
 
-#: Most super-transitions of a run that goes on until its chains meet.
+#: Most super-transitions of a run that goes on until its chains meet (:class:`~adaptive_hmc.engine.driver.Until`).
 MAX_SUPER_TRANSITIONS = 100_000
-#: While running until the chains meet: the fewest super-transitions between checks (and at least a
-#: quarter of those run before, so that the checks' cost shrinks as the run grows).
-CHECK_EVERY = 5
-
-
-def check_due(n: int, first: int) -> bool:
-    """Whether a run that goes on until its chains meet checks them after its
-    ``n``-th super-transition: at ``first`` (at least :data:`CHECK_EVERY`),
-    then each time at least :data:`CHECK_EVERY` and a quarter more than at the
-    last check. The same super-transitions on any machine and across a resume."""
-    c = max(int(first), CHECK_EVERY)
-    while c < n:
-        c += max(CHECK_EVERY, c // 4)
-    return c == n
-
-
-@dataclass
-class Until:
-    """The rule of a run that goes on past ``first`` super-transitions until
-    its chains meet or ``max_seconds`` pass, the one rule of a configured run,
-    the estimators and :func:`~adaptive_hmc.front.general.sample`: after
-    super-transition n with ``seconds`` spent, when a check is due
-    (:func:`check_due`) or the time is up, ``judge(n)`` says (met, status
-    line); ``say`` (or None) is given the check's line, ``limit`` names the
-    time limit in the user's terms (a config key, a parameter). ``last`` is the
-    last check's verdict (met, super_transitions, status), ``stopped`` the one
-    that ended the run."""
-
-    first: int
-    max_seconds: float
-    judge: Callable
-    limit: str
-    say: Callable | None = None
-    last: dict | None = None
-    stopped: dict | None = None
-
-    def done(self, n: int, seconds: float) -> bool:
-        """Whether the run stops after super-transition ``n`` (checking the chains when due)."""
-        out_of_time = seconds > self.max_seconds
-        if n < self.first or not (out_of_time or check_due(n, self.first)):
-            return False
-        met, line = self.judge(n)
-        self.last = {"met": met, "super_transitions": n, "status": line}
-        if met or out_of_time:
-            self.stopped = self.last
-        if self.say is not None:
-            self.say(check_line(n, line, met, out_of_time, self.limit))
-        return met or out_of_time
-
-    def warning(self) -> str | None:
-        """What a run stopped at its time limit before its chains met says (None for any other run)."""
-        s = self.stopped
-        return None if s is None or s["met"] else time_limit_warning(s, self.limit, self.max_seconds)
-
-
 class LogEntry(TypedDict):
     """One super-transition in the run's log (a line of ``log.jsonl``)."""
 
@@ -293,6 +237,21 @@ def run_super_transitions(replicas: ChainSet, tuner: Tuner, super_transitions: i
 
 
 @dataclass(frozen=True)
+class Plan:
+    """The outer loop's parts a front drives: the chains, the tuner, ``budget``
+    leapfrog steps a chain in a super-transition, the ``reward`` of one, the
+    CV metric the log reports (or None) and the ``warmup`` super-transitions whose rewards
+    are not told."""
+
+    chains: ChainSet
+    tuner: Tuner
+    budget: int
+    reward: Callable = esjd_reward
+    cv_metric: str | None = None
+    warmup: int = 0
+
+
+@dataclass(frozen=True)
 class RunOptions:
     """The outer loop of a run: ``super_transitions`` of ``budget`` leapfrog
     steps per chain, the ``seed`` that decides every random number, the
@@ -327,8 +286,14 @@ class RunSetup(NamedTuple):
     cv_metric: str | None
     run: RunOptions
 
+    def plan(self) -> Plan:
+        """These parts as the driver takes them (:func:`~adaptive_hmc.engine.driver.drive`)."""
+        r = self.run
+        return Plan(self.replicas, self.tuner, r.budget, self.reward, self.cv_metric, r.warmup)
+
     def loop(self, callback=None, log: list | None = None) -> list:
-        """:func:`run_super_transitions` of these parts as :attr:`run` says."""
+        """:func:`run_super_transitions` of these parts as :attr:`run` says, bare (no progress, checks or
+        checkpoints: the driver's work)."""
         r = self.run
         return run_super_transitions(self.replicas, self.tuner, r.super_transitions, r.budget, self.reward,
                                      self.cv_metric, callback=callback, warmup=r.warmup, log=log)

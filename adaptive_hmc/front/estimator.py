@@ -8,9 +8,7 @@ chains' weight vectors are kept (every ``thin``-th retained sample) so that
 from __future__ import annotations
 
 import hashlib
-import time
 import warnings
-from dataclasses import replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
@@ -20,19 +18,20 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import Standardizer
 from ..diagnostics import more_super_transitions
-from ..rundir.metrics import convergence, end_warnings, kept_samples, log_gradients, run_diagnostics
+from ..rundir.metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
 from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.inference import inference_data
 from ..rundir.posterior import Posterior
 from ..engine.replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
-from ..engine.progress import Progress, can_draw_bar, compile_kernels, start_chains
-from ..engine.runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, Until, make_run
+from ..engine.driver import Until, drive, end_warnings
+from ..engine.progress import can_draw_bar, compile_kernels, start_chains
+from ..engine.runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, make_run
 from ..samplers.settings import HMCSettings
 from ..tuners.options import BanditOptions
 
 #: The most training cases whose fitted values the diagnostics read, at the checks of a run until the chains
-#: meet (:class:`~adaptive_hmc.engine.runner.Until`) and at the end (a seeded subset, the same throughout;
+#: meet (:class:`~adaptive_hmc.engine.driver.Until`) and at the end (a seeded subset, the same throughout;
 #: ``diagnostics_["fitted_cases"]`` says how many of how many; the hyperparameters are read whole).
 CHECK_CASES = 200
 
@@ -138,31 +137,18 @@ class _BNN(BaseEstimator):
             setup = self._new_run(X, Y, spec, metric, seed)
         # Every sample is kept (the burn-in is left out at the end), so that a warm start continues the very
         # run a longer fit would have made.
-        setup = setup._replace(run=replace(setup.run, super_transitions=MAX_SUPER_TRANSITIONS if until
-                                           else self.super_transitions))
         self._setup, self._fitted_with = setup, (self._data_fingerprint(X, Y), self._fixed_params())
         self.replicas_, self.tuner_ = setup.replicas, setup.tuner
         self.spec_ = spec
         rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
         compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
         start_chains(self.replicas_, quiet=not self.verbose)
-        progress = Progress(None if until else self.super_transitions, len(log), quiet=not self.verbose,
-                            limit_s=self.max_seconds if until else None, limit_from=self.super_transitions)
         check = X[np.sort(np.random.default_rng(seed).permutation(len(X))[:CHECK_CASES])]
         cases = {"cases": len(check), "of": len(X)}
-        rule = Until(self.super_transitions, self.max_seconds, lambda n: convergence(
+        rule = Until(self.super_transitions, self.max_seconds, lambda n, seconds: convergence(
             self._diagnostics(check, rows, n, log), self.target_ess), "max_seconds",
             (lambda line: print(line, flush=True)) if self.verbose else None) if until else None
-        t0 = time.perf_counter()
-
-        def callback(e, result):
-            progress.update(e)
-            return until and rule.done(e["i"] + 1, time.perf_counter() - t0)
-
-        try:
-            self.log_ = setup.loop(callback=callback, log=log)
-        finally:
-            progress.close()
+        self.log_ = drive(setup.plan(), self.super_transitions, until=rule, log=log, quiet=not self.verbose).log
         self.convergence_ = rule.last if until else None
         n_done = self.n_iter_ = self.replicas_.n_super
         n_burn = self._keep(rows, n_done)
@@ -172,9 +158,9 @@ class _BNN(BaseEstimator):
             print(f"computing R-hat and ESS of {len(check)} of {len(X)} fitted values and the hyperparameters",
                   flush=True)
         self.diagnostics_ = {**self._diagnostics(check, rows, n_done, self.log_), "fitted_cases": cases}
-        for warning in end_warnings(self.diagnostics_, (self.priors or PriorSpec()).hyper_moves,
-                                    lambda factor: self._longer(factor, n_done), rule, self.log_,
-                                    "narrow step_factor_bounds or num_steps_bounds"):
+        hyper_moves = (self.priors or PriorSpec()).hyper_moves
+        for warning in end_warnings([rhat_warning(self.diagnostics_, hyper_moves, lambda f: self._longer(f, n_done))],
+                                    rule, self.log_, "narrow step_factor_bounds or num_steps_bounds"):
             warnings.warn(warning, ConvergenceWarning, stacklevel=3)
         if len(self.weights_) == 0:
             raise RuntimeError("no samples kept: lower thin or burn_in_super_transitions")

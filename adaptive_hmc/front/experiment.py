@@ -17,10 +17,11 @@ from ..data import Standardizer, select_features
 from ..engine.replicas import memory_estimate
 from ..engine.super_transition import iterations
 from ..diagnostics import more_super_transitions
-from ..rundir.metrics import convergence, diagnostics_line, end_warnings, replica_diagnostics
+from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
 from ..rundir.results import RunDir, RunError
-from ..engine.progress import Progress, compile_kernels, start_chains
-from ..engine.runner import MAX_SUPER_TRANSITIONS, Until, make_run
+from ..engine.driver import Until, drive, end_warnings
+from ..engine.progress import compile_kernels, start_chains
+from ..engine.runner import MAX_SUPER_TRANSITIONS, make_run
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
@@ -166,62 +167,57 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
     return tuner, log, wall, meta
 
 
+class _RunDirSink:
+    """The driver's sink of a configured run (:class:`~adaptive_hmc.engine.driver.Sink`): each
+    super-transition's entry appended to ``log.jsonl`` and its steps kept for the sample store, a
+    checkpoint every ``every`` super-transitions and at the end."""
+
+    def __init__(self, rd, replicas, tuner, log, every: int):
+        self.rd, self.replicas, self.tuner, self.log, self.every = rd, replicas, tuner, log, every
+        self.unsaved: list = []     # the steps of the super-transitions not yet in the sample store
+
+    def append(self, entry, result):
+        self.rd.append_log(entry)
+        self.unsaved.append(result.step)
+
+    def checkpoint(self, n: int, end: bool, wall: float):
+        if n % self.every == 0 or end:
+            self.rd.save_checkpoint(self.replicas, self.tuner, self.log, wall, self.unsaved)
+
+
 def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) -> dict:
     replicas = setup.replicas
     tuner, log, wall, meta = _begin(rd, cfg, source, resuming, quiet, replicas, setup.tuner)
-    unsaved: list = []     # the steps of the super-transitions not yet in the sample store
     until, first = cfg.run.until, cfg.run.super_transitions
-    progress = Progress(None if until else first, len(log), quiet, until.max_seconds if until else None, first)
-    done_here = 0
-    warned_stuck: list = []
-    last = time.perf_counter()
-    rule = Until(first, until.max_seconds, lambda n: convergence(
-        replica_diagnostics(replicas, log, wall, cfg.replicas.predict_from), until.target_ess),
-        "run.until.max_seconds", None if quiet else lambda line: print(f"{rd.path}: {line}", file=sys.stderr,
-                                                                        flush=True)) if until else None
 
-    def after_each(entry, result):
-        nonlocal wall, done_here, last
-        wall += time.perf_counter() - last        # the step itself, not the previous checkpoint
-        rd.append_log(entry)
-        unsaved.append(result.step)
-        progress.update(entry)
-        if entry["stuck_chains"] and not warned_stuck:         # said at once, not only at the end
-            warned_stuck.append(entry["i"])
-            print(f"{rd.path}: warning: in super-transition {entry['i']} (step factor {entry['step_factor']:.3g}, "
-                  f"L {entry['num_steps']}) chains {entry['stuck_chains']} accepted no trajectory; the run goes "
-                  f"on (the log's stuck_chains lists every such one)", file=sys.stderr, flush=True)
-        done_here += 1
-        n = replicas.n_super
-        end = rule.done(n, wall) if until else n == first
-        if n % cfg.run.checkpoint_every == 0 or end:
-            rd.save_checkpoint(replicas, tuner, log, wall, unsaved)
-        last = time.perf_counter()
-        return end or (stop_after is not None and done_here >= stop_after)
-
+    def say(line):
+        print(f"{rd.path}: {line}", file=sys.stderr, flush=True)
+    rule = Until(first, until.max_seconds, lambda n, seconds: convergence(
+        replica_diagnostics(replicas, log, seconds, cfg.replicas.predict_from), until.target_ess),
+        "run.until.max_seconds", None if quiet else say) if until else None
     try:
-        setup._replace(tuner=tuner).loop(callback=after_each, log=log)
+        done = drive(setup._replace(tuner=tuner).plan(), first, until=rule, log=log, wall=wall,
+                     sink=_RunDirSink(rd, replicas, tuner, log, cfg.run.checkpoint_every), quiet=quiet,
+                     stop_after=stop_after, say=say)
     except KeyboardInterrupt:
         saved = rd.load_checkpoint()[0].replicas["n_super"] if rd.has_checkpoint else 0
         raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "
                           f"{'at least ' if until else ''}{first}; the last checkpoint holds {saved}; resume with: "
                           f"adaptive-hmc run {source} --out {rd.path} --resume") from None
-    finally:
-        progress.close()
-    if not (rule.stopped if until else replicas.n_super >= first):
+    if not done.finished:
         return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
     rd.write_metadata(meta)
     if not quiet:
         print(f"{rd.path}: computing the predictions, R-hat and ESS of the test sets and hyperparameters",
               file=sys.stderr, flush=True)
-    summary = rd.write_results(replicas, tuner, log, wall, cfg, x_scale, compile_s=meta["compile_s"],
+    summary = rd.write_results(replicas, tuner, log, done.wall, cfg, x_scale, compile_s=meta["compile_s"],
                                convergence=rule.stopped if until else None)
     if not quiet:
         print(f"{rd.path}: {diagnostics_line(summary)}", file=sys.stderr, flush=True)
     n, burn = replicas.n_super, replicas.burn_in_super_transitions
-    for warning in end_warnings(summary["diagnostics"], cfg.model.priors.hyper_moves, lambda factor: (
-            f"adaptive-hmc run {source} --out {rd.path} --extend {more_super_transitions(factor, n, burn)}"),
+    for warning in end_warnings([rhat_warning(summary["diagnostics"], cfg.model.priors.hyper_moves, lambda factor: (
+            f"adaptive-hmc run {source} --out {rd.path} --extend {more_super_transitions(factor, n, burn)}"))],
             rule, log, f"see stuck_chains in {rd.path / 'log.jsonl'}: the step factor or L is too large for it"):
         print(f"{rd.path}: warning: {warning}", file=sys.stderr, flush=True)
     return summary

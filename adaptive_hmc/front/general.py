@@ -27,9 +27,9 @@ from ..diagnostics import chain_statistics, draws_convergence, more_super_transi
 from ..engine.density_chains import SAMPLE_DEFAULTS as D, TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
 from ..models.density import LogDensity
 from ..engine.replica_options import as_seed_sequence
-from ..engine.rewards import esjd_reward
-from ..engine.progress import Progress, can_draw_bar, compile_kernels
-from ..engine.runner import MAX_SUPER_TRANSITIONS, Until, run_super_transitions
+from ..engine.driver import Until, drive, end_warnings
+from ..engine.progress import can_draw_bar, compile_kernels
+from ..engine.runner import Plan
 from ..rundir.density_checkpoint import CheckpointError, previous_checkpoint, restore, run_key, save
 from ..tuners.options import BanditOptions
 
@@ -95,7 +95,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     ``super_transitions`` until the chains meet (the largest R-hat of the
     unconstrained coordinates at most 1.01 and their smallest bulk ESS at
     least e), checked after the super-transitions of
-    :func:`~adaptive_hmc.engine.runner.check_due` (the same on any machine), or until
+    :func:`~adaptive_hmc.engine.driver.check_due` (the same on any machine), or until
     s seconds of warm-up and sampling have passed; ``attrs["convergence"]``
     says which (met, super-transitions, the figures), and a run stopped by
     the time says so in a warning.
@@ -119,36 +119,39 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
         log, stats = [], []
         if path is not None:
             save(path, key, chains, run, bandit, log, stats)
-    budget = run["budget"]
     if callback is not None:
         callback(log)
-    done_here = []
-    progress = Progress(None if limit else super_transitions, chains.n_super, not verbose,
-                        limit[0] if limit else None, super_transitions)
-    rule = Until(super_transitions, limit[0], lambda n: draws_convergence(
+    rule = Until(super_transitions, limit[0], lambda n, seconds: draws_convergence(
         chain_statistics(np.stack([np.concatenate(d) for d in chains.draws])), limit[1]), "until max_seconds",
-        (lambda line: print(line, flush=True)) if verbose else None) if limit else None
-
-    def keep(entry, result):
-        stats.append({field: getattr(result.record, field) for _, field in STATS})
-        done_here.append(entry["i"])
-        progress.update(entry)
-        if limit is not None and rule.done(chains.n_super, run["warmup_seconds"] + sum(e["seconds"] for e in log)):
-            run["stopped"] = rule.stopped
-        if path is not None:
-            save(path, key, chains, run, bandit, log, stats)
-        if callback is not None:
-            callback(log)
-        return (limit is not None and "stopped" in run) or (stop_after is not None and len(done_here) >= stop_after)
-    try:
-        if not (limit is not None and "stopped" in run and chains.n_super >= super_transitions):
-            run_super_transitions(chains, bandit, MAX_SUPER_TRANSITIONS if limit else super_transitions, budget,
-                                  esjd_reward, callback=keep, warmup=0, log=log)
-    finally:
-        progress.close()
-    if chains.n_super < super_transitions or (limit is not None and "stopped" not in run):
+        (lambda line: print(line, flush=True)) if verbose else None,
+        stopped=run.get("stopped") if chains.n_super >= super_transitions else None) if limit else None
+    done = drive(Plan(chains, bandit, run["budget"]), super_transitions, until=rule, log=log,
+                 wall=run["warmup_seconds"] + sum(e["seconds"] for e in log), quiet=not verbose, stop_after=stop_after,
+                 sink=_CheckpointSink(path, key, chains, run, bandit, log, stats, rule, callback))
+    if not done.finished:
         return None
     return _inference_data(chains, model, constrain, run, log, stats, compile_s, limit, rule, verbose)
+
+
+class _CheckpointSink:
+    """:func:`sample`'s sink (:class:`~adaptive_hmc.engine.driver.Sink`): each super-transition's per-draw
+    statistics kept, the run's state saved to its checkpoint file (when there is one: ``path``), then the
+    user's ``callback`` given the log."""
+
+    def __init__(self, path, key, chains, run, bandit, log, stats, rule, callback):
+        self.path, self.key, self.chains, self.run, self.bandit = path, key, chains, run, bandit
+        self.log, self.stats, self.rule, self.callback = log, stats, rule, callback
+
+    def append(self, entry, result):
+        self.stats.append({field: getattr(result.record, field) for _, field in STATS})
+
+    def checkpoint(self, n: int, end: bool, wall: float):
+        if end and self.rule is not None and self.rule.stopped is not None:
+            self.run["stopped"] = self.rule.stopped
+        if self.path is not None:
+            save(self.path, self.key, self.chains, self.run, self.bandit, self.log, self.stats)
+        if self.callback is not None:
+            self.callback(self.log)
 
 
 def _checked(warmup, super_transitions, budget, threads, until, initial_positions, step_factor_bounds,
@@ -241,11 +244,9 @@ def _inference_data(chains: DensityChains, model: LogDensity, constrain, run: di
     def longer(factor):                       # every draw after warm-up is kept: no burn-in
         more = more_super_transitions(factor, n_super, 0)
         return f"about {more} more super-transitions, {more * seconds / max(n_super, 1):.0f} s of sampling at this pace"
-    for message in trust_warnings(st["rhat"], stats["diverging"], stats["energy"], st["ess_bulk"], longer):
+    for message in end_warnings(trust_warnings(st["rhat"], stats["diverging"], stats["energy"], st["ess_bulk"],
+                                               longer), rule, log, "narrow step_factor_bounds or trajectory_bounds"):
         warnings.warn(message, ConvergenceWarning, stacklevel=3)       # the caller of sample()
-    if limit is not None and not run["stopped"]["met"]:
-        rule.stopped = run["stopped"]                      # the run's, also when it was stopped before a resume
-        warnings.warn(rule.warning(), ConvergenceWarning, stacklevel=3)
     return az.from_dict(posterior={k: np.asarray(v) for k, v in posterior.items()}, sample_stats=stats,
                         attrs={k: str(v) if k == "tuner_log" else json.dumps(v) if k == "convergence" else v
                                for k, v in attrs.items() if v is not None})

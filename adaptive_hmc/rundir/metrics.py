@@ -214,21 +214,6 @@ def slowest(diagnostics: dict) -> tuple | None:
     return min(found, key=lambda f: f[1]) if found else None
 
 
-def end_warnings(diagnostics: dict, hyper_moves: str | None, longer, until, log: list, stuck_hint: str) -> list:
-    """What a network run says at its end, the same for a configured run and
-    the estimators: :func:`rhat_warning` when its chains have not met, the
-    time limit's warning of ``until`` (an :class:`~adaptive_hmc.engine.runner.Until`,
-    or None) when it stopped the run first, and how many super-transitions had
-    a chain that accepted no trajectory (``stuck_hint``: what to look at or
-    change, in the front's terms)."""
-    out = [w for w in (rhat_warning(diagnostics, hyper_moves, longer), until and until.warning()) if w]
-    stuck = sum(1 for e in log if e["stuck_chains"])
-    if stuck:
-        out.append(f"in {stuck} of {len(log)} super-transitions some chain accepted no trajectory; its samples "
-                   f"repeat one state ({stuck_hint})")
-    return out
-
-
 def rhat_warning(diagnostics: dict, hyper_moves: str | None = None, longer=None) -> str | None:
     """A warning when the chains have not met (R-hat above
     :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`, or a quantity stuck in a chain):
