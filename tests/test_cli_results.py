@@ -14,6 +14,7 @@ from adaptive_hmc.front.cli import main
 from adaptive_hmc.config import read_config
 from adaptive_hmc.front.experiment import run_experiment
 from adaptive_hmc.rundir.finished_run import read_run
+from adaptive_hmc.rundir.results import RunError
 from cli_helpers import _raw, _write, _small, _checkpointed, _table_run
 
 
@@ -520,7 +521,8 @@ def test_compare_export_and_plot_take_density_runs_beside_network_runs(tmp_path,
     compare tables both (the density run's R-hat over every parameter, ESS
     per second and per 1000 gradients, divergences, E-BFMI), export writes
     the density run's InferenceData as inference_data.nc, plot draws its
-    tuner and chains, and --kfold says a density has no cases to leave out."""
+    tuner and chains, and --kfold says a density has no cases to leave out;
+    read_run reads both, each saying whether it has a network."""
     import shutil
     from pathlib import Path
     configs = Path(__file__).resolve().parents[1] / "configs"
@@ -549,3 +551,10 @@ def test_compare_export_and_plot_take_density_runs_beside_network_runs(tmp_path,
     assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 10_000
     assert main(["export", str(tmp_path / "es"), "--kfold", "3"]) == 2
     assert "is a run of a density, which has no cases to leave out" in capsys.readouterr().err
+    density, network = read_run(tmp_path / "es"), read_run(net)
+    assert (density.network, network.network) == (False, True)
+    assert density.summary == summary and len(density.log) == 4 and density.config.model.kind == "density"
+    assert density.inference_data().posterior.sizes["draw"] == summary["draws"]
+    assert network.with_network("predictions") is network
+    with pytest.raises(RunError, match="has no network and so no predictions"):
+        density.with_network("predictions")

@@ -154,7 +154,8 @@ def _summary_lines(out, summary: dict) -> list:
 
 def _compare(args) -> int:
     from .reports import compare, density_rows, density_table, table, unfinished
-    from ..rundir.results import RunError, is_density_run
+    from ..rundir.finished_run import read_run
+    from ..rundir.results import RunError
     from .sweep import run_dirs
     dirs = [x for d in args.dirs for x in (run_dirs(d, finished_only=False) if (Path(d) / "sweep.yaml").is_file()
                                            else [d])]
@@ -162,9 +163,9 @@ def _compare(args) -> int:
     finished = [d for d in dirs if unfinished(d) is None]
     if not finished:
         raise RunError("no finished run to compare" + "".join(f"\n  {line}" for line in left_out))
-    density = [d for d in finished if is_density_run(d)]
-    rows = compare([d for d in finished if d not in density], args.chains)
-    drows = density_rows(density)
+    runs = [read_run(d) for d in finished]
+    rows = compare([d for d, run in zip(finished, runs) if run.network], args.chains)
+    drows = density_rows([run for run in runs if not run.network])
     print("\n\n".join(([table(rows, markdown=False)] if rows else []) + ([density_table(drows, False)] if drows
                                                                           else [])))
     if left_out:
@@ -196,7 +197,7 @@ def _predict(args) -> int:
     from ..config import ConfigError
     if not 0 < args.level < 1:
         raise ConfigError(f"--level {args.level}: must be between 0 and 1")
-    run = read_run(args.dir)
+    run = read_run(args.dir).with_network("predictions")
     notes: list = []
     try:
         X = read_inputs(args.input, run.n_raw_inputs, run.input_map.names, notes)

@@ -25,7 +25,7 @@ from scipy.special import logsumexp
 from ..config import ConfigError, parse, to_dict
 from ..models.predictive import pointwise_log_likelihood
 from ..rundir.finished_run import read_run
-from ..rundir.results import CONFIG, ELPD, KFOLD, RunDir, RunError, is_density_run
+from ..rundir.results import CONFIG, ELPD, KFOLD, RunDir, RunError
 
 #: Above this Pareto k a case's PSIS-LOO term is unreliable (Vehtari et al. 2017; ArviZ's threshold).
 PARETO_K_LIMIT = 0.7
@@ -105,9 +105,9 @@ def check_kfold(d, k) -> None:
     density), and k its own number of cross-validation replicas when it has some."""
     if not (isinstance(k, (int, np.integer)) and not isinstance(k, bool) and k >= 2):
         raise ConfigError(f"--kfold {k!r}: the number of folds, an integer >= 2")
-    if is_density_run(d):
-        raise ConfigError(f"--kfold {k}: {d} is a run of a density, which has no cases to leave out")
     run = read_run(d)
+    if not run.network:
+        raise ConfigError(f"--kfold {k}: {d} is a run of a density, which has no cases to leave out")
     n_cv = run.n_cv
     if n_cv and n_cv != k:
         raise ConfigError(f"--kfold {k}: the run has {n_cv} cross-validation replicas of its own; use --kfold {n_cv}")

@@ -13,7 +13,7 @@ from scipy.stats import norm
 
 from ..rundir.finished_run import Run, read_run
 from ..rundir.inference import inference_data
-from ..rundir.results import POSTERIOR, RunError, is_density_run
+from ..rundir.results import RunError
 from ..rundir.store import atomic_write
 
 
@@ -51,13 +51,11 @@ def export(d) -> Path:
     without such a chain (folds without ``full_data_chain``) exports its fold
     chains, which sample different posteriors: the file says so, and has no
     ``log_likelihood`` group."""
-    if is_density_run(d):                      # its posterior.nc is the InferenceData already
-        src, out = Path(d) / POSTERIOR, Path(d) / "inference_data.nc"
-        if not src.is_file():
-            raise RunError(f"{d}: a density run without its {POSTERIOR}: not finished (resume it with --resume)")
-        atomic_write(out, src.read_bytes())
-        return out
     run = read_run(d)
+    if not run.network:                        # its posterior.nc is the InferenceData already
+        out = run.dir / "inference_data.nc"
+        atomic_write(out, run.posterior_file.read_bytes())
+        return out
     s, P = run.samples, run.predictions
     if not len(s["weights"]):
         raise RunError(f"{run.dir}: no kept samples to export (run.thin: 0 keeps none)")

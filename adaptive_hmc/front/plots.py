@@ -7,7 +7,6 @@ tuner's saved history (no sampling); everything else is read as saved.
 from __future__ import annotations
 
 
-from pathlib import Path
 
 import matplotlib
 import matplotlib.ticker
@@ -22,7 +21,7 @@ from ..rundir.metrics import MIN_KEPT, kept_per_chain, hyper_draws, log_gradient
 from ..models.mlp import predict  # noqa: E402
 from ..models.predictive import predicted_labels, squared_errors  # noqa: E402
 from ..rundir.finished_run import Run, read_run  # noqa: E402
-from ..rundir.results import LOG, PLOTS, POSTERIOR, RunDir, is_density_run  # noqa: E402
+from ..rundir.results import PLOTS  # noqa: E402
 
 LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
 
@@ -345,16 +344,11 @@ def robot_arm_outputs(run: Run, path, train_box=((-1.932, -0.453), (0.534, 3.142
     plt.close(fig)
 
 
-def density_traces(d, path, most: int = 6):
-    """A density run: the tuner's actions, rewards and acceptance over
-    super-transitions (from its log.jsonl, or the log in the posterior.nc of
-    a run written before it kept one), and each chain's
-    draws of the ``most`` scalar parameters whose chains disagree most
-    (largest R-hat, as in summary.json)."""
-    import ast
-    idata = arviz().from_netcdf(str(Path(d) / POSTERIOR))
-    rd = RunDir(d)
-    log = rd.read_log() if rd.file(LOG).is_file() else ast.literal_eval(idata.attrs["tuner_log"])
+def density_traces(run, path, most: int = 6):
+    """A density run (:class:`~adaptive_hmc.rundir.finished_run.DensityRun`): the tuner's actions, rewards
+    and acceptance over super-transitions, and each chain's draws of the ``most`` scalar parameters whose
+    chains disagree most (largest R-hat, as in summary.json)."""
+    idata, log = run.inference_data(), run.log
     rhat = arviz().rhat(idata)
     scalars = [(float(rhat[v].values[i]), v, i) for v in rhat.data_vars
                for i in np.ndindex(rhat[v].shape)]
@@ -380,7 +374,7 @@ def density_traces(d, path, most: int = 6):
     if shown:
         ax[3].legend(fontsize=7, ncol=4, loc="upper left")
         ax[-1].set_xlabel("draw after warm-up")
-    fig.suptitle(f"Tuner and chains of the density run {Path(d).name}", fontsize=10)
+    fig.suptitle(f"Tuner and chains of the density run {run.dir.name}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -388,13 +382,12 @@ def density_traces(d, path, most: int = 6):
 
 def plot_run(d) -> list:
     """Write every figure that applies to run ``d`` into ``d/plots``; returns the paths."""
-    if is_density_run(d):
-        out = Path(d) / PLOTS
-        out.mkdir(exist_ok=True)
-        density_traces(d, out / "traces.png")
-        return [out / "traces.png"]
     run = read_run(d)
     out = run.dir / PLOTS
+    if not run.network:
+        out.mkdir(exist_ok=True)
+        density_traces(run, out / "traces.png")
+        return [out / "traces.png"]
     out.mkdir(exist_ok=True)
     jobs = [("traces.png", traces), ("hyperparameters.png", hyperparameters)]
     if run.predictions["history_count"].sum() > 0 and run.test_sets():

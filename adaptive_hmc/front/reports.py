@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-from pathlib import Path
 
 import numpy as np
 
@@ -16,7 +15,7 @@ from ..diagnostics import RHAT_LIMIT
 from ..models.predictive import predicted_labels, squared_errors, standard_error
 from ..rundir.metrics import run_diagnostics
 from ..rundir.finished_run import Run, read_run
-from ..rundir.results import SUMMARY, RunDir, RunError
+from ..rundir.results import RunDir, RunError
 
 
 def diagnostics(run: Run) -> dict:
@@ -143,18 +142,12 @@ DENSITY_COLUMNS = (("run", "run", "{}"), ("chains", "chains", "{}"), ("draws per
                    ("warm-up + sampling s", "seconds", "{:.1f}"), ("compile s", "compile_s", "{:.1f}"))
 
 
-def density_rows(dirs) -> list:
-    """One row (dict) per finished density run: its summary.json's figures (R-hat over every reported
-    parameter, the smallest bulk ESS per second of warm-up and sampling and per 1000 gradients of the whole
-    run, divergences, E-BFMI), ``run`` its directory."""
-    rows = []
-    for d in dirs:
-        try:
-            s = json.loads((Path(d) / SUMMARY).read_text())
-        except (OSError, ValueError) as e:
-            raise RunError(f"{d}: {SUMMARY} is missing or damaged ({type(e).__name__}: {e})") from None
-        rows.append({"run": str(d), **{k: s.get(k) for _, k, _ in DENSITY_COLUMNS if k != "run"}})
-    return rows
+def density_rows(runs) -> list:
+    """One row (dict) per finished density run (:class:`~adaptive_hmc.rundir.finished_run.DensityRun`): its
+    summary's figures (R-hat over every reported parameter, the smallest bulk ESS per second of warm-up and
+    sampling and per 1000 gradients of the whole run, divergences, E-BFMI), ``run`` its directory."""
+    return [{"run": str(run.dir), **{k: run.summary.get(k) for _, k, _ in DENSITY_COLUMNS if k != "run"}}
+            for run in runs]
 
 
 def density_table(rows, markdown: bool = True) -> str:

@@ -33,7 +33,8 @@ from typing import NamedTuple
 import yaml
 
 from ..config import Config, ConfigError, parse
-from ..rundir.results import RunDir, is_density_run
+from ..rundir.finished_run import read_run
+from ..rundir.results import RunDir
 from ..rundir.store import atomic_write
 
 SWEEP_KEYS = {"name": "the sweep's name (runs go to sweeps/NAME by default)",
@@ -195,10 +196,11 @@ def result_row(p: Planned, run_dir: Path, status: str, error: str = "") -> dict:
     (:func:`~adaptive_hmc.front.reports.compare`) when it finished."""
     row = {"run": p.name, **{k: _label(v) if isinstance(v, (dict, list)) else v for k, v in p.overrides.items()},
            "status": status}
-    if status == "finished" and is_density_run(run_dir):
+    run = read_run(run_dir) if status == "finished" else None
+    if run is not None and not run.network:
         from .reports import density_rows
-        row.update({k: v for k, v in density_rows([run_dir])[0].items() if k != "run"})
-    elif status == "finished":
+        row.update({k: v for k, v in density_rows([run])[0].items() if k != "run"})
+    elif run is not None:
         from .reports import compare
         r = compare([run_dir])[0]
         for name in r["test"]:

@@ -13,19 +13,22 @@ from typing import NamedTuple
 import numpy as np
 import yaml
 
-from ..config import Config, ConfigError, parse
+from ..config import Config, ConfigError, DensityConfig, parse
 from ..data import Standardizer
 from ..models.mlp import MLPSpec
 from .posterior import Posterior
 from ..engine.replica_options import chain_indices
 from ..tuners import BanditTuner, FixedTuner
-from .results import CONFIG, PREDICTIONS, SAMPLES, SUMMARY, TUNER, RunDir, RunError, is_density_run
+from .results import CONFIG, LOG, POSTERIOR, PREDICTIONS, SAMPLES, SUMMARY, TUNER, RunDir, RunError, is_density_run
 from .store import npz_problem
 
 
 class Run(NamedTuple):
-    """A finished run, as read from its directory; :meth:`predict` and
-    :meth:`predict_proba` use its kept samples on new inputs."""
+    """A finished run of a network, as read from its directory; :meth:`predict` and
+    :meth:`predict_proba` use its kept samples on new inputs. ``network``
+    (True) is what a verb asks of a run read by :func:`read_run`."""
+
+    network = True
 
     dir: Path
     config: Config
@@ -39,6 +42,10 @@ class Run(NamedTuple):
     def tuner(self):
         """The tuner as it ended (a BanditTuner refits its reward model from its history)."""
         return (BanditTuner if self.tuner_state["kind"] == "bandit" else FixedTuner).from_state(self.tuner_state)
+
+    def with_network(self, what: str) -> "Run":
+        """This run (a verb that needs a network's ``what`` asks it: :meth:`DensityRun.with_network`)."""
+        return self
 
     @property
     def likelihood(self) -> str:
@@ -103,20 +110,51 @@ class Run(NamedTuple):
                 for n, (a, b) in zip(self.predictions["test_names"], self.predictions["test_bounds"])]
 
 
-def read_run(d) -> Run:
-    """The finished run in directory ``d``; :class:`RunError` says what is missing or damaged, naming the file."""
+class DensityRun(NamedTuple):
+    """A finished run of a user's log density (``model.kind: density``), as
+    read from its directory: its config, summary and log, and its draws
+    (:meth:`inference_data`, from ``posterior.nc``). It has no network
+    (``network`` False): no predictions, cases or kept weights."""
+
+    dir: Path
+    config: DensityConfig
+    summary: dict
+    log: list
+
+    network = False
+
+    @property
+    def posterior_file(self) -> Path:
+        """The run's draws, ArviZ InferenceData in netCDF."""
+        return self.dir / POSTERIOR
+
+    def inference_data(self):
+        """The run's draws (posterior, sample_stats, the tuner's log in attrs)."""
+        from ..diagnostics import arviz
+        return arviz().from_netcdf(str(self.posterior_file))
+
+    def with_network(self, what: str):
+        """RunError: a verb asked this run for a network's ``what``."""
+        raise RunError(f"{self.dir}: a run of a log density, which has no network and so no {what}; compare, "
+                       f"plot and export read it")
+
+
+def read_run(d) -> Run | DensityRun:
+    """The finished run in directory ``d``, of a network (:class:`Run`) or of a
+    log density (:class:`DensityRun`); :class:`RunError` says what is missing
+    or damaged, naming the file."""
     rd = RunDir(d)
     if not rd.is_finished:
         raise RunError(f"{rd.path}: not a finished run directory (no {SUMMARY})")
-    if is_density_run(rd.path):
-        raise RunError(f"{rd.path}: a run of a log density, which has no network and so no predictions; "
-                       f"compare, plot and export read it")
 
     def read(name, how):
         try:
             return how(rd.file(name))
         except (OSError, ValueError, KeyError, ConfigError, yaml.YAMLError) as e:
             raise RunError(f"{rd.file(name)}: missing or damaged ({npz_problem(e)})") from None
+
+    if is_density_run(rd.path):
+        return _density_run(rd, read)
 
     def arrays(path):
         with np.load(path, allow_pickle=False) as z:
@@ -138,3 +176,19 @@ def read_run(d) -> Run:
     except (OSError, ValueError, KeyError, IndexError) as e:
         raise RunError(f"{rd.path}: a file of the run directory is missing or damaged "
                        f"({type(e).__name__}: {e})") from None
+
+
+def _density_run(rd: RunDir, read) -> DensityRun:
+    """:func:`read_run` of a density run (``read(name, how)`` reads a file of it, naming it when damaged);
+    the log of a run written before log.jsonl was kept comes from its posterior.nc."""
+    if not rd.file(POSTERIOR).is_file():
+        raise RunError(f"{rd.path}: a density run without its {POSTERIOR}: not finished (resume it with --resume)")
+    cfg = read(CONFIG, lambda p: parse(yaml.safe_load(p.read_text()), str(p)))
+    summary = read(SUMMARY, lambda p: json.loads(p.read_text()))
+    if rd.file(LOG).is_file():
+        log = rd.read_log()
+    else:
+        import ast
+        from ..diagnostics import arviz
+        log = read(POSTERIOR, lambda p: ast.literal_eval(arviz().from_netcdf(str(p)).attrs["tuner_log"]))
+    return DensityRun(rd.path, cfg, summary, log)
