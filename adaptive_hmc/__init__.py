@@ -18,7 +18,7 @@ _WHERE = {
     "RunOptions": "engine.runner", "make_run": "engine.runner", "run_super_transitions": "engine.runner",
     "HMCSettings": "samplers", "hmc_settings": "samplers", "init_state": "samplers", "make_hmc": "samplers",
     "make_metropolis": "samplers", "make_stochastic_dynamics": "samplers",
-    "BanditTuner": "tuners", "FixedTuner": "tuners", "BanditOptions": "tuners.options",
+    "BanditTuner": "tuners", "FixedTuner": "tuners", "BanditOptions": "tuners",
     "FixedOptions": "tuners.options",
 }
 __all__ = sorted(_WHERE)

@@ -10,6 +10,7 @@ import time
 import numpy as np
 
 from adaptive_hmc import BanditTuner
+from adaptive_hmc.tuners import BanditOptions
 from adaptive_hmc.tuners import Polynomial
 
 
@@ -18,7 +19,7 @@ def time_at(n_obs, n_distinct=40, repeats=15, seed=0):
     bounds = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
     # Prefill through the public API with p_i = i^-60 (no moves after the first),
     # then time with p_i = i^0 = 1 so every timed tell includes the GP fit and DIRECT.
-    t = BanditTuner(bounds, seed=seed, schedule=Polynomial(60.0))
+    t = BanditTuner(BanditOptions.thesis(bounds, schedule=Polynomial(60.0)), seed=seed)
     actions = [{"step_factor": float(rng.uniform(0.01, 1.01)), "num_steps": int(rng.integers(20, 5021))}
                for _ in range(n_distinct)]
     for k in range(n_obs):

@@ -118,7 +118,7 @@ def bandit_run(variant: str, seed: int, total: int = 200_000) -> dict:
     Neal's hot start and cooling for the "bandit_cooled" variant, see :data:`BANDITS`);
     predictions from the samples of the last 50,000 steps' super-transitions."""
     from adaptive_hmc.engine.runner import DEFAULT_WARMUP, told_acceptance
-    from adaptive_hmc.tuners.options import DEFAULT_BANDIT
+    from adaptive_hmc.tuners import BanditOptions
     from adaptive_hmc.tuners import BanditTuner, Exponential
     v = BANDITS[variant]
     t0 = time.perf_counter()
@@ -127,7 +127,7 @@ def bandit_run(variant: str, seed: int, total: int = 200_000) -> dict:
     spec = MLPSpec(2, (8,), 2)
     model = Neal92MLP(spec, X, Y)
     rng = np.random.default_rng([seed, 1992])
-    tuner = BanditTuner(BANDIT_BOUNDS, seed=seed, **{**DEFAULT_BANDIT, "schedule": Exponential(v["rate"])})
+    tuner = BanditTuner(BanditOptions(BANDIT_BOUNDS, schedule=Exponential(v["rate"])), seed=seed)
     state, kd, used = init_state(model, model.initial_position(rng)), None, 0
     first = None
     if v["warmup"]:

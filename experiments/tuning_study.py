@@ -46,7 +46,7 @@ from adaptive_hmc.engine.replica_options import DEFAULT_WEIGHT_BY
 from adaptive_hmc.engine.super_transition import iterations
 from adaptive_hmc.engine.rewards import esjd
 from adaptive_hmc.engine.runner import told_acceptance
-from adaptive_hmc.tuners.options import DEFAULT_BANDIT
+from adaptive_hmc.tuners.options import bandit_default
 from adaptive_hmc.diagnostics import batch_means_mcse, compute_spaced, draws_ess
 from adaptive_hmc.front.reports import diagnostics
 from adaptive_hmc.rundir.finished_run import read_run
@@ -54,7 +54,7 @@ from adaptive_hmc.rundir.results import RunDir
 from adaptive_hmc.samplers.chain import init_state, make_hmc
 from adaptive_hmc.samplers.settings import hmc_settings
 from adaptive_hmc.front.sweep import dask_session, map_tasks
-from adaptive_hmc.tuners import BanditTuner
+from adaptive_hmc.tuners import BanditOptions, BanditTuner
 
 ROOT = Path(__file__).resolve().parents[1]
 LOW = 0.2   # a super-transition whose mean acceptance is below this counts as stuck
@@ -246,10 +246,11 @@ def gaussian_rows(target: str, seeds, grid_seeds, quick: bool, kinds=None) -> li
             add(f"thesis hand setting eps={eps} L={L}", "thesis_hand", (eps, L), _Fixed(eps, L), seed)
     for seed in seeds:
         add("bandit, thesis reward model", "thesis", None,
-            BanditTuner(GAUSS_BOUNDS, seed, transform="standardize", first_action="centre"), seed)
+            BanditTuner(BanditOptions.thesis(GAUSS_BOUNDS), seed), seed)
         add("bandit, default", "default", None,
-            BanditTuner(GAUSS_BOUNDS, seed, **{**DEFAULT_BANDIT, "log_axes": ["step_size"], "accept_length_scales": {
-                {"step_factor": "step_size"}.get(k, k): v for k, v in DEFAULT_BANDIT["accept_length_scales"].items()}}),
+            BanditTuner(BanditOptions(GAUSS_BOUNDS, log_axes=("step_size",), accept_length_scales={
+                {"step_factor": "step_size"}.get(k, k): v for k, v in bandit_default("accept_length_scales").items()}),
+                seed),
             seed, jitter=True)
     return rows
 

@@ -108,6 +108,13 @@ CASES = {
     "step calibration without warm-up": (lambda r, t: (r["sampler"].update(calibrate_steps=True),
                                                        r["tuner"].update(warmup_super_transitions=0)),
                                          "sampler.calibrate_steps = True: needs tuner.warmup_super_transitions >= 1"),
+    # the bandit's options, each checked by its type (BanditOptions) and named by its key
+    "bandit delta 1.5": (lambda r, t: r["tuner"].update(delta=1.5), "tuner.delta = 1.5: must be in (0, 1)"),
+    "bandit alpha 0": (lambda r, t: r["tuner"].update(alpha=0), "tuner.alpha = 0.0: must be > 0"),
+    "bandit accept_floor 1": (lambda r, t: r["tuner"].update(accept_floor=1.0),
+                              "tuner.accept_floor = 1.0: null (None: off) or an acceptance rate in (0, 1)"),
+    "bandit maxfun 3": (lambda r, t: r["tuner"].update(maxfun=3), "tuner.maxfun = 3: DIRECT's evaluations"),
+    "bandit first_action 0": (lambda r, t: r["tuner"].update(first_action=0), "tuner.first_action = 0: allowed"),
     "log axis of an unknown action": (lambda r, t: r["tuner"].update(log_axes=["eps"]),
                                       "tuner.log_axes"),
 }

@@ -17,7 +17,7 @@ from adaptive_hmc.engine.replicas import ReplicaSet
 from adaptive_hmc.engine.rewards import cv_error, cv_reward, esjd_reward, held_out_error
 from adaptive_hmc.engine.runner import fallback_reward, run_super_transitions
 from adaptive_hmc.samplers import HMCSettings
-from adaptive_hmc.tuners import BanditTuner, FixedTuner
+from adaptive_hmc.tuners import BanditOptions, BanditTuner, FixedTuner
 
 Z = 4.0
 
@@ -369,7 +369,7 @@ def test_classifier_fit_predict():
 
 def test_bandit_drives_replicas():
     rs = _replicas()
-    tuner = BanditTuner({"step_factor": (0.05, 0.8), "num_steps": (2, 20)}, seed=0, maxfun=200)
+    tuner = BanditTuner(BanditOptions.thesis({"step_factor": (0.05, 0.8), "num_steps": (2, 20)}, maxfun=200), seed=0)
     log = run_super_transitions(rs, tuner, 4, 60, reward=cv_reward)
     assert [e["i"] for e in log] == [0, 1, 2, 3]
     assert all(math.isfinite(e["reward"]) and e["reward"] == -e["cv_error"] for e in log)
@@ -445,7 +445,7 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     the thesis's CV reward barely tells them apart (the gap this reward closes)."""
     from adaptive_hmc.engine.replica_options import ReplicaOptions
     from adaptive_hmc.engine.runner import DEFAULT_REWARD, RunOptions, make_run
-    from adaptive_hmc.tuners.options import DEFAULT_BANDIT, FixedOptions
+    from adaptive_hmc.tuners.options import FixedOptions
     assert DEFAULT_REWARD == "esjd"
     spec, X, Y = _toy()
     scores = {}
@@ -461,7 +461,7 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     (acc_stuck, esjd_stuck, cv_stuck), (acc_mix, esjd_mix, cv_mix) = scores["stuck"], scores["mixing"]
     assert acc_stuck == 0.0 and acc_mix > 0.5                            # the test has its two cases
     assert esjd_stuck < 1e-3 * esjd_mix
-    t = BanditTuner({"step_factor": (0.01, 31.0), "num_steps": (10, 30)}, seed=0, **DEFAULT_BANDIT)
+    t = BanditTuner(BanditOptions({"step_factor": (0.01, 31.0), "num_steps": (10, 30)}), seed=0)
     others = [({"step_factor": 0.3 + 0.01 * i, "num_steps": 20}, esjd_mix * (0.8 + 0.1 * i)) for i in range(4)]
     for a, r in [({"step_factor": 30.0, "num_steps": 20}, esjd_stuck), *others]:
         t.tell(a, r)

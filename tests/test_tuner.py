@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from adaptive_hmc import BanditTuner, FixedTuner
-from adaptive_hmc.tuners import Exponential, GPRewardModel, Polynomial, Wang2013, maximize, ucb, ucb_beta
+from adaptive_hmc.tuners.options import bandit_default
+from adaptive_hmc.tuners import BanditOptions, Exponential, GPRewardModel, Polynomial, Wang2013, maximize, ucb, ucb_beta
 
 BOUNDS = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
 BOUNDS_SMALL = {"step_factor": (0.01, 1.01), "num_steps": (10, 500)}
@@ -61,7 +62,7 @@ def test_lean_gp_prediction_equals_scikit_learn():
 
 
 def test_ask_gives_ints_inside_bounds_and_any_dimension_works():
-    t = BanditTuner({"a": (0.0, 1.0), "b": (-5.0, 5.0), "n": (3, 9)}, seed=1, first_action=4)
+    t = BanditTuner(BanditOptions.thesis({"a": (0.0, 1.0), "b": (-5.0, 5.0), "n": (3, 9)}, first_action=4), seed=1)
     for k in range(12):
         a = t.ask()
         assert isinstance(a["n"], int) and 3 <= a["n"] <= 9
@@ -92,7 +93,7 @@ def test_bandit_finds_the_optimum_of_noisy_rewards(transform):
     hits = 0
     for seed in range(10):
         opt, f = _synthetic(seed)
-        t = BanditTuner({"x": (0.0, 1.0), "y": (0.0, 1.0)}, seed=seed, maxfun=500, transform=transform)
+        t = BanditTuner(BanditOptions.thesis({"x": (0.0, 1.0), "y": (0.0, 1.0)}, maxfun=500, transform=transform), seed=seed)
         noise = np.random.default_rng(100 + seed)
         for _ in range(60):
             a = t.ask()
@@ -115,7 +116,7 @@ def test_exponential_schedule_adapts_finitely():
     """Diminishing adaptation: with p_i = exp(-lambda (i - 1)) the number of
     moves over n tells is Bernoulli(p_i) summed, with mean sum p_i (-> 1/(1 - e^-lambda))."""
     lam, n = 0.05, 1500
-    t = BanditTuner(BOUNDS, seed=3, schedule=Exponential(lam), model=StandIn(), maxfun=30, polish=False)
+    t = BanditTuner(BanditOptions.thesis(BOUNDS, schedule=Exponential(lam), maxfun=30, polish=False), seed=3, model=StandIn())
     rng = np.random.default_rng(4)
     for _ in range(n):
         t.tell(t.ask(), rng.normal())
@@ -131,7 +132,7 @@ def test_state_round_trip_asks_the_same():
     def reward(a):
         return -((a["step_factor"] - 0.3) ** 2) - ((a["num_steps"] - 1500) / 5000) ** 2
 
-    ref = BanditTuner(BOUNDS, seed=5, schedule=Polynomial(0.3), maxfun=300)
+    ref = BanditTuner(BanditOptions.thesis(BOUNDS, schedule=Polynomial(0.3), maxfun=300), seed=5)
     noise = np.random.default_rng(6).normal(size=40) * 0.01
     for k in range(15):
         a = ref.ask()
@@ -156,7 +157,7 @@ def test_fixed_tuner_has_the_same_interface():
 
 
 def test_introspection_grid():
-    t = BanditTuner(BOUNDS, seed=0, maxfun=200)
+    t = BanditTuner(BanditOptions.thesis(BOUNDS, maxfun=200), seed=0)
     for _ in range(6):
         a = t.ask()
         t.tell(a, -abs(a["step_factor"] - 0.4))
@@ -173,11 +174,11 @@ def test_introspection_grid():
 ])
 def test_bad_bounds_are_refused(bounds, match):
     with pytest.raises(ValueError, match=match):
-        BanditTuner(bounds)
+        BanditTuner(BanditOptions.thesis(bounds))
 
 
 def test_bad_tell_is_refused():
-    t = BanditTuner(BOUNDS)
+    t = BanditTuner(BanditOptions.thesis(BOUNDS))
     with pytest.raises(ValueError, match="outside the bounds"):
         t.tell({"step_factor": 2.0, "num_steps": 100}, 1.0)
     with pytest.raises(ValueError, match="finite"):
@@ -195,7 +196,7 @@ def test_rank_transform_is_not_squeezed_by_one_extreme_reward():
     rewards = -0.006 - 0.0005 * rng.random(12)
     spreads = {}
     for transform in ("standardize", "rank"):
-        t = BanditTuner(BOUNDS, seed=0, transform=transform)
+        t = BanditTuner(BanditOptions.thesis(BOUNDS, transform=transform), seed=0)
         for a, r in zip(actions, rewards):
             t._sums.setdefault(tuple(a.values()), [t.space.unit(a), 0.0, 0])
             t._sums[tuple(a.values())][1:] = [r, 1]
@@ -212,7 +213,7 @@ def test_rank_transform_is_not_squeezed_by_one_extreme_reward():
 
 
 def test_rank_transform_tuner_finds_the_optimum_and_maps_back_to_reward_units():
-    t = BanditTuner({"a": (0.0, 1.0), "n": (0.0, 10.0)}, seed=1, transform="rank", maxfun=300)
+    t = BanditTuner(BanditOptions.thesis({"a": (0.0, 1.0), "n": (0.0, 10.0)}, transform="rank", maxfun=300), seed=1)
     for _ in range(40):
         a = t.ask()
         t.tell(a, -(a["a"] - 0.2) ** 2 - 0.01 * (a["n"] - 5) ** 2)
@@ -228,7 +229,7 @@ def test_rank_transform_tuner_finds_the_optimum_and_maps_back_to_reward_units():
 
 def test_log_axes_map_the_box_geometrically_and_round_trip():
     bounds = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
-    t = BanditTuner(bounds, seed=0, log_axes=["step_factor"])
+    t = BanditTuner(BanditOptions.thesis(bounds, log_axes=["step_factor"]), seed=0)
     x = t.space.unit({"step_factor": 0.1, "num_steps": 2520})
     assert x == pytest.approx([math.log(10) / math.log(101), 0.5])
     assert t.space.action(x) == {"step_factor": pytest.approx(0.1), "num_steps": 2520}
@@ -239,9 +240,9 @@ def test_log_axes_map_the_box_geometrically_and_round_trip():
     restored = BanditTuner.from_state(json.loads(json.dumps(t.state_dict())))
     assert restored.log_axes == ["step_factor"] and restored.ask() == t.ask()
     with pytest.raises(ValueError, match="lower > 0"):
-        BanditTuner({"a": (0.0, 1.0)}, log_axes=["a"])
+        BanditTuner(BanditOptions.thesis({"a": (0.0, 1.0)}, log_axes=["a"]))
     with pytest.raises(ValueError, match="not among the bounds"):
-        BanditTuner(bounds, log_axes=["eps"])
+        BanditTuner(BanditOptions.thesis(bounds, log_axes=["eps"]))
 
 
 def test_log_axis_tuner_finds_an_optimum_at_a_small_step_factor():
@@ -256,7 +257,7 @@ def test_log_axis_tuner_finds_an_optimum_at_a_small_step_factor():
             return 0.0
         return math.exp(-((math.log10(a["step_factor"]) + 1.5) / 0.4) ** 2) * (1 - (a["num_steps"] - 2000) ** 2 / 3e7)
 
-    t = BanditTuner(bounds, seed=3, transform="rank", log_axes=["step_factor"], maxfun=300)
+    t = BanditTuner(BanditOptions.thesis(bounds, transform="rank", log_axes=["step_factor"], maxfun=300), seed=3)
     for _ in range(50):
         a = t.ask()
         t.tell(a, reward(a))
@@ -273,8 +274,7 @@ def test_leave_below_moves_off_a_collapsed_action_late_in_a_run():
     while ordinary rewards keep the action. The same coin flips are drawn
     either way, and the option survives a state round trip."""
     def run(leave_below):
-        t = BanditTuner(BOUNDS, seed=4, schedule=Exponential(1.0), leave_below=leave_below, maxfun=100,
-                        transform="rank")
+        t = BanditTuner(BanditOptions.thesis(BOUNDS, schedule=Exponential(1.0), leave_below=leave_below, maxfun=100, transform="rank"), seed=4)
         rng = np.random.default_rng(0)
         for _ in range(40):
             t.tell(t.ask(), 1.0 + rng.random())
@@ -293,7 +293,7 @@ def test_leave_below_moves_off_a_collapsed_action_late_in_a_run():
     restored = BanditTuner.from_state(json.loads(json.dumps(default.state_dict())))
     assert restored.leave_below == 0.05 and restored.ask() == default.ask()
     with pytest.raises(ValueError, match="leave_below"):
-        BanditTuner(BOUNDS, leave_below=1.5)
+        BanditTuner(BanditOptions.thesis(BOUNDS, leave_below=1.5))
 
 
 def _cliff(a, rng):
@@ -311,12 +311,11 @@ def test_the_feasibility_model_visits_a_failing_region_once():
     tried action is near the best feasible step factor, and the feasibility
     model says which side of the cliff is which. The option survives a state
     round trip."""
-    from adaptive_hmc.tuners.options import DEFAULT_BANDIT
     failures = {}
-    for floor in (None, DEFAULT_BANDIT["accept_floor"]):
+    for floor in (None, bandit_default("accept_floor")):
         failures[floor] = []
         for seed in range(4):
-            t = BanditTuner(BOUNDS_SMALL, seed=seed, **{**DEFAULT_BANDIT, "maxfun": 200, "accept_floor": floor})
+            t = BanditTuner(BanditOptions(BOUNDS_SMALL, maxfun=200, accept_floor=floor), seed=seed)
             rng = np.random.default_rng(seed)
             bad = 0
             for _ in range(60):
@@ -334,7 +333,7 @@ def test_the_feasibility_model_visits_a_failing_region_once():
     assert restored.accept_floor == 0.8 and restored.ask() == t.ask()
     assert restored.accept_length_scales == {"step_factor": 0.1, "num_steps": 1.0}
     with pytest.raises(ValueError, match="accept_floor"):
-        BanditTuner(BOUNDS_SMALL, accept_floor=1.5)
+        BanditTuner(BanditOptions.thesis(BOUNDS_SMALL, accept_floor=1.5))
 
 
 def test_a_chains_failure_fades_and_an_actions_failure_does_not():
@@ -345,12 +344,11 @@ def test_a_chains_failure_fades_and_an_actions_failure_does_not():
     failure told plainly, or without a memory, stays ruled out, and the safe
     action's own feasibility does not fade. The option and the flag survive a
     state round trip, and the option is checked."""
-    from adaptive_hmc.tuners.options import DEFAULT_BANDIT
     bounds = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
     failed, safe = {"step_factor": 0.1, "num_steps": 2520}, {"step_factor": 0.07, "num_steps": 2520}
     feasible = {}
     for memory, transient in ((None, True), (5.0, False), (5.0, True)):
-        t = BanditTuner(bounds, seed=0, **{**DEFAULT_BANDIT, "accept_memory": memory})
+        t = BanditTuner(BanditOptions(bounds, accept_memory=memory), seed=0)
         t.tell(failed, 1.0, acceptance=0.0, transient=transient)
         p = []
         for _ in range(30):
@@ -368,7 +366,7 @@ def test_a_chains_failure_fades_and_an_actions_failure_does_not():
     assert restored.accept_memory == 5.0
     assert np.allclose(restored.feasibility(np.array([[0.1, 2520]])), t.feasibility(np.array([[0.1, 2520]])))
     with pytest.raises(ValueError, match="accept_memory"):
-        BanditTuner(bounds, accept_floor=0.8, accept_memory=0.0)
+        BanditTuner(BanditOptions.thesis(bounds, accept_floor=0.8, accept_memory=0.0))
 
 
 def test_a_failure_of_a_few_stuck_chains_is_told_transient():
@@ -428,17 +426,16 @@ def test_the_space_owns_the_box_its_axes_and_the_unit_maps():
 def test_a_failure_forgotten_altogether_leaves_the_feasibility_unknown():
     """Every observation of an action transient and so long ago that its weight underflows to 0 (found by an
     estimator fit with a budget of 100: a ZeroDivisionError): that action is forgotten, not a crash."""
-    from adaptive_hmc.tuners.options import DEFAULT_BANDIT
     bounds = {"step_factor": (0.01, 1.01), "num_steps": (20, 5020)}
     failed, other = {"step_factor": 0.1, "num_steps": 2520}, {"step_factor": 0.9, "num_steps": 100}
-    t = BanditTuner(bounds, seed=0, **{**DEFAULT_BANDIT, "accept_memory": 1e-3})
+    t = BanditTuner(BanditOptions(bounds, accept_memory=1e-3), seed=0)
     t.tell(failed, 1.0, acceptance=0.0, transient=True)
     t.tell(other, 1.0, acceptance=0.0, transient=True)             # 1000 memories later: exp(-1000) == 0
     t.tell(failed, 1.0, acceptance=0.0, transient=True)
     t.ask()
     p = t.feasibility(np.array([[0.9, 100], [0.1, 2520]]))
     assert np.all((p >= 0) & (p <= 1)) and p[1] < 0.2                # the recent failure still rules its action out
-    t2 = BanditTuner(bounds, seed=0, **{**DEFAULT_BANDIT, "accept_memory": 1e-3})
+    t2 = BanditTuner(BanditOptions(bounds, accept_memory=1e-3), seed=0)
     t2.tell(failed, 1.0, acceptance=0.0, transient=True)
     t2.tell(other, 1.0, acceptance=1.0)
     t2.tell(other, 1.0, acceptance=1.0)
@@ -452,7 +449,7 @@ def test_both_tuners_are_the_runners_tuner_protocol():
     for attributes; a class that lacks a method is not one."""
     from adaptive_hmc.tuners.base import Tuner
     fixed = FixedTuner(step_factor=0.3, num_steps=20)
-    bandit = BanditTuner({"step_factor": (0.01, 1.0), "num_steps": (5, 50)}, seed=0)
+    bandit = BanditTuner(BanditOptions.thesis({"step_factor": (0.01, 1.0), "num_steps": (5, 50)}), seed=0)
     for t in (fixed, bandit):
         assert isinstance(t, Tuner)
         action = t.ask()

@@ -13,6 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from ..samplers.settings import SettingsError, check_settings
+from ..tuners.bandit import OptionError
 from ..tasks import LOADERS
 from .base import ConfigError, RowList
 from .schema import Config, DensityConfig, DensityModelConfig, DensityRunConfig, DensitySamplerConfig
@@ -118,6 +119,11 @@ def _check(cfg: Config, source: str):
     need = {"exponential": "rate", "polynomial": "gamma", "wang2013": "burn_in"}[s.kind]
     if t.kind == "bandit" and getattr(s, need) is None:
         _fail(source, f"tuner.schedule.{need}", None, f"schedule kind {s.kind} needs {need}")
+    if t.kind == "bandit":
+        try:
+            t.options()                       # each option's rule is its type's (BanditOptions)
+        except OptionError as e:
+            _fail(source, f"tuner.{e.field}", e.value, e.allowed)
     if cfg.sampler.base_step is not None and cfg.sampler.calibrate_steps:
         _fail(source, "sampler.calibrate_steps", True, "calibrates FBM's heuristic scales; not with "
               "sampler.base_step (absolute steps)")

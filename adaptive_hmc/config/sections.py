@@ -270,10 +270,10 @@ class TunerConfig(_Strict):
     num_steps: Optional[int] = Field(None, ge=1, description="fixed: trajectory length L")
     bounds: Optional[Dict[Literal["step_factor", "num_steps"], NumberPair]] = Field(
         None, description="bandit: {step_factor: [low, high], num_steps: [low, high]} (both required)")
-    alpha: Number = Field(bandit_default("alpha"), gt=0, description="bandit: GP length scale as a fraction of "
+    alpha: Number = Field(bandit_default("alpha"), description="bandit: GP length scale as a fraction of "
                           "each box side")
-    delta: Number = Field(bandit_default("delta"), gt=0, lt=1, description="bandit: UCB confidence parameter")
-    noise: Number = Field(bandit_default("noise"), gt=0, description="bandit: reward noise sd in units of the "
+    delta: Number = Field(bandit_default("delta"), description="bandit: UCB confidence parameter")
+    noise: Number = Field(bandit_default("noise"), description="bandit: reward noise sd in units of the "
                           "rewards' sd")
     schedule: ScheduleConfig = Field(default_factory=ScheduleConfig, description="bandit: annealing of the "
                                      "move probability p_i (section below)")
@@ -285,7 +285,7 @@ class TunerConfig(_Strict):
     cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = Field(
         None, description="held-out error of the cv reward (default mse for regression, error_rate for "
         "classification)")
-    maxfun: int = Field(bandit_default("maxfun"), ge=10, description="bandit: DIRECT's evaluations per move")
+    maxfun: int = Field(bandit_default("maxfun"), description="bandit: DIRECT's evaluations per move")
     transform: Literal["standardize", "rank"] = Field(bandit_default("transform"), description="bandit: rewards to "
                                                       "GP targets: ranked "
                                                       "(a Gaussian copula, robust to a few extreme rewards; the "
@@ -294,18 +294,18 @@ class TunerConfig(_Strict):
         list(bandit_default("log_axes")), description="bandit: dimensions the reward model sees on a log scale "
         "(the default: the step factor; the thesis: none, [])")
     leave_below: Optional[Number] = Field(
-        bandit_default("leave_below"), gt=0, lt=1, description="bandit: when a reward ranks among the lowest "
+        bandit_default("leave_below"), description="bandit: when a reward ranks among the lowest "
         "this share of all rewards told, move by the acquisition whatever p_i says (the default: 0.05, so a chain "
         "that stops accepting late in a run does not keep its action for many super-transitions; the thesis: "
         "null, keep it with probability 1 - p_i)")
     accept_floor: Optional[Number] = Field(
-        bandit_default("accept_floor"), gt=0, lt=1, description="bandit: learn where actions fail: a second GP "
+        bandit_default("accept_floor"), description="bandit: learn where actions fail: a second GP "
         "models each action's acceptance (the chains' mean, 0 when a chain accepted nothing) and actions whose "
         "acceptance is likely below this floor are not proposed, so a region where chains stop accepting is "
         "visited once, not again; an action told below it is left at once (the default: 0.8; the thesis: null, "
         "no such model)")
     accept_memory: Optional[Number] = Field(
-        bandit_default("accept_memory"), gt=0, description="bandit: tells over which a few chains' failure fades: an "
+        bandit_default("accept_memory"), description="bandit: tells over which a few chains' failure fades: an "
         "action at which a chain accepted nothing while most chains passed the floor weighs exp(-age / this) in the "
         "feasibility model (a chain still far from the posterior fails steps that every chain takes once there; "
         "a real cliff is found again by a probe); null: such failures count forever, as every other tell")

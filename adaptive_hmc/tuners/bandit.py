@@ -10,6 +10,7 @@ the reward just told collapsed).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import ndtr
@@ -29,14 +30,32 @@ from .space import Space
 TRANSFORMS = ("standardize", "rank")
 
 
-class BanditTuner:
-    """GP-UCB bandit over a box of actions with an annealed move probability.
+class OptionError(ValueError):
+    """A :class:`BanditOptions` field given a value it does not allow: ``field`` names it, ``allowed`` says
+    what it takes (a config maps it to its key)."""
 
-    Parameters
-    ----------
+    def __init__(self, field: str, value, allowed: str):
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field}={value!r}: {allowed}")
+
+
+@dataclass(frozen=True)
+class BanditOptions:
+    """The options of a :class:`BanditTuner`, each declared, defaulted and
+    checked here alone (a ValueError naming the field): the tuner over
+    ``bounds`` ({"step_factor": (low, high), "num_steps": (low, high)}, or any
+    names), with the package's defaults (the tuning study, docs/RESULTS.md):
+    ranked rewards, the step factor on a log axis, leaving collapsed actions,
+    the feasibility model (whose length scale along the step factor is 0.1 of
+    its log axis: acceptance falls off a cliff within a factor of 1.5-2 in step
+    size) and a few chains' failure fading over 5 tells, Wang's length scale,
+    confidence, noise and annealing rate. :meth:`thesis` gives the thesis's
+    (Wang 2013): standardised rewards, linear axes, no feasibility model.
+
+    Fields
+    ------
     bounds : dict name -> (lower, upper). A dimension whose bounds are both
-        ints is integer (rounded) unless ``integer`` says otherwise.
-    seed : seed of the tuner's own random numbers (move decisions, space filling).
+        ints is integer (rounded) unless the tuner's ``integer`` says otherwise.
     alpha : kernel length scale as a fraction of each box side (thesis: 0.2).
     delta : UCB confidence parameter (thesis: 0.1).
     noise : observation noise sd sigma_eta, in units of the reward's sd.
@@ -47,7 +66,7 @@ class BanditTuner:
     fit_kernel : fit length scales and signal variance by marginal likelihood.
     maxfun : DIRECT's evaluation budget; polish : L-BFGS-B after DIRECT.
     transform : how rewards become the GP's targets, :data:`TRANSFORMS`
-        ("standardize", the thesis's and the default, or "rank").
+        ("rank", the default, or "standardize", the thesis's).
     leave_below : None (the thesis), or a share q: when the reward just told
         ranks among the lowest q of all rewards told (mid-ranks for ties),
         the tuner moves by the acquisition even when the p_i coin says keep.
@@ -57,8 +76,6 @@ class BanditTuner:
         must be > 0): a step factor in [0.01, 1.01] then spends as much of the
         box on 0.01-0.1 as on 0.1-1, where the linear scale (the thesis's)
         spends nine tenths of it above 0.1.
-    model : stand-in reward model (``fit(X, y, noise_var)``,
-        ``predict(X, return_std=True)``); default :class:`GPRewardModel`.
     accept_floor : None (the thesis), or an acceptance rate: the tuner also
         learns where actions fail (constrained Bayesian optimisation, Gelbart,
         Snoek & Adams 2014). Each tell may carry the action's ``acceptance``
@@ -85,42 +102,92 @@ class BanditTuner:
         real is found again at the price of a probe, not a super-transition.
     """
 
-    def __init__(self, bounds, seed: int = 0, *, integer=None, alpha: float = 0.2, delta: float = 0.1,
-                 noise: float = 0.1, schedule=None, first_action="centre", fit_kernel: bool = False,
-                 maxfun: int = 1000, polish: bool = True, model=None, transform: str = "standardize",
-                 log_axes=(), leave_below: float | None = None, accept_floor: float | None = None,
-                 accept_length_scales: dict | None = None, accept_memory: float | None = None):
+    bounds: dict
+    alpha: float = 0.2
+    delta: float = 0.1
+    noise: float = 0.1
+    schedule: object = field(default_factory=lambda: Exponential(0.01))
+    first_action: object = "centre"
+    maxfun: int = 1000
+    polish: bool = True
+    fit_kernel: bool = False
+    transform: str = "rank"
+    log_axes: tuple = ("step_factor",)
+    leave_below: float | None = 0.05
+    accept_floor: float | None = 0.8
+    accept_length_scales: dict | None = field(default_factory=lambda: {"step_factor": 0.1, "num_steps": 1.0})
+    accept_memory: float | None = 5.0
+
+    #: What :meth:`thesis` changes: the thesis's reward model, without the package's additions.
+    THESIS = dict(transform="standardize", log_axes=(), leave_below=None, accept_floor=None,
+                  accept_length_scales=None, accept_memory=None)
+
+    @classmethod
+    def thesis(cls, bounds: dict, **changes) -> "BanditOptions":
+        """The thesis's tuner over ``bounds`` (Wang 2013: standardised rewards, linear axes, no leaving
+        and no feasibility model), with ``changes``."""
+        return cls(bounds, **{**cls.THESIS, **changes})
+
+    def __post_init__(self):
+        for name in ("alpha", "noise"):
+            if not getattr(self, name) > 0:
+                raise OptionError(name, getattr(self, name), "must be > 0")
+        if not self.maxfun >= 10:
+            raise OptionError("maxfun", self.maxfun, "DIRECT's evaluations per move: at least 10")
+        if not 0 < self.delta < 1:
+            raise OptionError("delta", self.delta, "must be in (0, 1)")
+        if self.transform not in TRANSFORMS:
+            raise OptionError("transform", self.transform, f"allowed are {TRANSFORMS}")
+        for name, what in (("leave_below", "a share"), ("accept_floor", "an acceptance rate")):
+            v = getattr(self, name)
+            if v is not None and not 0 < v < 1:
+                raise OptionError(name, v, f"null (None: off) or {what} in (0, 1)")
+        scales = self.accept_length_scales or {}
+        if set(scales) - set(self.bounds) or not all(v > 0 for v in scales.values()):
+            raise OptionError("accept_length_scales", self.accept_length_scales, f"positive scales of "
+                              f"{list(self.bounds)}")
+        if self.accept_memory is not None and not self.accept_memory > 0:
+            raise OptionError("accept_memory", self.accept_memory, "null (None: off) or a number of tells > 0")
+        f = self.first_action
+        if not (f == "centre" or isinstance(f, dict) or (isinstance(f, int) and not isinstance(f, bool) and f >= 1)):
+            raise OptionError("first_action", f, "allowed are 'centre', a dict of the bound names, or a positive "
+                              "int (number of space-filling points)")
+        Space(self.bounds, None, self.log_axes)                 # the box and its log axes
+
+    def tuner(self, seed: int) -> "BanditTuner":
+        """The tuner these options describe, with its own ``seed``."""
+        return BanditTuner(self, seed)
+
+
+class BanditTuner:
+    """GP-UCB bandit over a box of actions with an annealed move probability,
+    as its :class:`BanditOptions` say (``options``, checked there).
+    ``seed``: the tuner's own random numbers (move decisions, space filling);
+    ``integer``: {name: bool}, whether a dimension is rounded (default: those
+    whose bounds are both ints); ``model``: a stand-in reward model
+    (``fit(X, y, noise_var)``, ``predict(X, return_std=True)``), default
+    :class:`GPRewardModel`."""
+
+    def __init__(self, options: BanditOptions, seed: int = 0, *, integer=None, model=None):
+        if not isinstance(options, BanditOptions):
+            raise TypeError(f"options={options!r}: a BanditOptions (BanditOptions(bounds, ...), or "
+                            f"BanditOptions.thesis(bounds, ...) for the thesis's tuner)")
+        o = self.options = options
         #: The action box (:class:`~adaptive_hmc.tuners.space.Space`): bounds, integer and log axes, unit maps.
-        self.space = Space(bounds, integer, log_axes)
+        self.space = Space(o.bounds, integer, o.log_axes)
         self.bounds, self.names = self.space.bounds, self.space.names
-        for name, value in (("alpha", alpha), ("noise", noise), ("maxfun", maxfun)):
-            if not value > 0:
-                raise ValueError(f"{name}={value}: must be > 0")
-        if not 0 < delta < 1:
-            raise ValueError(f"delta={delta}: must be in (0, 1)")
-        if transform not in TRANSFORMS:
-            raise ValueError(f"transform={transform!r}: allowed are {TRANSFORMS}")
-        self.transform = transform
-        if leave_below is not None and not 0 < leave_below < 1:
-            raise ValueError(f"leave_below={leave_below}: None or a share in (0, 1)")
-        self.leave_below = None if leave_below is None else float(leave_below)
-        if accept_floor is not None and not 0 < accept_floor < 1:
-            raise ValueError(f"accept_floor={accept_floor}: None or an acceptance rate in (0, 1)")
-        self.accept_floor = None if accept_floor is None else float(accept_floor)
-        self.accept_length_scales = {str(k): float(v) for k, v in (accept_length_scales or {}).items()}
-        unknown = set(self.accept_length_scales) - set(self.bounds)
-        if unknown or not all(v > 0 for v in self.accept_length_scales.values()):
-            raise ValueError(f"accept_length_scales={accept_length_scales!r}: positive scales of {list(self.bounds)}")
-        if accept_memory is not None and not accept_memory > 0:
-            raise ValueError(f"accept_memory={accept_memory!r}: None or a number of tells > 0")
-        self.accept_memory = None if accept_memory is None else float(accept_memory)
+        self.transform, self.leave_below = o.transform, None if o.leave_below is None else float(o.leave_below)
+        self.accept_floor = None if o.accept_floor is None else float(o.accept_floor)
+        self.accept_length_scales = {str(k): float(v) for k, v in (o.accept_length_scales or {}).items()}
+        self.accept_memory = None if o.accept_memory is None else float(o.accept_memory)
+        alpha, first_action = o.alpha, o.first_action
         self._feasibility_model = GPRewardModel(
             len(self.bounds), [self.accept_length_scales.get(n, alpha) for n in self.bounds])
         self._feasibility_known = True        # False once every observation is forgotten (_fit_feasibility)
         self.log_axes, self.integer = self.space.log_axes, self.space.integer
-        self.alpha, self.delta, self.noise = float(alpha), float(delta), float(noise)
-        self.schedule = schedule if schedule is not None else Exponential(0.01)
-        self.fit_kernel, self.maxfun, self.polish = bool(fit_kernel), int(maxfun), bool(polish)
+        self.alpha, self.delta, self.noise = float(alpha), float(o.delta), float(o.noise)
+        self.schedule = o.schedule
+        self.fit_kernel, self.maxfun, self.polish = bool(o.fit_kernel), int(o.maxfun), bool(o.polish)
         self.seed = int(seed)
         self.first_action = first_action
         self.model = model if model is not None else GPRewardModel(len(self.names), self.alpha, self.fit_kernel)
@@ -132,12 +199,9 @@ class BanditTuner:
             self._initial = [self.space.action(self.space.unit(first_action))]
         elif first_action == "centre":
             self._initial = [self.space.action(np.full(len(self.names), 0.5))]
-        elif isinstance(first_action, int) and not isinstance(first_action, bool) and first_action >= 1:
+        else:
             pts = qmc.LatinHypercube(d=len(self.names), seed=self._rng).random(first_action)
             self._initial = [self.space.action(p) for p in pts]
-        else:
-            raise ValueError(f"first_action={first_action!r}: allowed are 'centre', a dict of the bound "
-                             f"names, or a positive int (number of space-filling points)")
         self._pending = self._initial.pop(0)
 
     # -- ask / tell --------------------------------------------------------------
@@ -365,13 +429,14 @@ class BanditTuner:
 
     @classmethod
     def from_state(cls, state: dict, model=None) -> "BanditTuner":
-        t = cls({n: tuple(b) for n, b in state["bounds"].items()}, state["seed"], integer=state["integer"],
-                alpha=state["alpha"], delta=state["delta"], noise=state["noise"],
-                transform=state["transform"], log_axes=state.get("log_axes", ()),
-                leave_below=state.get("leave_below"), accept_floor=state.get("accept_floor"),
-                accept_length_scales=state.get("accept_length_scales"), accept_memory=state.get("accept_memory"),
-                schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
-                fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"], model=model)
+        options = BanditOptions(
+            {n: tuple(b) for n, b in state["bounds"].items()}, alpha=state["alpha"], delta=state["delta"],
+            noise=state["noise"], transform=state["transform"], log_axes=tuple(state.get("log_axes", ())),
+            leave_below=state.get("leave_below"), accept_floor=state.get("accept_floor"),
+            accept_length_scales=state.get("accept_length_scales"), accept_memory=state.get("accept_memory"),
+            schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
+            fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"])
+        t = cls(options, state["seed"], integer=state["integer"], model=model)
         t._rng.bit_generator.state = state["rng"]
         for h in state["history"]:
             t._record(h)
