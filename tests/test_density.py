@@ -242,6 +242,13 @@ def test_user_density_samples_a_known_gaussian():
     assert idata.attrs["gradients"] > 12 * 4 * 1000 * 0.9
     py = sample(gaussian_py, starts, warmup=500, super_transitions=12, budget=1000, seed=7, threads=1)
     np.testing.assert_array_equal(py.posterior["q"].values, idata.posterior["q"].values)
+    # the tuner's step factor is a factor of the warm-up's reference step (as a network's multiplies its
+    # heuristic scales), within step_factor_bounds; each draw's step_size is that step in posterior sds
+    factors = [e["step_factor"] for e in eval(idata.attrs["tuner_log"])]
+    assert all(0.5 <= f <= 1.5 for f in factors) and len(set(factors)) > 1, factors
+    steps = idata.sample_stats["step_size"].values[0]
+    first = np.flatnonzero(np.diff(steps))[0] + 1 if np.any(np.diff(steps)) else steps.size
+    np.testing.assert_allclose(steps[:first], factors[0] * idata.attrs["reference_step"], rtol=1e-15)
 
 
 def test_sample_until_the_chains_meet_stops_when_they_do_or_at_its_time_limit():

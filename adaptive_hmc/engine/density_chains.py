@@ -56,14 +56,18 @@ class DensityState(NamedTuple):
     :class:`~adaptive_hmc.engine.replica_state.ReplicaState`'s counterpart):
     each chain's state, the metric's ``scale`` (the chains' coordinates are z,
     q = scale z), each chain's random stream (its PCG64 state), the
-    super-transitions done and the warm-up's gradients. Nothing changes one in
-    place: warm-up and :func:`density_super_transition` return new ones."""
+    super-transitions done, the warm-up's gradients and the reference step it
+    found (in the metric's units, posterior sds), of which an action's step
+    factor is a multiple (as a network's step factor multiplies its heuristic
+    step scales). Nothing changes one in place: warm-up and
+    :func:`density_super_transition` return new ones."""
 
     chains: tuple
     scale: np.ndarray
     streams: tuple
     n_super: int
     warmup_gradients: int
+    reference_step: float = 1.0
 
 
 def _generators(streams) -> list:
@@ -86,7 +90,7 @@ def density_super_transition(setup: "DensityChains", state: DensityState, action
     :class:`DensityState`, :class:`~adaptive_hmc.engine.super_transition.SuperTransitionResult`
     whose ``step`` is the draws, (R, n_iter, D) in q's units) and changes neither argument."""
     step_factor, num_steps = Action.of(action)
-    s = check_settings(setup.settings._replace(step_factor=step_factor, num_steps=num_steps))
+    s = check_settings(setup.settings._replace(step_factor=step_factor * state.reference_step, num_steps=num_steps))
     n_iter = iterations(budget, num_steps, s.jitter)
     rec = new_record(setup.R, n_iter, 0)
     kept = np.empty((setup.R, n_iter, setup.model.dim))
@@ -225,7 +229,7 @@ class DensityChains:
         if final < MIN_STEP:
             self._stuck(chains, final, n - 1)
         self.state = self.state._replace(chains=tuple(chains), scale=scale, streams=_states(streams),
-                                         warmup_gradients=gradients)
+                                         warmup_gradients=gradients, reference_step=float(final))
         return final
 
     def run(self, action: Action, budget: int) -> SuperTransitionResult:
@@ -243,7 +247,7 @@ class DensityChains:
         st = self.state
         return dict(chains=[[getattr(c, f).copy() for f in CHAIN_ARRAYS] for c in st.chains],
                     scale=st.scale.copy(), n_super=st.n_super, streams=list(st.streams),
-                    warmup_gradients=st.warmup_gradients)
+                    warmup_gradients=st.warmup_gradients, reference_step=st.reference_step)
 
     def restore(self, saved: dict, draws) -> None:
         """The state of :meth:`checkpoint` ``saved`` and the ``draws`` of its super-transitions
@@ -255,7 +259,8 @@ class DensityChains:
         if len(saved["streams"]) != self.R:
             raise ValueError(f"the checkpoint holds {len(saved['streams'])} streams for {self.R} chains")
         self.state = DensityState(tuple(chains), np.asarray(saved["scale"], dtype=np.float64),
-                                  tuple(saved["streams"]), int(saved["n_super"]), int(saved["warmup_gradients"]))
+                                  tuple(saved["streams"]), int(saved["n_super"]), int(saved["warmup_gradients"]),
+                                  float(saved["reference_step"]))
         if draws is not None:
             self.draws = draws
 

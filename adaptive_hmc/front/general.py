@@ -108,7 +108,7 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     chains = DensityChains(model, q0, seed_chains, threads)
     compile_s = compile_kernels(chains, quiet=not verbose and not can_draw_bar())
     key = run_key(q0, seed, warmup=int(warmup), budget=budget, step_factor_bounds=[flo, fhi],
-                  trajectory_bounds=[tlo, thi], target_accept=float(target_accept),
+                  trajectory_bounds=[tlo, thi], target_accept=float(target_accept), step_factor="of the reference step",
                   tuner=None if tuner is None else repr(tuner))
     path = None if checkpoint is None else Path(checkpoint)
     if path is not None and (path.exists() or previous_checkpoint(path).exists()):
@@ -205,7 +205,7 @@ def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget,
     if budget is None:
         budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
     lo = min(lo, budget // 2)
-    bounds = {"step_factor": (flo * step, fhi * step), "num_steps": (lo, min(budget, max(lo + 1, hi)))}
+    bounds = {"step_factor": (flo, fhi), "num_steps": (lo, min(budget, max(lo + 1, hi)))}   # factors of the step
     options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
     bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
     run = dict(step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)
@@ -221,7 +221,8 @@ def _inference_data(chains: DensityChains, model: LogDensity, constrain, run: di
     """The InferenceData :func:`sample` returns, from the finished run (saying what it must)."""
     import arviz as az
     Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
-    step_size = np.concatenate([np.full(st["num_steps"].shape, e["step_factor"]) for st, e in zip(stats, log)],
+    step_size = np.concatenate([np.full(st["num_steps"].shape, e["step_factor"] * run["step"])
+                                for st, e in zip(stats, log)],
                                axis=1)                       # each draw's super-transition's step (posterior sds)
     stats = {name: np.concatenate([st[field] for st in stats], axis=1) for name, field in STATS}
     stats["step_size"] = step_size
