@@ -270,7 +270,7 @@ def test_held_out_error_rejects_wrong_metric():
     rs = _replicas("logistic")
     res = rs.run(Action(0.3, 5), 20)
     with pytest.raises(ValueError, match="regression"):
-        held_out_error(res.held_out[0], "logistic", "mse")
+        held_out_error(res.held_out.accumulators[0], "logistic", "mse")
     assert math.isfinite(cv_error(res))
 
 
@@ -293,7 +293,7 @@ def test_no_cv_replicas_needs_the_full_data_chain():
     rs = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
     res = rs.run(Action(0.3, 5), 20)
     # 4 iterations of L = 5, one predicting (predict_steps 100), weighing the 4 x 5 steps it stands for
-    assert res.held_out == [] and rs.retained[0] == 1 and rs.test_count[0] == 4 * 5
+    assert res.held_out is None and rs.retained[0] == 1 and rs.test_count[0] == 4 * 5
 
 
 # -- statistical ---------------------------------------------------------------------------

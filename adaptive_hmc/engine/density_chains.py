@@ -21,8 +21,6 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..models.base import NoHyper
 from ..models.density import LogDensity
-from ..models.mlp import MLPSpec
-from ..models.predictive import new_accumulator
 from .replica_options import as_seed_sequence
 from ..samplers.adaptation import MIN_STEP, WindowAdaptation, lost_chains
 from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
@@ -48,7 +46,6 @@ class SampleDefaults(NamedTuple):
 
 
 SAMPLE_DEFAULTS = SampleDefaults()
-_EMPTY = new_accumulator(MLPSpec(1, (1,), 1), np.empty((0, 1)), np.empty((0, 1)))
 
 
 class DensityState(NamedTuple):
@@ -98,13 +95,13 @@ def density_super_transition(setup: "DensityChains", state: DensityState, action
         setup.targets(state.scale)
 
     def one(j):
-        obs = Observers(_EMPTY, _EMPTY, -1, 1, kept[j])
+        obs = Observers.keeping(kept[j])
         run_chain(targets[j], chains[j], s, n_iter, Record(*(a[j] for a in rec)), obs, streams[j])
     t0 = time.perf_counter()
     setup.each(one)
     seconds = time.perf_counter() - t0
     new = state._replace(chains=tuple(chains), streams=_states(streams), n_super=state.n_super + 1)
-    return new, SuperTransitionResult(state.n_super, step_factor, num_steps, n_iter, rec, [], "none", seconds,
+    return new, SuperTransitionResult(state.n_super, step_factor, num_steps, n_iter, rec, seconds,
                                       kept * state.scale)
 
 
@@ -171,7 +168,7 @@ class DensityChains:
         s = check_settings(self.settings._replace(step_factor=1.0, num_steps=1))
         rec = Record(*(a[0] for a in new_record(1, 0, 0)))
         return [(self.targets(self.scale)[0], copy_chain(self.chains[0]), s, rec, obs, np.random.default_rng(0))
-                for obs in (None, Observers(_EMPTY, _EMPTY, -1, 1, np.empty((0, self.model.dim))))]
+                for obs in (None, Observers.keeping(np.empty((0, self.model.dim))))]
 
     def kernels_ready(self) -> bool | None:
         """Whether the chain loop is compiled or in the compile cache (None: unknown)."""
@@ -238,6 +235,11 @@ class DensityChains:
         for j in range(self.R):
             self.draws[j].append(result.step[j])
         return result
+
+    def probe(self, action: Action, budget: int, k: int = 0) -> None:
+        """No trial (:meth:`~adaptive_hmc.engine.runner.ChainSet.probe`): a density's chains run every action
+        the tuner asks."""
+        return None
 
     # -- checkpoints (the chain-set interface of runner.ChainSet) -----------------------
     def checkpoint(self) -> dict:

@@ -42,8 +42,9 @@ def cv_error(result, metric: str = None) -> float:
     """Mean over the CV replicas of their held-out errors (Wang thesis section
     3.2), this super-transition's samples only. Default metric: mse for
     regression, error_rate for classification."""
-    metric = metric or default_metric(result.likelihood)
-    return float(np.mean([held_out_error(a, result.likelihood, metric) for a in result.held_out]))
+    held = result.held_out
+    metric = metric or default_metric(held.likelihood)
+    return float(np.mean([held_out_error(a, held.likelihood, metric) for a in held.accumulators]))
 
 
 def default_metric(likelihood: str) -> str:

@@ -33,8 +33,9 @@ class ChainSet(Protocol):
     need more than their first super-transition does (a network's optimized starts; what it did, or None),
     before the loop so that it can be said; ``checkpoint`` is what
     a checkpoint holds of the chains, ``restore`` puts it back with what the
-    run's store holds (the stored super-transitions). A set may also ``probe``
-    an action on copies of its chains (:func:`probed_action`)."""
+    run's store holds (the stored super-transitions); ``probe`` tries an action
+    on copies of the chains (:func:`probed_action`), or returns None for a set
+    that does not (a density's chains: their tuning path stays the one it was)."""
 
     n_super: int
 
@@ -49,6 +50,8 @@ class ChainSet(Protocol):
     def checkpoint(self) -> dict: ...
 
     def restore(self, saved: dict, stored) -> None: ...
+
+    def probe(self, action: Action, budget: int, k: int = 0) -> SuperTransitionResult | None: ...
 
 
 #: The package's default reward model (the tuning study, docs/tuning_study.md):
@@ -162,9 +165,10 @@ def probed_action(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_rew
     taken instead (at most :data:`MAX_PROBES` probes). Returns (action, the
     probes as log entries, their gradients)."""
     action, probes, gradients = tuner.ask(), [], 0
-    can_probe = hasattr(replicas, "probe")                   # the replica sets; not the general sampler's chains
-    while can_probe and len(probes) < MAX_PROBES and _untried_high(tuner, action):
+    while len(probes) < MAX_PROBES and _untried_high(tuner, action):
         trial = replicas.probe(Action.of(action), budget, len(probes))
+        if trial is None:                                    # a chain set that does not probe
+            break
         gradients += trial.gradients
         chains = trial.record.accept_prob.mean(axis=1)
         probes.append(dict(step_factor=trial.step_factor, num_steps=trial.num_steps,
@@ -200,7 +204,7 @@ def step(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_reward, cv_m
     entry = LogEntry(i=result.index, step_factor=result.step_factor, num_steps=result.num_steps,
                      p=None if info is None else info.p, moved=False if info is None else info.moved,
                      reward=raw if math.isfinite(raw) else None, told=value,
-                     cv_error=cv_error(result, cv_metric) if result.held_out else None,
+                     cv_error=cv_error(result, cv_metric) if result.held_out is not None else None,
                      acceptance=[round(float(a), 6) for a in result.acceptance],
                      stuck_chains=[int(j) for j in np.flatnonzero(result.acceptance == 0)],
                      divergences=int(rec.divergent.sum()), iterations=result.n_iter,

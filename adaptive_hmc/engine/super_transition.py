@@ -25,22 +25,34 @@ from .replica_options import as_seed_sequence
 from .replica_state import ReplicaState, Step, fold
 
 
+class HeldOut(NamedTuple):
+    """A network's cross-validation replicas' held-out predictions of one
+    super-transition: one :class:`~adaptive_hmc.models.predictive.Accumulator`
+    per CV replica holding its samples only, and the network's likelihood (how
+    to score them)."""
+
+    accumulators: list
+    likelihood: str
+
+
 class SuperTransitionResult(NamedTuple):
-    """What one super-transition did. Per-iteration arrays are (R, n_iter)
-    (``hyper`` is (R, n_iter, H), columns :attr:`ReplicaSet.hyper_names`);
-    ``held_out`` has one :class:`~adaptive_hmc.models.predictive.Accumulator`
-    per CV replica holding this super-transition's samples only."""
+    """What one super-transition did, the one info value of every chain set:
+    its index and action, its iterations, the chains' :class:`Record`
+    (per-iteration arrays (R, n_iter)), its seconds, its unit of its own kind
+    (``step``: what it adds to the state and to the sample store: a network's
+    :class:`Step`, a density's draws), the gradients before it and, for a
+    network with CV replicas, their ``held_out`` predictions (None
+    otherwise)."""
 
     index: int
     step_factor: float
     num_steps: int
     n_iter: int
     record: Record
-    held_out: list
-    likelihood: str
     seconds: float
-    step: Step          # what it adds to the state and to the sample store (a density's chains: their draws)
+    step: Step | np.ndarray
     setup_gradients: int = 0      # evaluations before it (all chains): the step calibration's, the optimized starts'
+    held_out: HeldOut | None = None
 
     @property
     def acceptance(self) -> np.ndarray:
@@ -215,6 +227,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
                           moments=np.zeros_like(moments), moment_count=0)
     new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration,
                                      **metric), step)
-    held = [snapshot(r.held) for r in setup.replicas[:setup.n_cv]]
-    return new, SuperTransitionResult(state.n_super, float(step_factor), int(num_steps), n_iter, rec, held,
-                                      setup.spec.likelihood, seconds, step, calibration_gradients)
+    held = HeldOut([snapshot(r.held) for r in setup.replicas[:setup.n_cv]], setup.spec.likelihood) \
+        if setup.n_cv else None
+    return new, SuperTransitionResult(state.n_super, float(step_factor), int(num_steps), n_iter, rec, seconds, step,
+                                      calibration_gradients, held)

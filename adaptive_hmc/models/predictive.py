@@ -46,6 +46,12 @@ def new_accumulator(spec: MLPSpec, X, Y) -> Accumulator:
                        np.full(N, -np.inf), np.zeros(1))
 
 
+def no_cases() -> Accumulator:
+    """An accumulator of no cases, which the chain loop skips: the predictions of a chain that predicts
+    nothing (a user density's). Its arrays have the types of every accumulator, so one compiled loop serves."""
+    return new_accumulator(MLPSpec(1, (1,), 1), np.empty((0, 1)), np.empty((0, 1)))
+
+
 def reset(acc: Accumulator) -> None:
     for a in (acc.pred, acc.sq, acc.var, acc.count):
         a[:] = 0.0

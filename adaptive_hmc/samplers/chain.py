@@ -15,6 +15,7 @@ from numba.extending import overload
 
 from ..jit import is_ready, njit
 from ..models.base import accumulate, energy_grad, gibbs_energy_grad, hyper_values, step_scales
+from ..models.predictive import no_cases
 from .annealing import annealed_kernel
 from .baselines import metropolis_kernel, stochastic_dynamics_kernel
 from .hmc import plain_hmc_kernel, windowed_hmc_kernel
@@ -106,6 +107,12 @@ class Observers(NamedTuple):
     moments: np.ndarray = np.zeros((4, 0))
     keep_at: np.ndarray = np.zeros(0, np.int64)
     kept_iter: np.ndarray = np.zeros(0, np.int64)
+
+    @classmethod
+    def keeping(cls, kept: np.ndarray) -> "Observers":
+        """Observers that keep every sample as a row of ``kept`` and predict nothing (a chain without cases)."""
+        none = no_cases()
+        return cls(none, none, -1, 1, kept)
 
 
 @njit
