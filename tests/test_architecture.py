@@ -127,3 +127,36 @@ def test_every_public_name_resolves():
     import adaptive_hmc
     for name in adaptive_hmc.__all__:
         assert getattr(adaptive_hmc, name) is not None, name
+
+
+#: The most lines a function of the front may have (its docstring included): a front is thin over the engine.
+FRONT_FUNCTION_LINES = 60
+
+
+def _long_functions(source: str, limit: int) -> list:
+    """(name, lines) of the functions in ``source`` longer than ``limit`` lines."""
+    return [(n.name, n.end_lineno - n.lineno + 1) for n in ast.walk(ast.parse(source))
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > limit]
+
+
+def test_the_front_is_thin():
+    """No function of adaptive_hmc/front/ over FRONT_FUNCTION_LINES lines (the check has power: a long one is
+    caught)."""
+    long = {p.name: _long_functions(p.read_text(), FRONT_FUNCTION_LINES) for p in (PACKAGE / "front").glob("*.py")}
+    assert not {k: v for k, v in long.items() if v}, long
+    assert _long_functions("def f():\n" + "    x = 1\n" * FRONT_FUNCTION_LINES, FRONT_FUNCTION_LINES) == [
+        ("f", FRONT_FUNCTION_LINES + 1)]
+
+
+def test_one_driver_and_runs_that_say_what_they_have():
+    """The outer loop, its progress, the run-until rule and the end-of-run verdict are wired in one module,
+    engine/driver.py, which every front calls; no verb tests a run directory's kind (it asks the run
+    read_run returns)."""
+    uses = {p.relative_to(PACKAGE).as_posix(): p.read_text() for p in PACKAGE.rglob("*.py")}
+    for name in ("run_super_transitions(", "Progress(", "def end_warnings", "class Until:", "def check_due"):
+        where = sorted(k for k, text in uses.items() if name in text and k != "engine/runner.py")
+        assert where == ["engine/driver.py"], (name, where)
+    for front in ("front/experiment.py", "front/general.py", "front/estimator.py"):
+        assert "drive(" in uses[front], front
+    assert sorted(k for k, text in uses.items() if "is_density_run" in text) == ["rundir/finished_run.py",
+                                                                              "rundir/results.py"]

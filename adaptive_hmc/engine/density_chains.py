@@ -6,7 +6,7 @@ at the tuner's (step factor, L), every sample kept.
 
 Flow position: models, samplers -> **density_chains** -> general
 (:func:`~adaptive_hmc.front.general.sample`), driven by
-:func:`~adaptive_hmc.engine.runner.run_super_transitions`.
+:func:`~adaptive_hmc.engine.driver.drive`.
 """
 from __future__ import annotations
 

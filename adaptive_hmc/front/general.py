@@ -44,61 +44,28 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
            target_accept: float = D.target_accept, seed=0, threads: int | None = None,
            tuner: BanditOptions | None = None, verbose: bool = False, checkpoint=None,
            stop_after: int | None = None, until: dict | None = None, callback=None):
-    """Sample the density ``logp_grad(q) -> (log p(q), d log p / dq)`` over
-    unconstrained coordinates with bandit-tuned HMC; returns ArviZ
-    InferenceData.
-
-    ``logp_grad`` is a Numba function (``numba.njit``; it runs inside the
-    compiled chain loop) or any Python callable returning the two (called with
-    the GIL held: slower). ``initial_positions`` (chains, dim) starts one chain
-    each. ``names`` {name: shape} splits q into named parameters (default one
-    vector "q"); ``constrain(Q) -> {name: array}``, given the draws Q (n, dim),
-    reports them on the constrained scale instead (tau = exp(v), ...).
-
-    ``warmup`` iterations adapt a diagonal metric (Stan's windows) and a
-    reference step by dual averaging toward ``target_accept``; then
-    ``super_transitions`` of ``budget`` leapfrog steps per chain (default: at
-    least 1000, and 10 of the longest trajectories allowed) run at the
-    tuner's actions (``tuner``: other
-    :class:`~adaptive_hmc.tuners.options.BanditOptions`; its bounds are
-    replaced): the step factor within ``step_factor_bounds`` times the
-    reference step, and L such that the trajectory's length, step x L in the
-    metric's units (posterior sds), is within ``trajectory_bounds`` (the
-    defaults were chosen on posteriordb's posteriors: docs/posteriordb.md;
-    with jitter a trajectory's length is uniform in 1..L steps). ``seed``
-    decides every random number, whatever ``threads``.
-
-    ``callback(log)``, when given, is called with the tuner's log so far (a
-    list of dicts, one per super-transition) once the run has started or
-    resumed, and after each super-transition (once it is checkpointed): its
-    last entry is the new one (a configured run appends it to ``log.jsonl``).
-
-    The result's ``posterior`` holds every post-warm-up draw; ``sample_stats``,
-    in ArviZ's names (as a network run's export), each draw's
-    ``acceptance_rate``, ``diverging``, ``n_steps``, ``lp``, ``energy`` (the
-    Hamiltonian) and ``step_size`` (in the metric's units); ``attrs`` the tuner's log, the reference step, the metric
-    scale, the gradient evaluations of the whole run (warm-up included) and
-    the seconds of compiling (or loading from the cache), warm-up and sampling.
-
-    ``checkpoint``: a file the state is written to after warm-up and after
-    every super-transition (atomically; the one before it kept as
-    ``NAME.prev.npz`` and taken when the newest is damaged), each
-    super-transition's draws appended once to ``NAME.draws/``; a run given the same arguments
-    and an existing checkpoint resumes from it, to the very draws an
-    uninterrupted run makes; given more ``super_transitions`` than a finished
-    run's checkpoint holds, it extends that run, to the draws of a run asked
-    for the longer length at the start. ``stop_after``: return None after that many
-    super-transitions of this call, leaving the checkpoint (as an interruption
-    would).
-
-    ``until`` ({"max_seconds": s, "target_ess": e}): go on past
-    ``super_transitions`` until the chains meet (the largest R-hat of the
-    unconstrained coordinates at most 1.01 and their smallest bulk ESS at
-    least e), checked after the super-transitions of
-    :func:`~adaptive_hmc.engine.driver.check_due` (the same on any machine), or until
-    s seconds of warm-up and sampling have passed; ``attrs["convergence"]``
-    says which (met, super-transitions, the figures), and a run stopped by
-    the time says so in a warning.
+    """Sample ``logp_grad(q) -> (log p(q), d log p / dq)`` over unconstrained coordinates with bandit-tuned
+    HMC; returns ArviZ InferenceData (docs/USAGE.md, "Your own model: any log density").
+    ``logp_grad``: a Numba function (it runs inside the compiled chain loop) or any Python callable (called
+    with the GIL held: slower). ``initial_positions`` (chains, dim): one start a chain. ``names`` {name: shape}
+    splits q into named parameters (default one vector "q"); ``constrain(Q) -> {name: array}`` reports the
+    draws Q (n, dim) on the constrained scale instead. ``warmup`` iterations adapt a diagonal metric (Stan's
+    windows) and a reference step toward ``target_accept``; then ``super_transitions`` of ``budget`` leapfrog
+    steps a chain (default: at least 1000, and 10 of the longest trajectories) run at the ``tuner``'s actions
+    (other :class:`~adaptive_hmc.tuners.BanditOptions`; its bounds are replaced): a step factor within
+    ``step_factor_bounds`` times the reference step, and L such that step x L, in posterior sds, is within
+    ``trajectory_bounds``. ``seed`` decides every random number, whatever ``threads``. ``callback(log)`` is
+    given the tuner's log (a dict a super-transition) when the run starts or resumes and after each one.
+    The result: every post-warm-up draw; each draw's ``acceptance_rate``, ``diverging``, ``n_steps``, ``lp``,
+    ``energy`` (the Hamiltonian), ``step_size`` (posterior sds); in ``attrs`` the tuner's log, the reference
+    step, the metric's scale, every gradient evaluation, the seconds of compiling, warm-up and sampling.
+    ``checkpoint``: a file the state is written to after warm-up and every super-transition (the one before
+    kept as ``NAME.prev.npz``), the draws appended once to ``NAME.draws/``; the same arguments resume from it
+    to the draws of an uninterrupted run, more ``super_transitions`` extend a finished run. ``stop_after``:
+    return None after that many super-transitions, leaving the checkpoint. ``until`` ({"max_seconds": s,
+    "target_ess": e}): go on until the chains meet (R-hat of every coordinate at most 1.01, bulk ESS at least
+    e; checked when :func:`~adaptive_hmc.engine.driver.check_due`) or s seconds have passed;
+    ``attrs["convergence"]`` says which.
     """
     limit, q0, (flo, fhi), (tlo, thi) = _checked(warmup, super_transitions, budget, threads, until,
                                                  initial_positions, step_factor_bounds, trajectory_bounds, checkpoint)
