@@ -2,9 +2,12 @@
 (configs/robot_arm_fixed_hyper_bandit.yaml, k = twice the cores, at least 4)
 for a few super-transitions of the bandit, on 1, 2, ..., all cores; the
 gradients per second of the whole loop, the speed-up over one thread and the
-parallel efficiency, and the share of the wall time spent between
-super-transitions (the tuner's GP fit and DIRECT, the Python work per chain),
-which does not scale. Every thread count gives the same draws (checked).
+parallel efficiency, the share of the wall time spent between
+super-transitions (``between_share``: the probes of new actions, the tuner's GP
+fit and DIRECT, the Python work per chain) and of it the serial share
+(``serial_share``: all but the probes, which run the chains' trajectories on
+copies of them on every thread), which does not scale. Every thread count gives
+the same draws (checked).
 
 Run: python benchmarks/bench_threads.py [--super-transitions N] [--budget B]
 (the last line is JSON)
@@ -34,9 +37,10 @@ def measure(threads: int, k: int, super_transitions: int, budget: int) -> dict:
     log = setup.loop()
     wall = time.perf_counter() - t0
     inside = sum(e["seconds"] for e in log)
+    probes = sum(p["seconds"] for e in log for p in e["probes"])
     gradients = sum(e["gradients"] for e in log)
     return {"threads": threads, "gradients_per_s": gradients / wall, "wall_s": wall,
-            "between_share": (wall - inside) / wall, "final": np.concatenate([c.position for c in
+            "between_share": (wall - inside) / wall, "serial_share": (wall - inside - probes) / wall, "final": np.concatenate([c.position for c in
                                                                               setup.replicas.chains])}
 
 
@@ -51,16 +55,18 @@ def main():
     rows = [measure(t, k, args.super_transitions, args.budget) for t in counts]
     base = rows[0]["gradients_per_s"]
     print(f"{k} chains, {args.super_transitions} super-transitions of {args.budget} steps a chain, {cores} cores")
-    print(f"{'threads':>7} {'gradients/s':>12} {'speed-up':>9} {'efficiency':>10} {'between super-transitions':>26}")
+    print(f"{'threads':>7} {'gradients/s':>12} {'speed-up':>9} {'efficiency':>10} {'between super-transitions':>26} "
+          f"{'serial (no probes)':>19}")
     for r in rows:
         s = r["gradients_per_s"] / base
         print(f"{r['threads']:>7} {r['gradients_per_s']:>12,.0f} {s:>9.2f} {s / r['threads']:>10.2f} "
-              f"{r['between_share']:>25.1%}")
+              f"{r['between_share']:>25.1%} {r['serial_share']:>19.1%}")
     same = all(np.array_equal(r["final"], rows[0]["final"]) for r in rows)
     print(f"the same draws on every thread count: {same}")
     print(json.dumps({"chains": k, "cores": cores, "identical": bool(same),
                       "speedup": {r["threads"]: round(r["gradients_per_s"] / base, 3) for r in rows},
-                      "between_share": {r["threads"]: round(r["between_share"], 3) for r in rows}}))
+                      "between_share": {r["threads"]: round(r["between_share"], 3) for r in rows},
+                      "serial_share": {r["threads"]: round(r["serial_share"], 3) for r in rows}}))
 
 
 if __name__ == "__main__":

@@ -85,7 +85,8 @@ class LogEntry(TypedDict):
     chain_steps: list       # leapfrog steps of each chain
     chain_divergences: list # divergent trajectories of each chain
     chain_energy: list      # mean potential energy of each chain's samples
-    probes: list            # trials before it (:func:`probed_action`): action, min_accept_prob, passed, gradients
+    probes: list            # trials before it (:func:`probed_action`): action, min_accept_prob, passed, gradients,
+                            # seconds (the chains' work on copies of them, on every thread)
     seconds: float
 
 
@@ -173,7 +174,7 @@ def probed_action(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_rew
         chains = trial.record.accept_prob.mean(axis=1)
         probes.append(dict(step_factor=trial.step_factor, num_steps=trial.num_steps,
                            min_accept_prob=round(float(chains.min()), 6), passed=bool(chains.min() >= PROBE_FLOOR),
-                           gradients=trial.gradients))
+                           gradients=trial.gradients, seconds=round(trial.seconds, 4)))
         if probes[-1]["passed"]:
             break
         raw = float(reward(trial))
