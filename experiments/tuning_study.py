@@ -44,17 +44,17 @@ from adaptive_hmc.front.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.engine.replica_options import DEFAULT_WEIGHT_BY
 from adaptive_hmc.engine.super_transition import iterations
-from adaptive_hmc.engine.rewards import esjd
-from adaptive_hmc.engine.runner import told_acceptance
-from adaptive_hmc.tuners.options import bandit_default
+from adaptive_hmc.engine.driver import drive
+from adaptive_hmc.engine.runner import Plan
+from adaptive_hmc.engine.super_transition import SuperTransitionResult
 from adaptive_hmc.diagnostics import batch_means_mcse, compute_spaced, draws_ess
 from adaptive_hmc.front.reports import diagnostics
 from adaptive_hmc.rundir.finished_run import read_run
 from adaptive_hmc.rundir.results import RunDir
-from adaptive_hmc.samplers.chain import init_state, make_hmc
+from adaptive_hmc.samplers.chain import init_state, make_hmc, new_record
 from adaptive_hmc.samplers.settings import hmc_settings
 from adaptive_hmc.front.sweep import dask_session, map_tasks
-from adaptive_hmc.tuners import BanditOptions, BanditTuner
+from adaptive_hmc.tuners import BanditOptions, BanditTuner, FixedTuner
 
 ROOT = Path(__file__).resolve().parents[1]
 LOW = 0.2   # a super-transition whose mean acceptance is below this counts as stuck
@@ -72,7 +72,8 @@ GAUSS = {
     "gauss2": {"cov": [[2.0, 0.99], [0.99, 2.0]], "hand": [(0.16, 40), (0.16, 50), (0.15, 50)]},
 }
 GAUSS_GRID = ([0.03, 0.1, 0.3, 1.0], [10, 30, 100])
-GAUSS_BOUNDS = {"step_size": (0.01, 1.0), "num_steps": (1, 100)}
+#: The Gaussians' action box: the step factor is the absolute step (a Gaussian run has no step heuristic).
+GAUSS_BOUNDS = {"step_factor": (0.01, 1.0), "num_steps": (1, 100)}
 GAUSS_SIZE = {"super_transitions": 200, "budget": 2000, "warmup": 3, "burn_in": 20}
 
 
@@ -155,47 +156,89 @@ def robot_row(target: str, label: str, kind: str, action, over: dict, seed: int,
 
 
 # -- Gaussians: the same tuner and reward through the Python API -------------------------------------
+class GaussianChain:
+    """One chain of HMC (an absolute step, trajectory lengths drawn from 1..L with ``jitter``, as the package's
+    tuned sampler) on N(0, ``cov``) from a start 3 sds out, as a chain set of the package's driver
+    (:class:`~adaptive_hmc.engine.runner.ChainSet`): the study's Gaussian runs take the loop every run takes
+    (:func:`~adaptive_hmc.engine.driver.drive`), their actions' step factor the absolute step. Each
+    super-transition's unit (``step``) is its positions (n_iter, 2)."""
+
+    def __init__(self, cov, seed: int, jitter: bool):
+        self.model = GaussianTarget(np.zeros(2), np.array(cov))
+        self.hmc, self.rng, self.jitter, self.n_super = make_hmc(self.model), np.random.default_rng(seed), jitter, 0
+        self.state = init_state(self.model, self.rng.normal(size=2) * 3.0)
+
+    def run(self, action, budget: int) -> SuperTransitionResult:
+        eps, L = float(action.step_factor), int(action.num_steps)
+        settings, n = hmc_settings(num_steps=L, step_size=eps, jitter=self.jitter), iterations(budget, L, self.jitter)
+        rec, q, t0 = new_record(1, n, 0), np.empty((n, 2)), time.perf_counter()
+        for t in range(n):
+            self.state, info = self.hmc(self.state, settings, self.rng)
+            for field in ("accepted", "accept_prob", "energy_error", "divergent", "num_steps", "squared_jump"):
+                getattr(rec, field)[0, t] = getattr(info, field)
+            rec.gradients[0, t] = info.num_steps
+            q[t] = self.state.position
+        self.n_super += 1
+        return SuperTransitionResult(self.n_super - 1, eps, L, n, rec, time.perf_counter() - t0, q)
+
+    def compile(self) -> float:
+        return 0.0
+
+    def kernels_ready(self) -> bool:
+        return True
+
+    def start_chains(self) -> None:
+        return None
+
+    def probe(self, action, budget: int, k: int = 0) -> None:
+        return None
+
+    def checkpoint(self) -> dict:
+        raise NotImplementedError("the study's Gaussian runs are not checkpointed (they take seconds)")
+
+    def restore(self, saved: dict, stored) -> None:
+        raise NotImplementedError("the study's Gaussian runs are not checkpointed (they take seconds)")
+
+
+class GaussianDraws:
+    """The driver's sink of a Gaussian run (:class:`~adaptive_hmc.engine.driver.Sink`): the draws after the
+    burn-in and their weights (``weight_by``, as a run's samples), each told super-transition's low-acceptance
+    flag, the divergences, trajectories and gradients."""
+
+    def __init__(self, size: dict, weight_by: str):
+        self.size, self.weight_by = size, weight_by
+        self.draws, self.weights, self.low = [], [], []
+        self.grads = self.divergences = self.trajectories = 0
+
+    def append(self, entry, result):
+        rec, n = result.record, result.n_iter
+        accepted = float(rec.accepted.sum())
+        if result.index >= self.size["burn_in"] and n:
+            self.draws.extend(result.step)
+            # each draw weighs its super-transition's mean steps, as a run's samples (or 1: "iterations")
+            self.weights.extend([1] * n if self.weight_by == "iterations" else [int(rec.num_steps.sum()) / n] * n)
+        if result.index >= self.size["warmup"]:
+            self.low.append(accepted / max(n, 1) < LOW)
+        self.grads += int(rec.gradients.sum())
+        self.divergences += int(rec.divergent.sum())
+        self.trajectories += n
+
+    def checkpoint(self, n: int, end: bool, wall: float):
+        pass
+
+
 def gaussian_run(cov, tuner, size: dict, seed: int, weight_by: str = DEFAULT_WEIGHT_BY, jitter: bool = False) -> dict:
-    """One chain of HMC (absolute step size; trajectory lengths drawn from
-    1..L with ``jitter``, as the package's tuned sampler) on N(0, cov), its actions
-    from ``tuner`` (ask/tell; each super-transition's reward
-    :func:`~adaptive_hmc.engine.rewards.esjd` of its iterations, as a run's), ``size`` as
-    :data:`GAUSS_SIZE`. Returns the low-acceptance share after warm-up,
-    divergences, and the ESS per 1000 gradients of the chain's average, its
-    draws weighted as ``weight_by`` says (as a run's samples,
-    ``run.weight_by``): "ess_full" the smallest over the coordinates and their
-    squares (means and variances), "ess_mean" over the coordinates alone."""
-    model = GaussianTarget(np.zeros(2), np.array(cov))
-    hmc = make_hmc(model)
-    rng = np.random.default_rng(seed)
-    state = init_state(model, rng.normal(size=2) * 3.0)
-    draws, weights, grads, divergences, low, told, trajectories = [], [], 0, 0, [], 0, 0
-    for i in range(size["super_transitions"]):
-        action = tuner.ask()
-        eps, L = float(action["step_size"]), int(action["num_steps"])
-        settings = hmc_settings(num_steps=L, step_size=eps, jitter=jitter)
-        probs, jumps, accepted, diverged, n, first = [], [], 0, 0, iterations(size["budget"], L, jitter), len(draws)
-        for _ in range(n):
-            state, info = hmc(state, settings, rng)
-            probs.append(info.accept_prob)
-            jumps.append(info.squared_jump)
-            accepted += info.accepted
-            diverged += info.divergent
-            grads += info.num_steps
-            if i >= size["burn_in"]:
-                draws.append(state.position.copy())
-                weights.append(info.num_steps)
-        if weight_by == "iterations" or len(draws) == first:
-            weights[first:] = [1] * (len(draws) - first)
-        else:                               # each draw weighs its super-transition's mean steps, as a run's samples
-            weights[first:] = [sum(weights[first:]) / (len(draws) - first)] * (len(draws) - first)
-        if i >= size["warmup"]:
-            tuner.tell(action, esjd(probs, jumps, L) if n else 0.0,      # reward and acceptance as a run tells them
-                       acceptance=told_acceptance([accepted / max(n, 1)], diverged / max(n, 1)))
-            told += 1
-            low.append(accepted / max(n, 1) < LOW)
-        divergences += diverged
-        trajectories += n
+    """One :class:`GaussianChain` on N(0, cov) driven by the package's driver, its actions from ``tuner``
+    (rewards ESJD/sqrt(L) and acceptance told as a run's), ``size`` as :data:`GAUSS_SIZE`. Returns the
+    low-acceptance share after warm-up, divergences, and the ESS per 1000 gradients of the chain's average,
+    its draws weighted as ``weight_by`` says (as a run's samples, ``run.weight_by``): "ess_full" the smallest
+    over the coordinates and their squares (means and variances), "ess_mean" over the coordinates alone."""
+    sink = GaussianDraws(size, weight_by)
+    drive(Plan(GaussianChain(cov, seed, jitter), tuner, size["budget"], warmup=size["warmup"]),
+          size["super_transitions"], sink=sink)
+    draws, weights, grads, low = sink.draws, sink.weights, sink.grads, sink.low
+    divergences, trajectories = sink.divergences, sink.trajectories
+
     def ess(d):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -241,29 +284,16 @@ def gaussian_rows(target: str, seeds, grid_seeds, quick: bool, kinds=None) -> li
     for seed in grid_seeds:
         for eps in GAUSS_GRID[0]:
             for L in GAUSS_GRID[1]:
-                add(f"hand eps={eps} L={L}", "hand", (eps, L), _Fixed(eps, L), seed)
+                add(f"hand eps={eps} L={L}", "hand", (eps, L), FixedTuner(step_factor=eps, num_steps=L), seed)
         for eps, L in cfg["hand"]:
-            add(f"thesis hand setting eps={eps} L={L}", "thesis_hand", (eps, L), _Fixed(eps, L), seed)
+            add(f"thesis hand setting eps={eps} L={L}", "thesis_hand", (eps, L), FixedTuner(step_factor=eps, num_steps=L), seed)
     for seed in seeds:
         add("bandit, thesis reward model", "thesis", None,
             BanditTuner(BanditOptions.thesis(GAUSS_BOUNDS), seed), seed)
         add("bandit, default", "default", None,
-            BanditTuner(BanditOptions(GAUSS_BOUNDS, log_axes=("step_size",), accept_length_scales={
-                {"step_factor": "step_size"}.get(k, k): v for k, v in bandit_default("accept_length_scales").items()}),
-                seed),
+            BanditTuner(BanditOptions(GAUSS_BOUNDS), seed),
             seed, jitter=True)
     return rows
-
-
-class _Fixed:
-    def __init__(self, eps, L):
-        self.action = {"step_size": eps, "num_steps": L}
-
-    def ask(self):
-        return dict(self.action)
-
-    def tell(self, action, reward, acceptance=None):
-        pass
 
 
 # -- report --------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 
+from adaptive_hmc.tuners import FixedTuner
 from cli_helpers import load_script
 
 
@@ -51,8 +52,8 @@ def test_a_gaussian_chain_with_the_wrong_answer_counts_zero_whatever_its_ess():
     both axes and passes (the check has power and no false alarm here), and bar() counts the wrong cell 0."""
     study = _study()
     cov, size = study.GAUSS["gauss1"]["cov"], dict(study.GAUSS_SIZE, super_transitions=40)
-    wrong = study.gaussian_run(cov, study._Fixed(0.1, 30), size, 1)
-    right = study.gaussian_run(cov, study._Fixed(0.1, 29), size, 1)
+    wrong = study.gaussian_run(cov, FixedTuner(step_factor=0.1, num_steps=30), size, 1)
+    right = study.gaussian_run(cov, FixedTuner(step_factor=0.1, num_steps=29), size, 1)
     assert wrong["bias_z"] > 4 * study.BIAS_Z and wrong["ess_full"] > right["ess_full"] > 0
     assert right["bias_z"] < study.BIAS_Z
     rows = [dict(wrong, target="g", label="a", kind="hand", seed=1),
@@ -95,18 +96,18 @@ def test_rerun_targets_reruns_those_targets_alone(tmp_path):
 
 
 def test_the_gaussians_loop_tells_the_reward_a_run_tells():
-    """Each super-transition's reward is rewards.esjd of its iterations (their sum over sqrt(L)), as a run's."""
+    """Each super-transition's reward is rewards.esjd of its iterations (their sum over sqrt(L)), as a run's
+    (the Gaussians' loop is the package's driver)."""
     study = _study()
 
-    class Recorder:
+    class Recorder(FixedTuner):
         def __init__(self):
+            super().__init__(step_factor=0.3, num_steps=10)
             self.told = []
 
-        def ask(self):
-            return {"step_size": 0.3, "num_steps": 10}
-
-        def tell(self, action, reward, acceptance=None):
+        def tell(self, action, reward, acceptance=None, transient=False):
             self.told.append(reward)
+            return super().tell(action, reward, acceptance, transient)
 
     size = {"super_transitions": 2, "budget": 200, "warmup": 0, "burn_in": 0}
     tuner = Recorder()
