@@ -80,3 +80,25 @@ def unpack_checkpoint(data: bytes) -> Checkpoint:
     state["chains"] = [[arrays[f"chain/{r}/{i}"] for i in range(n)] for r, n in enumerate(state.pop("chain_arrays"))]
     state.update({k.removeprefix("state/"): v for k, v in arrays.items() if k.startswith("state/")})
     return Checkpoint(state, record["tuner"], int(record["n_log"]), float(record["wall_s"]))
+
+
+class NoIntactCheckpoint(ValueError):
+    """Neither a checkpoint nor the one before it can be read; the message says why for each."""
+
+
+def newest_intact(path, previous, what: str = "an intact checkpoint of this package") -> tuple:
+    """(checkpoint, note) of the newest intact of checkpoint ``path`` and the one before it, ``previous``
+    (note: "" or why the newest was not used), the one reader of every kind of run's checkpoints;
+    :class:`NoIntactCheckpoint` when neither is intact (``what``: what a damaged one is not)."""
+    problems = []
+    for p in (path, previous):
+        try:
+            ck = unpack_checkpoint(p.read_bytes())
+        except FileNotFoundError:
+            problems.append(f"{p}: missing")
+            continue
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+            problems.append(f"{p}: not {what} ({e})")
+            continue
+        return ck, "" if p == path else f"{problems[0]}; resuming from the previous checkpoint ({p})"
+    raise NoIntactCheckpoint("; ".join(problems))

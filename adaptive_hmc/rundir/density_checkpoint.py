@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
+from .checkpoint import Checkpoint, NoIntactCheckpoint, newest_intact, pack_checkpoint
 from ..engine.replica_options import as_seed_sequence
 from .store import SampleStore, atomic_write
 
@@ -100,21 +100,13 @@ def _read_shards(path: Path, n: int) -> tuple:
 
 def _read_checkpoint(path: Path) -> tuple:
     """(checkpoint, note) of the newest intact of checkpoint ``path`` and the
-    one before it (note: "" or why the newest was not used); CheckpointError
+    one before it (:func:`~adaptive_hmc.rundir.checkpoint.newest_intact`); CheckpointError
     when neither is intact."""
-    problems = []
-    for p in (path, previous_checkpoint(path)):
-        try:
-            ck = unpack_checkpoint(p.read_bytes())
-        except FileNotFoundError:
-            problems.append(f"{p}: missing")
-            continue
-        except ValueError as e:
-            problems.append(f"{p}: not a checkpoint of sample() ({e})")
-            continue
-        return ck, "" if p == path else f"{problems[0]}; resuming from the previous checkpoint ({p})"
-    raise CheckpointError(f"{'; '.join(problems)}; remove them or give another checkpoint path (a run's --out) to "
-                          f"start again")
+    try:
+        return newest_intact(path, previous_checkpoint(path), "a checkpoint of sample()")
+    except NoIntactCheckpoint as e:
+        raise CheckpointError(f"{e}; remove them or give another checkpoint path (a run's --out) to start "
+                              f"again") from None
 
 
 def restore(path: Path, key: dict, chains) -> tuple:

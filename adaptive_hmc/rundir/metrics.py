@@ -348,14 +348,16 @@ def kept_e_bfmi(kept: dict, rows) -> list | None:
     return [round(float(v), 6) for v in e_bfmi(E)]
 
 
-TIMINGS = ("wall_s", "compile_s", "sampling_s", "ess_per_second")
+TIMINGS = ("wall_s", "compile_s", "sampling_s", "ess_per_second", "seconds")
 
 
 def untimed(summary):
-    """The summary without its timings (:data:`TIMINGS`, at any depth): what
+    """The summary (or a log entry) without its timings (:data:`TIMINGS`, at any depth, in lists too): what
     the seed alone decides, whatever the machine, the thread count or a resume."""
     if isinstance(summary, dict):
         return {k: untimed(v) for k, v in summary.items() if k not in TIMINGS}
+    if isinstance(summary, list):
+        return [untimed(v) for v in summary]
     return summary
 
 

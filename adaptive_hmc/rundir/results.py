@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from .checkpoint import Checkpoint, pack_checkpoint, unpack_checkpoint
+from .checkpoint import Checkpoint, NoIntactCheckpoint, newest_intact, pack_checkpoint
 from .density_checkpoint import draws_dir
 from ..config import Config, to_dict
 from ..data import Standardizer
@@ -275,20 +275,10 @@ class RunDir:
     def load_checkpoint(self) -> tuple:
         """(the newest intact checkpoint, a note: "" or why the newest was not
         used); a :class:`RunError` when neither it nor the previous one is intact."""
-        problems = []
-        for name in (CHECKPOINT, PREVIOUS):
-            path = self.file(name)
-            try:
-                ck = unpack_checkpoint(path.read_bytes())
-            except FileNotFoundError:
-                problems.append(f"{path}: missing")
-                continue
-            except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-                problems.append(f"{path}: not an intact checkpoint of this package ({e})")
-                continue
-            note = "" if name == CHECKPOINT else f"{problems[0]}; resuming from the previous checkpoint ({path})"
-            return ck, note
-        raise RunError(f"{'; '.join(problems)}; it cannot be resumed: start the run again in a new directory")
+        try:
+            return newest_intact(self.file(CHECKPOINT), self.file(PREVIOUS))
+        except NoIntactCheckpoint as e:
+            raise RunError(f"{e}; it cannot be resumed: start the run again in a new directory") from None
 
     def progress(self) -> tuple:
         """(super-transitions the newest intact checkpoint holds, the run's
