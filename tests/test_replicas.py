@@ -41,6 +41,22 @@ def _replicas(likelihood="gaussian", **kw):
     return ReplicaSet(spec, X, Y, **args)
 
 
+def test_a_replica_sets_step_is_a_pure_function_of_its_state():
+    """ReplicaSet.step(state, action, budget) -> (state, result) (the ChainSet protocol's): the same state
+    gives the same bits twice and is left as it was; run is that step from the present state."""
+    rs = _replicas(start="random")
+    before = rs.state
+    saved = [c.position.copy() for c in before.chains], before.n_super
+    (s1, r1), (s2, r2) = (rs.step(before, Action(0.3, 5), 40) for _ in range(2))
+    assert np.array_equal(r1.record.accept_prob, r2.record.accept_prob) and r1.record.accept_prob.size
+    assert all(np.array_equal(a.position, b.position) for a, b in zip(s1.chains, s2.chains))
+    assert all(np.array_equal(a, c.position) for a, c in zip(saved[0], before.chains)) and rs.state is before
+    assert s1.n_super == saved[1] + 1 and not np.array_equal(s1.chains[0].position, before.chains[0].position)
+    result = rs.run(Action(0.3, 5), 40)
+    assert np.array_equal(result.record.accept_prob, r1.record.accept_prob) and rs.n_super == 1
+    assert all(np.array_equal(a.position, b.position) for a, b in zip(rs.state.chains, s1.chains))
+
+
 # -- folds ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("n,k", [(200, 8), (37, 5), (10, 10)])

@@ -229,9 +229,14 @@ class DensityChains:
                                          warmup_gradients=gradients, reference_step=float(final))
         return final
 
+    def step(self, state: DensityState, action: Action, budget: int) -> tuple:
+        """(the new state, the result) of one :func:`density_super_transition` from ``state`` at ``action``, a
+        pure function of them (:attr:`state` is not changed)."""
+        return density_super_transition(self, state, action, budget)
+
     def run(self, action: Action, budget: int) -> SuperTransitionResult:
-        """One :func:`density_super_transition` from :attr:`state`, which it replaces; its draws go to :attr:`draws`."""
-        self.state, result = density_super_transition(self, self.state, action, budget)
+        """One :meth:`step` from :attr:`state`, which it replaces; its draws go to :attr:`draws`."""
+        self.state, result = self.step(self.state, action, budget)
         for j in range(self.R):
             self.draws[j].append(result.step[j])
         return result

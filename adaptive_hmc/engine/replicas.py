@@ -205,12 +205,17 @@ class ReplicaSet:
         start (not restored from a checkpoint)."""
         return self.options.start == "optimized" and self.start_info is None and self.state is self.initial
 
+    def step(self, state, action: Action, budget: int, rng=None) -> tuple:
+        """(the new state, the result) of one :func:`super_transition` from ``state`` at ``action``, a pure
+        function of them (:attr:`state` is not changed)."""
+        return super_transition(self, state, action, budget, rng)
+
     def run(self, action: Action, budget: int, rng=None) -> "SuperTransitionResult":
-        """Advance :attr:`state` by one :func:`super_transition` at ``action``; its result
+        """Advance :attr:`state` by one :meth:`step` at ``action``; its result
         (the first one's gradients and seconds include the optimized starts', :meth:`start_chains`)."""
         self.start_chains()
         started = self.start_info if self.state is self.initial else None      # the first super-transition
-        self.state, result = super_transition(self, self.state, action, budget, rng)
+        self.state, result = self.step(self.state, action, budget, rng)
         if started:
             result = result._replace(setup_gradients=result.setup_gradients + started["gradients"],
                                      seconds=result.seconds + started["seconds"])

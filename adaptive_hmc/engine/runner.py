@@ -27,8 +27,11 @@ class ChainSet(Protocol):
     """What the outer loop drives, the one interface of every kind of run's
     chains: a network's replica set (:class:`~adaptive_hmc.engine.replicas.ReplicaSet`)
     and a user density's chains (:class:`~adaptive_hmc.engine.density_chains.DensityChains`).
-    ``run`` is one super-transition at an :class:`~adaptive_hmc.samplers.settings.Action`
-    (step factor, L) of ``budget`` leapfrog steps a chain; ``compile`` loads or compiles the chain loop (its seconds),
+    ``step(state, action, budget) -> (state, result)`` is one super-transition from a state (the set's
+    ``state`` value: a network's :class:`~adaptive_hmc.engine.replica_state.ReplicaState`, a density's
+    :class:`~adaptive_hmc.engine.density_chains.DensityState`) at an :class:`~adaptive_hmc.samplers.settings.Action`
+    (step factor, L) of ``budget`` leapfrog steps a chain, a pure function of them; ``run`` is one
+    from the set's present state, which it replaces (what the loop calls); ``compile`` loads or compiles the chain loop (its seconds),
     ``kernels_ready`` says whether that costs a compile; ``start_chains`` makes the chains' starts when they
     need more than their first super-transition does (a network's optimized starts; what it did, or None),
     before the loop so that it can be said; ``checkpoint`` is what
@@ -38,6 +41,9 @@ class ChainSet(Protocol):
     that does not (a density's chains: their tuning path stays the one it was)."""
 
     n_super: int
+    state: object
+
+    def step(self, state, action: Action, budget: int) -> tuple: ...
 
     def run(self, action: Action, budget: int) -> SuperTransitionResult: ...
 
