@@ -25,9 +25,11 @@ __all__ = sorted(_WHERE)
 __version__ = "0.1.0"
 
 #: How long a model's first run takes to compile its sampler on 2 cores (the
-#: quick robot-arm config with an empty cache; the README's Quick start). Said at the
-#: start of a run, before the imports that take a second or two.
-COMPILE_TIME = "about 12-20 s"
+#: quick robot-arm config with an empty cache, the README's Quick start: 28.8 s
+#: measured with NUMBA_CACHE_DIR empty, the network's kernels over blocks of cases
+#: and both precisions' overloads included). Said at the start of a run, before the
+#: imports that take a second or two.
+COMPILE_TIME = "about 20-30 s"
 
 
 def __getattr__(name):
