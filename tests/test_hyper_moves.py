@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import special
 
 from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.models import reference

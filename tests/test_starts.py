@@ -6,7 +6,6 @@ is checked against importance sampling in test_hyper_moves.py."""
 import math
 
 import numpy as np
-import pytest
 
 from adaptive_hmc.diagnostics import chain_statistics
 from adaptive_hmc.engine.replica_options import ReplicaOptions
