@@ -12,25 +12,20 @@ Flow position: config -> **density_run** (general + results' run-directory conve
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
-import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-import yaml
 from sklearn.exceptions import ConvergenceWarning
 
-from ..config import ConfigError, DensityConfig, to_dict
+from ..config import ConfigError, DensityConfig
 from .experiment import Interrupted
 from ..rundir.density_checkpoint import CheckpointError
-from ..diagnostics import e_bfmi
 from ..engine.density_chains import WarmupError
 from .general import sample
 from ..models.density import DensityError, LogDensity
-from ..rundir.results import CHECKPOINT, CONFIG, METADATA, POSTERIOR, SUMMARY, RunDir, RunError
-from ..rundir.store import atomic_write
+from ..rundir.results import CHECKPOINT, RunDir, RunError
 
 
 def load(cfg: DensityConfig, source: str) -> tuple:
@@ -123,19 +118,14 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
     rd = RunDir(out)
     resuming = rd.prepare(resume, lambda m: print(m, file=sys.stderr, flush=True), extend)  # before any work
     fn, constrain, q0 = check(cfg, source)
-    if resuming and (out / CONFIG).is_file():
-        saved = yaml.safe_load((out / CONFIG).read_text())
-        if saved != to_dict(cfg):
-            raise RunError(f"{out}: its run has another config ({out / CONFIG}); resume with that config, or use "
-                           f"another --out")
+    if resuming:
+        rd.check_same_config(cfg)
     lock = rd.lock()                       # a second run into the directory is refused, naming the holder
     try:
         resuming = rd.prepare(resume, lambda m: None, extend)     # the same, after a run that held the lock
         if not resuming:
             rd.clear_start()
-        atomic_write(out / CONFIG, yaml.safe_dump(to_dict(cfg), sort_keys=False).encode())
-        if not (out / METADATA).is_file():
-            rd.write_metadata(dict(config=source, started=time.strftime("%Y-%m-%dT%H:%M:%S")))
+            rd.start(cfg, source, cfg.run.threads)
         extended_to = rd.begin_extension(extend) if extend else rd.extended_to()   # the length an --extend set
         to_log = _log_writer(rd)
         try:
@@ -155,9 +145,7 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
             then = ("the checkpoint holds the run up to there: fix the function, then --resume"
                     if (out / CHECKPOINT).is_file() else "nothing was checkpointed: fix the function, then run again")
             raise RunError(f"{out}: model.function = {cfg.model.function!r}: {e}; {then}") from None
-        idata.to_netcdf(str(out / POSTERIOR))
-        summary = summarize(idata)
-        atomic_write(out / SUMMARY, json.dumps(summary, indent=2).encode())
+        summary = rd.write_density_results(idata)
     finally:
         lock.close()
     for w in said:
@@ -167,22 +155,3 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
         else:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return summary
-
-
-def summarize(idata) -> dict:
-    """Per parameter mean, sd, R-hat and bulk and tail ESS; the whole run's
-    largest R-hat, smallest ESS per second and per 1000 gradients, divergences."""
-    import arviz as az
-    table = az.summary(idata, kind="all", round_to="none")
-    a = idata.attrs
-    seconds = float(a["warmup_seconds"]) + float(a["sampling_seconds"])
-    ess = float(table["ess_bulk"].min())
-    return dict(parameters={name: {k: float(v) for k, v in row.items()} for name, row in table.iterrows()},
-                rhat_max=float(table["r_hat"].max()), rhat_max_of="every parameter, as reported (constrained)",
-                e_bfmi_min=float(np.min(e_bfmi(idata.sample_stats.energy.values))), ess_bulk_min=ess, gradients=int(a["gradients"]),
-                ess_per_1000_gradients=1000 * ess / int(a["gradients"]), ess_per_second=ess / seconds,
-                divergences=int(idata.sample_stats.diverging.values.sum()), seconds=round(seconds, 3),
-                compile_s=round(float(a["compile_seconds"]), 3), chains=int(idata.posterior.sizes["chain"]),
-                draws=int(idata.posterior.sizes["draw"]), budget=int(a["budget"]),
-                **({"convergence": json.loads(a["convergence"])} if "convergence" in a else {}),
-                finished=time.strftime("%Y-%m-%dT%H:%M:%S"))

@@ -8,12 +8,14 @@ stores; writes nothing.
 """
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import numpy as np
 
 from ..config import Config
-from ..diagnostics import RHAT_LIMIT, chains_apart, diagnose, e_bfmi, run_longer
+from ..diagnostics import RHAT_LIMIT, arviz, chains_apart, diagnose, e_bfmi, run_longer
 from ..models.mlp import MLPSpec, predict
 from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
@@ -366,3 +368,21 @@ def _low_share(log: list) -> float | None:
     if not log:
         return None
     return float(np.mean([np.mean(e["acceptance"]) < LOW_ACCEPTANCE for e in log]))
+
+
+def density_summary(idata) -> dict:
+    """A density run's summary.json: per parameter mean, sd, R-hat and bulk and tail ESS; the whole run's
+    largest R-hat, smallest ESS per second and per 1000 gradients, divergences, E-BFMI."""
+    table = arviz().summary(idata, kind="all", round_to="none")
+    a = idata.attrs
+    seconds = float(a["warmup_seconds"]) + float(a["sampling_seconds"])
+    ess = float(table["ess_bulk"].min())
+    return dict(parameters={name: {k: float(v) for k, v in row.items()} for name, row in table.iterrows()},
+                rhat_max=float(table["r_hat"].max()), rhat_max_of="every parameter, as reported (constrained)",
+                e_bfmi_min=float(np.min(e_bfmi(idata.sample_stats.energy.values))), ess_bulk_min=ess, gradients=int(a["gradients"]),
+                ess_per_1000_gradients=1000 * ess / int(a["gradients"]), ess_per_second=ess / seconds,
+                divergences=int(idata.sample_stats.diverging.values.sum()), seconds=round(seconds, 3),
+                compile_s=round(float(a["compile_seconds"]), 3), chains=int(idata.posterior.sizes["chain"]),
+                draws=int(idata.posterior.sizes["draw"]), budget=int(a["budget"]),
+                **({"convergence": json.loads(a["convergence"])} if "convergence" in a else {}),
+                finished=time.strftime("%Y-%m-%dT%H:%M:%S"))

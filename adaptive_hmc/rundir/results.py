@@ -36,7 +36,7 @@ from .checkpoint import Checkpoint, NoIntactCheckpoint, newest_intact, pack_chec
 from .density_checkpoint import draws_dir
 from ..config import Config, to_dict
 from ..data import Standardizer
-from .metrics import kept_samples, summarize
+from .metrics import density_summary, kept_samples, summarize
 from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 from ..engine.runner import LogEntry
@@ -224,6 +224,16 @@ class RunDir:
                 "start": time.strftime("%Y-%m-%dT%H:%M:%S")}
         self.write_metadata(meta)
         return meta
+
+    def write_density_results(self, idata) -> dict:
+        """A finished density run's draws (``posterior.nc``, ArviZ InferenceData) and its summary
+        (:func:`~adaptive_hmc.rundir.metrics.density_summary`, ``summary.json``); returns the summary."""
+        tmp = self.file(POSTERIOR + ".tmp")           # written whole, then renamed (as atomic_write does)
+        idata.to_netcdf(str(tmp))
+        os.replace(tmp, self.file(POSTERIOR))
+        summary = density_summary(idata)
+        atomic_write(self.file(SUMMARY), json.dumps(summary, indent=2).encode())
+        return summary
 
     def check_same_config(self, cfg: Config) -> None:
         if not self.file(CONFIG).is_file():
