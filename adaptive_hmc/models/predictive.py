@@ -8,6 +8,7 @@ several samples take (..., n_out, N) where said, otherwise (..., N, n_out).
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -46,9 +47,11 @@ def new_accumulator(spec: MLPSpec, X, Y) -> Accumulator:
                        np.full(N, -np.inf), np.zeros(1))
 
 
+@functools.cache
 def no_cases() -> Accumulator:
-    """An accumulator of no cases, which the chain loop skips: the predictions of a chain that predicts
-    nothing (a user density's). Its arrays have the types of every accumulator, so one compiled loop serves."""
+    """The accumulator of no cases, which the chain loop skips and so never writes (one, shared): the
+    predictions of a chain that predicts nothing (a user density's). Its arrays have the types of every
+    accumulator, so one compiled loop serves."""
     return new_accumulator(MLPSpec(1, (1,), 1), np.empty((0, 1)), np.empty((0, 1)))
 
 
