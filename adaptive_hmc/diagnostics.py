@@ -336,3 +336,83 @@ def trust_warnings(rhat, diverging, energy=None, ess=None, longer=None) -> list:
                        f"too little between the posterior's energy levels (heavy tails, a funnel), so they explore "
                        f"it slowly and may miss its tails; reparameterise (non-centred scales, log transforms)")
     return out
+
+
+#: A chain whose own split R-hat (its first half against its second, rank-normalised; Sommer et al. 2024, MILE
+#: 2025) exceeds this for some quantity has not settled: it still moves within itself. Two halves of a chain
+#: that has settled give about 1 + 1/ESS of the chain (1.02 at 95% for an ESS of 100).
+SETTLED_RHAT = 1.05
+#: Settled chains whose R-hat across them exceeds this sit apart: each holds a region of its own (separate
+#: modes). Below it and above :data:`RHAT_LIMIT`, settled chains are close and more draws decide.
+APART_RHAT = 1.1
+#: The three answers of :func:`verdict`.
+MET, MOVING, APART = "met", "moving", "apart"
+
+
+def within_chain_rhat(y) -> np.ndarray:
+    """Each chain's own split R-hat of each variable of draws ``y`` (chains, draws, variables): the
+    rank-normalised R-hat of its first half against its second half (each half split again, as ArviZ splits
+    every chain: ``az.rhat`` of the two halves), (chains, variables); inf where a chain's draws never change."""
+    y = np.asarray(y, dtype=np.float64)
+    return np.stack([chain_statistics(y[c:c + 1])["rhat"] for c in range(y.shape[0])]) if y.shape[0] \
+        else np.zeros((0, y.shape[2]))
+
+
+def verdict(rhat_across: float | None, within) -> str:
+    """Which of three cases the chains are in, from the largest R-hat across them (None: not finite) and each
+    chain's largest own split R-hat ``within`` (chains,): :data:`MET` (R-hat at most :data:`RHAT_LIMIT`);
+    :data:`APART` when every chain has settled (its own R-hat at most :data:`SETTLED_RHAT`) and they sit apart
+    (R-hat across above :data:`APART_RHAT`): a multimodal posterior, which more time does not cure; else
+    :data:`MOVING`: some chain still moves within itself (or settled chains are close), so more time will
+    bring them together."""
+    if rhat_across is not None and rhat_across <= RHAT_LIMIT:
+        return MET
+    within = np.asarray(within, dtype=np.float64)
+    settled = within.size > 1 and bool(np.all(within <= SETTLED_RHAT))
+    return APART if settled and (rhat_across is None or rhat_across > APART_RHAT) else MOVING
+
+
+def stacking_weights(lpd, iterations: int = 10_000, tol: float = 1e-12) -> np.ndarray:
+    """Stacking weights of K predictive distributions (Yao, Vehtari, Simpson & Gelman 2018; of chains: Yao,
+    Vehtari & Gelman 2022): the simplex weights w that maximise sum_i log sum_k w_k exp(lpd[i, k]), from the
+    log predictive density of each case under each distribution ``lpd`` (N, K) (for chains, each chain's
+    leave-one-out density). The objective is concave in w and is a mixture's likelihood in its weights, so
+    the EM update w_k <- mean_i of case i's responsibility of k climbs it monotonically to the maximum."""
+    lpd = np.asarray(lpd, dtype=np.float64)
+    n, K = lpd.shape
+    z = lpd - lpd.max(axis=1, keepdims=True)
+    p = np.exp(z)
+    w = np.full(K, 1.0 / K)
+    last = -np.inf
+    for _ in range(iterations):
+        mix = p @ w
+        value = float(np.log(mix).sum())
+        w = w * (p / mix[:, None]).mean(axis=0)
+        w /= w.sum()
+        if value - last < tol * max(1.0, abs(value)):
+            break
+        last = value
+    return w
+
+
+def stacked_log_score(lpd, weights) -> float:
+    """Mean over cases of log sum_k w_k exp(lpd[i, k]): the log score of the stacked predictive."""
+    lpd = np.asarray(lpd, dtype=np.float64)
+    m = lpd.max(axis=1, keepdims=True)
+    return float(np.mean(m[:, 0] + np.log(np.exp(lpd - m) @ np.asarray(weights, dtype=np.float64))))
+
+
+def chain_loo(loglik) -> tuple:
+    """Each chain's PSIS-LOO log predictive density of every case from the pointwise log likelihood of its
+    draws ``loglik`` (chains, draws, cases): (lpd (cases, chains), Pareto k (chains, cases)) (ArviZ's
+    ``psislw`` of each chain's draws alone)."""
+    az = arviz()
+    loglik = np.asarray(loglik, dtype=np.float64)
+    lpd, khat = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for ll in loglik:
+            lw, k = az.psislw(-ll.T)                        # (cases, draws), normalised log weights
+            lpd.append(special.logsumexp(ll.T + np.asarray(lw), axis=1))
+            khat.append(np.asarray(k))
+    return np.stack(lpd, axis=1), np.stack(khat)

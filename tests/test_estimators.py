@@ -98,6 +98,9 @@ def test_a_fit_reports_the_diagnostics_of_its_posterior_chains(monkeypatch):
     grads = sum(e["gradients"] for e in m.log_)
     assert d["chains"] == 2 and d["variables"] == 30 and m.diagnostics_["gradients"] == grads
     assert m.diagnostics_["fitted_cases"] == {"cases": 30, "of": 40}
+    own = m.diagnostics_["within_chain"]                                # each chain's own split R-hat
+    assert len(own["predictions"]) == 2 and len(own["hyper"]) == 2
+    assert m.diagnostics_["verdict"] in ("met", "moving", "apart")
     assert d["ess_per_1000_gradients"]["median"] == pytest.approx(1000 * d["ess_bulk"]["median"] / grads)
     after_burn_in = m.replicas_.kept_rows()[2] >= m._burn_in(m.replicas_.n_super)
     assert len(m.weights_) == int(after_burn_in.sum())                  # every chain is the posterior's

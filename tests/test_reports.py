@@ -288,3 +288,12 @@ def test_one_r_hat_per_quantity_in_the_summary_the_export_and_the_plot(tmp_path,
     assert d["hyper"]["rhat_max"] == pytest.approx(export, rel=1e-9)
     assert d["hyper"]["rhat_max"] == pytest.approx(max(by_name.values()), rel=1e-9) and "kept draws" in draws
     assert np.allclose(bfmi, run.summary["e_bfmi"], atol=1e-6) and np.all(bfmi > 0)
+    # each chain's own split R-hat (its halves as two chains, ArviZ's R-hat) is the export's too
+    for c, own in enumerate(d["within_chain"]["hyper"]):
+        values = []
+        for v in logs:
+            x = idata.posterior[v].values[c].reshape(idata.posterior[v].values.shape[1], -1)
+            n = x.shape[0] // 2
+            values += [float(az.rhat(np.stack([x[:n, j], x[n:2 * n, j]]))) for j in range(x.shape[1])]
+        assert own == pytest.approx(max(values), abs=1e-4)
+    assert d["verdict"] in ("met", "moving", "apart")

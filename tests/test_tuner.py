@@ -128,6 +128,34 @@ def test_exponential_schedule_adapts_finitely():
     assert len({tuple(h["action"].values()) for h in t.history}) <= moved.sum() + 1
 
 
+def test_a_short_horizon_anneals_as_much_faster():
+    """horizon H < 1000: p after tell i is the schedule's at 1 + (i - 1) 1000 / H; the expected number of
+    moves shrinks with it (Bernoulli sums within 4 sds); H >= 1000 or None changes nothing; the horizon
+    survives a state round trip; the cost model gives the super-transitions a run can afford."""
+    from adaptive_hmc.engine.runner import affordable
+    from adaptive_hmc.models.mlp import MLPSpec
+    from adaptive_hmc.tuners.bandit import ANNEAL_HORIZON, OptionError
+    rng = np.random.default_rng(4)
+    for H, n in ((100, 300), (1000, 50), (None, 50)):
+        t = BanditTuner(BanditOptions.thesis(BOUNDS, maxfun=30, polish=False, horizon=H), seed=3, model=StandIn())
+        for _ in range(n):
+            t.tell(t.ask(), rng.normal())
+        scale = 1 if H is None else max(1, ANNEAL_HORIZON / H)
+        p = np.exp(-0.01 * (np.arange(1, n + 1) - 1) * scale)
+        assert [h["p"] for h in t.history] == pytest.approx(p.tolist())
+        moved = np.array([h["moved"] for h in t.history])
+        assert abs(moved.sum() - p.sum()) < 4 * math.sqrt(np.sum(p * (1 - p))) + 1
+    assert BanditTuner.from_state(json.loads(json.dumps(t.state_dict()))).options.horizon is None
+    t = BanditTuner(BanditOptions(BOUNDS, horizon=60), seed=1)
+    assert BanditTuner.from_state(json.loads(json.dumps(t.state_dict()))).options.horizon == 60
+    for bad in (0, 2.5, "long"):
+        with pytest.raises(OptionError, match="horizon"):
+            BanditOptions(BOUNDS, horizon=bad)
+    fair = MLPSpec(8, (16,), 1)          # 161 weights, 4774 cases, 4 chains of 2000 steps: 1.84 s nominal
+    assert affordable(fair, 4774, 4, 2000, 600.0) == int(600 / (6 * 161 * 4774 * 4 * 2000 / 20e9))
+    assert affordable(fair, 4774, 4, 2000, 0.1) == 1
+
+
 def test_state_round_trip_asks_the_same():
     def reward(a):
         return -((a["step_factor"] - 0.3) ** 2) - ((a["num_steps"] - 1500) / 5000) ** 2

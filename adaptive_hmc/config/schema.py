@@ -67,7 +67,7 @@ class Config(_Strict):
         """The ``run`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
         r, t = self.run, self.tuner
         return RunOptions(MAX_SUPER_TRANSITIONS if r.until else r.super_transitions, r.budget, r.seed, t.reward,
-                          t.cv_metric, t.warmup_super_transitions)
+                          t.cv_metric, t.warmup_super_transitions, r.until.max_seconds if r.until else None)
 
 
 def _sample_default(name: str):

@@ -279,9 +279,12 @@ class TunerConfig(_Strict):
                                      "move probability p_i (section below)")
     first_action: Union[Literal["centre"], int] = Field(bandit_default("first_action"), description="bandit: "
                                                         "'centre' of the box, or n space-filling points first")
-    reward: Literal["cv", "esjd"] = Field(DEFAULT_REWARD, description="esjd: ESJD/sqrt(L) (the default: see "
-                                          "docs/RESULTS.md, tuning study); cv: minus the held-out error of this "
-                                          "super-transition's samples (the thesis)")
+    reward: Literal["cv", "esjd", "slowest"] = Field(DEFAULT_REWARD, description="esjd: ESJD/sqrt(L) (the "
+                                                     "weights' movement; docs/RESULTS.md, tuning study); slowest: "
+                                                     "the movement of the slowest log hyperparameter or of the "
+                                                     "energy, per gradient (what the verdict waits on); cv: minus "
+                                                     "the held-out error of this super-transition's samples (the "
+                                                     "thesis)")
     cv_metric: Optional[Literal["mse", "error_rate", "log_loss"]] = Field(
         None, description="held-out error of the cv reward (default mse for regression, error_rate for "
         "classification)")
@@ -342,7 +345,8 @@ class BurnInConfig(_Strict):
 
 class UntilConfig(_Strict):
     max_seconds: float = Field(600.0, gt=0, description="stop when this much sampling time (resumes included) "
-                               "has passed, met or not")
+                               "has passed, met or not; the bandit anneals over the super-transitions it affords "
+                               "under a fixed cost model (the same on any machine), exploring less in a run of few")
     target_ess: float = Field(400.0, gt=0, description="the smallest bulk ESS of the test predictions wanted")
 
 

@@ -70,3 +70,34 @@ def esjd_reward(result) -> float:
     """:func:`esjd` of a super-transition's result."""
     r = result.record
     return esjd(r.accept_prob, r.squared_jump, result.num_steps)
+
+
+#: The lag of :func:`slowest_movement`'s jumps: this share of a super-transition's iterations (its budget of
+#: leapfrog steps, whatever L), at least one iteration.
+LAG_SHARE = 0.25
+
+
+def slowest_movement(result) -> float:
+    """How far the quantity that mixes slowest moved in a super-transition, per gradient: for each log
+    hyperparameter that varies and for the potential energy (the data fit: the predictions' summary,
+    recorded at every iteration), the mean over chains and iterations t of (x[t + m] - x[t])^2 / 2, m a
+    :data:`LAG_SHARE` of the iterations, over the variance of x across all chains' iterations of the
+    super-transition; the smallest of these, times the leapfrog steps over every gradient (a Gibbs update's
+    and the interweaving moves' evaluations count). A ratio near 1 says the quantity forgets its start
+    within a quarter of the budget; near 0, that it barely moved against its spread across the chains. It
+    is what the verdict waits on (the log hyperparameters and the predictions), where ESJD/sqrt(L) rewards
+    the weights' movement; 0 for a super-transition of fewer than 2 iterations."""
+    rec = result.record
+    R, n = rec.energy.shape
+    if n < 2 or result.gradients <= 0:
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(rec.hyper)
+    series = np.concatenate([logs, rec.energy[:, :, None]], axis=2)                    # (R, n, H + 1)
+    series = series[:, :, np.all(np.isfinite(series), axis=(0, 1)) & (np.ptp(series, axis=(0, 1)) > 0)]
+    if series.shape[2] == 0:
+        return 0.0
+    m = max(1, int(round(LAG_SHARE * n)))
+    jumps = 0.5 * np.mean((series[:, m:] - series[:, :-m]) ** 2, axis=(0, 1))
+    spread = series.reshape(R * n, -1).var(axis=0)
+    return float(np.min(jumps / spread) * result.leapfrog_steps / result.gradients)

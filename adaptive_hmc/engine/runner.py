@@ -8,7 +8,7 @@ The runner speaks to tuners through ``ask`` and ``tell`` only.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, NamedTuple, Protocol, TypedDict
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from .replica_options import ReplicaOptions
 from .replicas import ReplicaSet
-from .rewards import cv_error, cv_reward, esjd_reward
+from .rewards import cv_error, cv_reward, esjd_reward, slowest_movement
 from ..samplers.settings import Action
 from .super_transition import SuperTransitionResult
 from ..tuners.base import Tuner
@@ -64,8 +64,9 @@ class ChainSet(Protocol):
 #: ESJD/sqrt(L) rewards, ranked (Gaussian copula) for the GP, the step factor on
 #: a log axis. The thesis's is reward "cv", transform "standardize", no log axes.
 DEFAULT_REWARD = "esjd"
-#: The rewards a run may tell: ESJD/sqrt(L), or minus the held-out error (the thesis).
-REWARDS = ("esjd", "cv")
+#: The rewards a run may tell: ESJD/sqrt(L), the slowest quantity's movement (:func:`~adaptive_hmc.engine.rewards.
+#: slowest_movement`: the log hyperparameters' and the energy's), or minus the held-out error (the thesis).
+REWARDS = ("esjd", "slowest", "cv")
 #: Super-transitions whose rewards are not told (configs and estimators alike).
 DEFAULT_WARMUP = 3
 
@@ -266,9 +267,11 @@ class Plan:
 class RunOptions:
     """The outer loop of a run: ``super_transitions`` of ``budget`` leapfrog
     steps per chain, the ``seed`` that decides every random number, the
-    ``reward`` ("esjd", the default, or "cv": minus the held-out ``cv_metric``
-    error, which a run with folds also logs) and the ``warmup``
-    super-transitions whose rewards are not told."""
+    ``reward`` ("esjd", the default, "slowest", or "cv": minus the held-out ``cv_metric``
+    error, which a run with folds also logs), the ``warmup``
+    super-transitions whose rewards are not told and the time limit ``max_seconds`` of a run that goes on
+    until its chains meet (None: none), from which the bandit's annealing follows what the run can afford
+    (:func:`affordable`)."""
 
     super_transitions: int
     budget: int
@@ -276,6 +279,7 @@ class RunOptions:
     reward: str = DEFAULT_REWARD
     cv_metric: str | None = None
     warmup: int = DEFAULT_WARMUP
+    max_seconds: float | None = None
 
     def __post_init__(self):
         if self.reward not in REWARDS:
@@ -286,6 +290,23 @@ class RunOptions:
                 raise ValueError(f"{name}={v!r}: must be an integer >= 1")
         if int(self.warmup) != self.warmup or self.warmup < 0:
             raise ValueError(f"warmup={self.warmup!r}: must be an integer >= 0")
+
+
+#: The nominal speed of the cost model of :func:`affordable`, in floating-point operations a second: what a
+#: 2-core laptop's chains reach on the network's kernels (the robot arm, breast_cancer, fair and digits
+#: measured 17-20 GFLOP/s in float64 here). A constant, not a measurement, so that one seed decides every
+#: action whatever the machine, its load or the thread count.
+NOMINAL_FLOPS = 20e9
+
+
+def affordable(spec, n_cases: int, n_chains: int, budget: int, max_seconds: float) -> int:
+    """The super-transitions a run of ``max_seconds`` can afford under a fixed cost model: each of the
+    ``n_chains`` chains' ``budget`` leapfrog steps costs a forward and a backward pass over the ``n_cases``
+    training cases (6 operations a weight a case) at :data:`NOMINAL_FLOPS`; at least 1."""
+    sizes = (spec.n_inputs, *spec.hidden, spec.n_outputs)
+    weights = sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
+    seconds = 6.0 * weights * n_cases * n_chains * budget / NOMINAL_FLOPS
+    return max(1, int(max_seconds / seconds))
 
 
 class RunSetup(NamedTuple):
@@ -330,9 +351,11 @@ def make_run(spec, X, Y, *, tuner: BanditOptions | FixedOptions, run: RunOptions
                          f"leapfrog steps per chain in a super-transition")
     seed_replicas, seed_tuner = np.random.SeedSequence(run.seed).spawn(2)
     rs = ReplicaSet(spec, X, Y, replicas, test_sets=test_sets, seed=seed_replicas)
+    if isinstance(tuner, BanditOptions) and tuner.horizon is None and run.max_seconds is not None:
+        tuner = replace(tuner, horizon=affordable(spec, len(X), rs.n_replicas, run.budget, run.max_seconds))
     t = tuner.tuner(int(seed_tuner.generate_state(1)[0]))
-    if run.reward == "esjd":
-        fn = esjd_reward
+    if run.reward in ("esjd", "slowest"):
+        fn = esjd_reward if run.reward == "esjd" else slowest_movement
     else:
         fn = partial(cv_reward, metric=run.cv_metric) if rs.n_cv else (lambda result: math.nan)
     return RunSetup(rs, t, fn, run.cv_metric, run)

@@ -17,8 +17,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import Standardizer
-from ..diagnostics import more_super_transitions
-from ..rundir.metrics import convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
+from ..diagnostics import APART, more_super_transitions
+from ..rundir.metrics import chain_stacking, convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
 from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.inference import inference_data
@@ -87,16 +87,18 @@ class _BNN(BaseEstimator):
                          + ("" if name == "seed" else ", or None (then seed decides)"))
 
     def _num_steps_bounds(self) -> tuple:
-        """The bandit's L box: ``num_steps_bounds``, or by default (10, min(500, budget))."""
+        """The bandit's L box: ``num_steps_bounds``, or by default (10, budget): trajectories up to the whole
+        budget (docs/RESULTS.md, chains that settle: longer ones move the weights far enough between two
+        Gibbs updates for the hyperparameters to follow)."""
         if self.num_steps_bounds is None:
-            hi = min(500, int(self.budget))
+            hi = int(self.budget)
             return (max(1, min(10, hi // 2)), hi)
         lo, hi = (int(v) for v in self.num_steps_bounds)
         if hi > self.budget:
             raise ValueError(f"num_steps_bounds={tuple(self.num_steps_bounds)}, budget={self.budget!r}: the longest "
                              f"trajectory ({hi}) must be at most the budget, the leapfrog steps a chain makes in a "
                              f"super-transition; lower num_steps_bounds, raise budget, or leave num_steps_bounds=None "
-                             f"(then (10, min(500, budget)))")
+                             f"(then (10, budget))")
         return lo, hi
 
     @staticmethod
@@ -158,6 +160,9 @@ class _BNN(BaseEstimator):
             print(f"computing R-hat and ESS of {len(check)} of {len(X)} fitted values and the hyperparameters",
                   flush=True)
         self.diagnostics_ = {**self._diagnostics(check, rows, n_done, self.log_), "fitted_cases": cases}
+        if self.diagnostics_.get("verdict") == APART:          # settled apart: the chains' stacked predictive
+            self.diagnostics_["stacking"] = chain_stacking(
+                spec, kept_samples(self.replicas_, after=self._burn_in(n_done)), rows, (X, Y), {})
         hyper_moves = (self.priors or PriorSpec()).hyper_moves
         for warning in end_warnings([rhat_warning(self.diagnostics_, hyper_moves, lambda f: self._longer(f, n_done))],
                                     rule, self.log_, "narrow step_factor_bounds or num_steps_bounds"):
@@ -185,7 +190,8 @@ class _BNN(BaseEstimator):
         bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": self._num_steps_bounds()}
         return make_run(
             spec, X, Y, tuner=BanditOptions(bounds),
-            run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, seed, self.reward, metric),
+            run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, seed, self.reward, metric,
+                           max_seconds=None if self.max_seconds is None else float(self.max_seconds)),
             replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
                                     priors=self.priors or PriorSpec(),
                                     settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
@@ -294,7 +300,7 @@ _COMMON_DOC = """
         does not); ``convergence_`` holds the last check. ``max_seconds=None``: exactly
         ``super_transitions``.
     step_factor_bounds, num_steps_bounds : the box the bandit tunes (eps, L) in; num_steps_bounds None (the
-        default): (10, min(500, budget)).
+        default): (10, budget).
     window : acceptance window of the HMC transitions.
     jitter : draw each trajectory's length uniformly from 1..L (the budget is then spent on average), so
         that the tuned L does not lock onto a period of the posterior; False: every trajectory has L steps.

@@ -6,6 +6,8 @@ tuner's saved history (no sampling); everything else is read as saved.
 """
 from __future__ import annotations
 
+import textwrap
+
 
 
 import matplotlib
@@ -33,7 +35,8 @@ def _who(run: Run) -> str:
 
 
 def _reward_name(run: Run) -> str:
-    return "ESJD/sqrt(L)" if run.config.tuner.reward == "esjd" else "minus CV error"
+    return {"esjd": "ESJD/sqrt(L)", "slowest": "slowest quantity's movement"}.get(run.config.tuner.reward,
+                                                                                   "minus CV error")
 
 
 def _axes(ax, tuner, name: str, which: str):
@@ -292,20 +295,30 @@ def hyperparameters(run: Run, path, most: int = 6):
     rhat = np.array([by_name.get(names[h], np.nan) for h in varying])
     order = np.argsort(np.where(np.isfinite(rhat), -rhat, np.inf), kind="stable")[:most]
     i = np.arange(1, H.shape[0] + 1)
+    d = run.summary.get("diagnostics") or {}
+    own = dict(zip([int(r) for r in rows], (d.get("within_chain") or {}).get("hyper") or []))
+
+    def label(r):
+        if r not in rows:
+            return f"{run.chain_role(r)} (not predicting)"
+        v = own.get(r, "")
+        return f"{run.chain_role(r)}" + ("" if v == "" else f", own R-hat {'-' if v is None else f'{v:.3f}'}")
     fig, axes = plt.subplots(len(order), 1, figsize=(6.5, 1.6 + 1.5 * len(order)), sharex=True, squeeze=False)
     for ax, o in zip(axes[:, 0], order):
         h = varying[o]
         for r in range(H.shape[1]):
-            ax.plot(i, logs[:, r, h], lw=0.8, label=run.chain_role(r) if r in rows else f"{run.chain_role(r)} "
-                    f"(not predicting)", ls="-" if r in rows else ":")
+            ax.plot(i, logs[:, r, h], lw=0.8, label=label(r), ls="-" if r in rows else ":")
         ax.set_ylabel(f"log {names[h]}", fontsize=8)
         ax.set_title(f"R-hat {rhat[o]:.3f}" if np.isfinite(rhat[o]) else "R-hat -", fontsize=8, loc="right")
         if burn:
             ax.axvspan(0.5, burn + 0.5, color="0.85", zorder=0)
-    axes[0, 0].legend(fontsize=7, ncol=4, loc="upper left")
+    axes[0, 0].legend(fontsize=6, ncol=2, loc="upper left")
     axes[-1, 0].set_xlabel("super-transition (each chain's last sample)")
-    fig.suptitle(f"Log hyperparameters of each chain ({len(order)} of {len(varying)} varying, largest R-hat "
-                 f"first; grey: burn-in; R-hat of {draws})\n{_who(run)}", fontsize=10)
+    case = {"met": "the chains met", "moving": "the chains are still moving",
+            "apart": "each chain settled, apart from the others"}.get(d.get("verdict"), "")
+    fig.suptitle(textwrap.fill(f"Log hyperparameters of each chain ({len(order)} of {len(varying)} varying, "
+                               f"largest R-hat first; grey: burn-in; R-hat of {draws}; own R-hat: each chain's "
+                               f"halves{'; ' + case if case else ''})", 80) + f"\n{_who(run)}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -13,10 +13,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ..config import Config
-from ..diagnostics import RHAT_LIMIT, arviz, chains_apart, diagnose, e_bfmi, run_longer
+from ..diagnostics import (APART, chain_loo, stacked_log_score, stacking_weights, MOVING, RHAT_LIMIT, SETTLED_RHAT, arviz, chains_apart, diagnose, e_bfmi,
+                           run_longer, verdict, within_chain_rhat)
 from ..models.mlp import MLPSpec, predict
+from ..models.predictive import pointwise_log_likelihood
 from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 
@@ -165,7 +168,52 @@ def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: d
     found = [d["rhat_max"] for d in [*out["test"].values(), out["hyper"]] if d is not None]
     out["rhat_max"] = None if None in found else max(found, default=None)
     out["rhat_max_of"] = rhat_of(out)
+    own = {"predictions": np.max(within_chain_rhat(y), axis=1, initial=1.0)}
+    if out["hyper"] is not None:
+        own["hyper"] = np.max(within_chain_rhat(h), axis=1, initial=1.0)
+    out["within_chain"] = {k: [round(float(v), 4) if np.isfinite(v) else None for v in r] for k, r in own.items()}
+    out["verdict"] = verdict(out["rhat_max"], np.max(list(own.values()), axis=0))
     return out
+
+
+#: Draws a chain at most that :func:`chain_stacking` evaluates at every training case (evenly spaced).
+STACKING_DRAWS = 400
+
+
+def chain_stacking(spec: MLPSpec, kept: dict, rows, train: tuple, test_sets: dict) -> dict | None:
+    """The chains' stacked predictive (Yao, Vehtari & Gelman 2022), for chains that settled apart: simplex
+    weights maximising the summed log of each training case's mixture of the chains' PSIS-LOO predictive
+    densities (:func:`~adaptive_hmc.diagnostics.stacking_weights`), and the log score of the stacked and of
+    the equal-weight mixture on each test set. ``train`` is (X, Y) in the network's inputs and the targets'
+    units; ``test_sets`` maps a name to such a pair. Where some case's Pareto k exceeds 0.7 in a chain, that
+    chain's LOO density is unreliable there, and ``reliable`` says so (exact K-fold: ``export --kfold``).
+    None with fewer than 2 chains or 20 draws a chain."""
+    idx = draw_indices(kept, rows)
+    if idx.shape[0] < 2 or idx.shape[1] < 20:
+        return None
+    idx = idx[:, np.unique(np.linspace(0, idx.shape[1] - 1, min(STACKING_DRAWS, idx.shape[1])).astype(int))]
+
+    def loglik(X, Y):                                              # (chains, draws, cases)
+        at = idx.ravel()
+        F = predict(spec, kept["weights"][at], X)
+        noise = kept["noise_precision"][at]
+        if spec.likelihood == "gaussian":
+            F, noise = kept["target_mean"] + kept["target_sd"] * F, noise / kept["target_sd"] ** 2
+        return pointwise_log_likelihood(F, noise, Y, spec.likelihood).reshape(*idx.shape, len(Y))
+
+    lpd, khat = chain_loo(loglik(*train))
+    w = stacking_weights(lpd)
+    bad = (khat > 0.7).sum(axis=1)
+    scores = {}
+    for name, (X, Y) in test_sets.items():
+        ll = loglik(X, Y)
+        dens = (logsumexp(ll, axis=1) - np.log(ll.shape[1])).T                          # (cases, chains)
+        scores[name] = {"stacked": round(stacked_log_score(dens, w), 6),
+                        "equal_weights": round(stacked_log_score(dens, np.full(len(w), 1 / len(w))), 6)}
+    return {"what": "the chains' stacked predictive (Yao, Vehtari & Gelman 2022), not the posterior",
+            "weights": [round(float(v), 6) for v in w], "loo_lpd_per_chain": [round(float(v), 4) for v in lpd.sum(0)],
+            "pareto_k_above_0.7": [int(v) for v in bad], "reliable": bool(bad.sum() == 0),
+            "test_log_score": scores}
 
 
 def rhat_of(diagnostics: dict) -> str:
@@ -193,7 +241,14 @@ def diagnostics_line(summary: dict) -> str:
             f"ESS of the {name} predictions (smallest / median over outputs) {t['ess_bulk']['min']:.0f} / "
             f"{t['ess_bulk']['median']:.0f}, per 1000 gradients {per_g['min']:.3f} / {per_g['median']:.3f} "
             f"({d['gradients']:,} gradients, every chain), per second {per_s['min']:.2f} / {per_s['median']:.2f} "
-            f"({d['sampling_s']:.1f} s sampling, compiling apart){bound}")
+            f"({d['sampling_s']:.1f} s sampling, compiling apart){bound}"
+            + (f"; each chain's own split R-hat: {own_rhats(d)}; the chains {VERDICT_WORDS[d['verdict']]}"
+               if d.get("verdict") else ""))
+
+
+#: What the line says of each :func:`~adaptive_hmc.diagnostics.verdict`.
+VERDICT_WORDS = {"met": "met", "moving": "are still moving (more time)",
+                 "apart": "have settled apart (separate modes: see the stacked predictive)"}
 
 
 def thin_limited(diagnostics: dict) -> bool:
@@ -244,9 +299,36 @@ def rhat_warning(diagnostics: dict, hyper_moves: str | None = None, longer=None)
     advice = run_longer(*slow, longer) if slow else run_longer("", None)
     moves = ("; where the hyperparameters' R-hat is the larger, model.priors.hyper_moves: interweave mixes them "
              "faster than gibbs" if hyper_moves == "gibbs" else "")
+    case = diagnostics.get("verdict")
+    if case == APART:
+        why = _settled_apart(diagnostics)
+    elif case == MOVING:                         # where every chain drifts one way, which quantity and how far
+        why = _still_moving(diagnostics) + (_why_apart(apart) if (apart or {}).get("drifting") else "")
+    else:                                        # a summary written before the verdict
+        why = _why_apart(apart)
     return (f"the largest R-hat {where} is {shown}{of}, above {RHAT_LIMIT}: {what}, so the answer is not yet the "
-            f"posterior's. {_why_apart(apart)}{advice}{moves}; a chain that never moved shows in the log as "
-            f"stuck {stuck}")
+            f"posterior's. {why}{advice}{moves}; a chain that never moved shows in the log as stuck {stuck}")
+
+
+def own_rhats(diagnostics: dict) -> str:
+    """Each chain's largest own split R-hat (``within_chain`` of :func:`run_diagnostics`), in words."""
+    own = diagnostics.get("within_chain") or {}
+    names = {"predictions": "predictions", "hyper": "log hyperparameters"}
+    return "; ".join(f"{names[k]} " + ", ".join("not finite" if v is None else f"{v:.3f}" for v in r)
+                     for k, r in own.items())
+
+
+def _still_moving(diagnostics: dict) -> str:
+    return (f"The chains are still moving: each chain's own split R-hat (its first half against its second; "
+            f"{own_rhats(diagnostics)}) is not yet within {SETTLED_RHAT} in every chain, so more time, not more "
+            f"chains, brings them together. ")
+
+
+def _settled_apart(diagnostics: dict) -> str:
+    return (f"Each chain has settled (its own split R-hat: {own_rhats(diagnostics)}; all within {SETTLED_RHAT}) "
+            f"and they sit apart: the posterior has separate modes, which more time does not cross. The chains' "
+            f"stacked predictive (summary.json's \"stacking\", weights from each chain's leave-one-out density) "
+            f"predicts from them all; it is a stacked predictive, not the posterior. ")
 
 
 def _why_apart(apart: dict | None) -> str:
@@ -304,7 +386,12 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
     rows = replicas.chain_indices(chains)
     metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
     gradients = int(log_gradients(log).sum())
+    kept = kept if kept is not None else kept_samples(replicas)
     diagnostics = replica_diagnostics(replicas, log, wall_s, chains, kept)
+    if diagnostics.get("verdict") == APART:
+        diagnostics["stacking"] = chain_stacking(
+            replicas.spec, kept, rows, (replicas.X_train, replicas.Y_train),
+            {name: (replicas.X_test[sl], replicas.Y_test[sl]) for name, sl in replicas.test_slices.items()})
     burn = cfg.run.burn_in.super_transitions
     cv = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
     key = "mse" if replicas.spec.likelihood == "gaussian" else "error_rate"
@@ -331,7 +418,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
         "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),
         "step_calibration": [round(float(c), 6) for c in replicas.step_calibration],
-        "e_bfmi": kept_e_bfmi(kept if kept is not None else kept_samples(replicas),
+        "e_bfmi": kept_e_bfmi(kept,
                               replicas.chain_indices("full" if replicas.n_replicas > replicas.n_cv else "replicas")),
         "diagnostics": diagnostics,
     }

@@ -30,6 +30,11 @@ from .space import Space
 TRANSFORMS = ("standardize", "rank")
 
 
+#: The run length the schedules' defaults are set for: a run that can afford fewer super-transitions
+#: (:attr:`BanditOptions.horizon`) anneals as much faster.
+ANNEAL_HORIZON = 1000
+
+
 class OptionError(ValueError):
     """A :class:`BanditOptions` field given a value it does not allow: ``field`` names it, ``allowed`` says
     what it takes (a config maps it to its key)."""
@@ -100,6 +105,11 @@ class BanditOptions:
         once there, and a failure that counted forever kept the tuner at a
         fraction of the usable step for the rest of the run. A cliff that is
         real is found again at the price of a probe, not a super-transition.
+    horizon : None (the thesis: no end in view), or the super-transitions the run can afford (its time
+        limit over a cost model of one, :func:`~adaptive_hmc.engine.runner.affordable`): the schedule then
+        runs as if each tell were max(1, :data:`ANNEAL_HORIZON` / horizon) of them, so that a run of 60
+        super-transitions spends as small a share of them exploring as one of 1000 does (the default
+        Exponential(0.01): p falls to 0.05 by the 300th of 1000, and by the 18th of 60).
     """
 
     bounds: dict
@@ -117,6 +127,7 @@ class BanditOptions:
     accept_floor: float | None = 0.8
     accept_length_scales: dict | None = field(default_factory=lambda: {"step_factor": 0.1, "num_steps": 1.0})
     accept_memory: float | None = 5.0
+    horizon: int | None = None
 
     #: What :meth:`thesis` changes: the thesis's reward model, without the package's additions.
     THESIS = dict(transform="standardize", log_axes=(), leave_below=None, accept_floor=None,
@@ -146,6 +157,8 @@ class BanditOptions:
         if set(scales) - set(self.bounds) or not all(v > 0 for v in scales.values()):
             raise OptionError("accept_length_scales", self.accept_length_scales, f"positive scales of "
                               f"{list(self.bounds)}")
+        if self.horizon is not None and not (isinstance(self.horizon, int) and self.horizon >= 1):
+            raise OptionError("horizon", self.horizon, "null (None: no end in view) or super-transitions, an int >= 1")
         if self.accept_memory is not None and not self.accept_memory > 0:
             raise OptionError("accept_memory", self.accept_memory, "null (None: off) or a number of tells > 0")
         f = self.first_action
@@ -227,7 +240,7 @@ class BanditTuner:
         if self._initial:
             p, moved, left, nxt = 1.0, True, False, self._initial.pop(0)
         else:
-            p = float(self.schedule(i))
+            p = float(self.schedule(self._annealing_index(i)))
             moved = bool(self._rng.random() < p)
             failed = acceptance is not None and acceptance < self.accept_floor
             left = not moved and (failed or collapsed)
@@ -236,6 +249,12 @@ class BanditTuner:
         self._history[-1].update(p=p, moved=moved, **({"left": True} if left else {}))
         self._pending = nxt
         return TellInfo(p, moved)
+
+    def _annealing_index(self, i: int) -> float:
+        """The schedule's index at tell ``i``: ``i`` itself, or with a :attr:`BanditOptions.horizon` shorter
+        than :data:`ANNEAL_HORIZON`, as many times further on as the horizon is shorter."""
+        h = self.options.horizon
+        return i if h is None or h >= ANNEAL_HORIZON else 1 + (i - 1) * ANNEAL_HORIZON / h
 
     def _record(self, h: dict) -> None:
         """Add history entry ``h`` and its reward (and acceptance) to the per-action sums."""
@@ -421,7 +440,7 @@ class BanditTuner:
                 "integer": self.integer, "alpha": self.alpha, "delta": self.delta, "noise": self.noise,
                 "transform": self.transform, "log_axes": self.log_axes, "leave_below": self.leave_below,
                 "accept_floor": self.accept_floor, "accept_length_scales": self.accept_length_scales,
-                "accept_memory": self.accept_memory,
+                "accept_memory": self.accept_memory, "horizon": self.options.horizon,
                 "schedule": schedule_to_dict(self.schedule), "fit_kernel": self.fit_kernel,
                 "maxfun": self.maxfun, "polish": self.polish, "seed": self.seed,
                 "first_action": self.first_action, "rng": self._rng.bit_generator.state,
@@ -434,7 +453,7 @@ class BanditTuner:
             noise=state["noise"], transform=state["transform"], log_axes=tuple(state.get("log_axes", ())),
             leave_below=state.get("leave_below"), accept_floor=state.get("accept_floor"),
             accept_length_scales=state.get("accept_length_scales"), accept_memory=state.get("accept_memory"),
-            schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
+            horizon=state.get("horizon"), schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
             fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"])
         t = cls(options, state["seed"], integer=state["integer"], model=model)
         t._rng.bit_generator.state = state["rng"]
