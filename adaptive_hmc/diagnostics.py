@@ -24,11 +24,19 @@ RHAT_LIMIT = 1.01
 ENOUGH_ESS = 400
 
 
-def run_longer(what: str, ess: float, longer=None) -> str:
+def run_longer(what: str, ess: float, longer=None, rhat: float | None = None) -> str:
     """The warnings' advice: \"Run longer: \" and, when the slowest quantity
     ``what`` has a bulk ESS ``ess`` below :data:`ENOUGH_ESS`, how many times the
     draws after the burn-in bring it there at this pace (``longer(factor)``,
-    when given, says how: the command or parameter)."""
+    when given, says how: the command or parameter); when its ESS is enough but
+    the largest ``rhat`` is above :data:`RHAT_LIMIT`, how many times the draws
+    bring R-hat^2 - 1, which falls as one over the draws of chains that are
+    still moving toward each other, to the limit's."""
+    if ess is not None and np.isfinite(ess) and ess >= ENOUGH_ESS and rhat is not None and rhat > RHAT_LIMIT:
+        factor = (rhat ** 2 - 1) / (RHAT_LIMIT ** 2 - 1)
+        return (f"Run longer: the smallest bulk ESS, of {what}, is {ess:.0f}, but R-hat is {rhat:.3f}; about "
+                f"{factor:.1f} times the draws after the burn-in bring R-hat^2 - 1 to the limit's if it falls as one "
+                f"over the draws" + (f" ({longer(factor)})" if longer else ""))
     if not (ess is not None and np.isfinite(ess) and 0 < ess < ENOUGH_ESS):
         return "Run longer (more super-transitions)"
     factor = ENOUGH_ESS / ess

@@ -11,7 +11,7 @@ log predictive density (regression).
 Rows (`--rows`; each a data set and the estimator's keyword arguments):
   default       the estimators' defaults: each chain from its own optimized
                 network, weight-group precision priors of shape 2,
-                interweaving moves, L up to 500, run until the chains meet
+                interweaving moves, L up to the budget, run until the chains meet
                 (R-hat <= 1.01, ESS >= 400) within 600 s
   random        the same from small random weights (the defaults before the
                 optimized starts)
@@ -25,6 +25,17 @@ Rows (`--rows`; each a data set and the estimator's keyword arguments):
                 interweaving moves)
   interweave-30 Neal's hyperpriors, the interweaving moves, L up to 500, 30
                 super-transitions
+  box-500       the defaults with L up to 500 (the default before L reached the
+                budget)
+  slowest       the defaults rewarding the slowest quantity's movement (the log
+                hyperparameters' and the energy's) instead of ESJD/sqrt(L)
+
+Besides R-hat and ESS, each row gives each chain's own split R-hat (its first
+half against its second, the largest over the test predictions and over the
+log hyperparameters), the verdict (met, moving, apart), the log
+hyperparameters' smallest ESS per second of sampling, the median L, and the
+share of the run's gradients spent on actions whose reward was under a tenth
+of the run's best.
 
 Run: python experiments/hierarchical_mixing.py [--data breast_cancer diabetes]
      [--rows default neal] [--docs] [--quick]
@@ -60,6 +71,8 @@ ROWS = {
     "neal": dict(priors=PriorSpec(**NEAL)),
     "gibbs-30": dict(priors=PriorSpec(**NEAL, hyper_moves="gibbs"), num_steps_bounds=(10, 500), max_seconds=None),
     "interweave-30": dict(priors=PriorSpec(**NEAL), num_steps_bounds=(10, 500), max_seconds=None),
+    "box-500": dict(num_steps_bounds=(10, 500)),
+    "slowest": dict(reward="slowest"),
 }
 QUICK = dict(hidden=4, budget=200, super_transitions=6, num_steps_bounds=(5, 40), initial_phase_steps=100)
 
@@ -98,10 +111,17 @@ def measure(data: str, row: str, quick: bool) -> dict:
                         {"test": slice(0, len(X_test))}, model.replicas_.history_hyper[burn:],
                         int(log_gradients(model.log_).sum()), sum(e["seconds"] for e in model.log_))
     test, hyper = d["test"]["test"], d["hyper"]
+    rewards = np.array([e["reward"] if e["reward"] is not None else -np.inf for e in model.log_])
+    grads = np.array([e["gradients"] for e in model.log_], dtype=float)
+    best = rewards.max()
     out = {"data": data, "row": row, "super_transitions": n, "burn_in": burn, "rhat_test": test["rhat_max"],
            "rhat_hyper": hyper["rhat_max"] if hyper else None, "ess_test_min": test["ess_bulk"]["min"],
            "ess_test_median": test["ess_bulk"]["median"], "ess_hyper_min": hyper["ess_bulk"]["min"] if hyper else None,
            "gradients": d["gradients"], "sampling_s": d["sampling_s"], "wall_s": round(wall, 1),
+           "ess_hyper_per_s": hyper["ess_per_second"]["min"] if hyper else None,
+           "own_rhat_test": d["within_chain"]["predictions"], "own_rhat_hyper": d["within_chain"].get("hyper"),
+           "verdict": d["verdict"], "median_L": float(np.median([e["num_steps"] for e in model.log_])),
+           "low_reward_gradients": float(grads[rewards < 0.1 * best].sum() / grads.sum()) if best > 0 else None,
            "converged": None if model.convergence_ is None else model.convergence_["met"],
            "start_s": (model.replicas_.start_info or {}).get("seconds"),
            "start_gradients": (model.replicas_.start_info or {}).get("gradients")}
@@ -121,20 +141,28 @@ def _cell(v, fmt="{:.3f}"):
     return "-" if v is None else fmt.format(v)
 
 
+def _own(values) -> str:
+    return "-" if not values else ", ".join("-" if v is None else f"{v:.2f}" for v in values)
+
+
 def markdown(results: list, seconds: float, rows) -> str:
     lines = ["# Hierarchical mixing on real data", "",
              f"Written by `python experiments/hierarchical_mixing.py --docs --rows {' '.join(rows)}` "
              f"({seconds / 60:.0f} min on a 2-core machine); what the rows are: the script's docstring and "
              "[RESULTS.md](RESULTS.md#hierarchical-mixing-on-real-data).", "",
              "| data | row | super-transitions (burn-in) | R-hat test / hyper | ESS test min / median | "
-             "ESS hyper min | gradients | sampling s | test error |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "ESS hyper min (per s) | each chain's own R-hat, test / hyper | verdict | median L | gradients "
+             "(low-reward share) | sampling s | test error |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         err = (f"log loss {r['log_loss']:.4f}, ECE {r['ece']:.4f}" if "log_loss" in r
                else f"RMSE {r['rmse']:.2f}, NLL {r['nll']:.4f}")
         lines.append(f"| {r['data']} | {r['row']} | {r['super_transitions']} ({r['burn_in']}) | "
                      f"{_cell(r['rhat_test'])} / {_cell(r['rhat_hyper'])} | {r['ess_test_min']:.0f} / "
-                     f"{r['ess_test_median']:.0f} | {_cell(r['ess_hyper_min'], '{:.0f}')} | {r['gradients']:,} | "
+                     f"{r['ess_test_median']:.0f} | {_cell(r['ess_hyper_min'], '{:.0f}')} "
+                     f"({_cell(r.get('ess_hyper_per_s'), '{:.2f}')}) | {_own(r.get('own_rhat_test'))} / "
+                     f"{_own(r.get('own_rhat_hyper'))} | {r.get('verdict', '-')} | {_cell(r.get('median_L'), '{:.0f}')} | "
+                     f"{r['gradients']:,} ({_cell(r.get('low_reward_gradients'), '{:.2f}')}) | "
                      f"{r['sampling_s']:.0f} | {err} |")
     return "\n".join(lines) + "\n"
 

@@ -125,3 +125,13 @@ def test_the_warning_names_the_case_and_each_chains_own_rhat():
                                               "ess_per_second": {"min": 1.0, "median": 2.0}}}}}
     line = diagnostics_line(summary)
     assert "each chain's own split R-hat: predictions 1.200, 1.010" in line and "settled apart" in line
+
+
+def test_moving_chains_with_enough_ess_are_told_how_much_longer_by_their_rhat():
+    """R-hat 1.016 with an ESS of 476 (the hierarchical robot arm at its 600 s): (1.016^2 - 1) / (1.01^2 - 1)
+    = 1.6 times the draws; below 400 the ESS sets the estimate as before."""
+    from adaptive_hmc.diagnostics import run_longer
+    line = run_longer("the log hyperparameters", 476.0, lambda f: f"--extend {int(f * 100)}", rhat=1.016)
+    assert "R-hat is 1.016; about 1.6 times the draws" in line and "(--extend 160)" in line
+    assert "about 5.0 times the draws" in run_longer("x", 80.0, rhat=1.3)
+    assert run_longer("x", 476.0) == "Run longer (more super-transitions)"

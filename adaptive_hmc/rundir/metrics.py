@@ -296,7 +296,7 @@ def rhat_warning(diagnostics: dict, hyper_moves: str | None = None, longer=None)
     of = f" ({'; '.join(parts)})" if parts else ""
     apart = (diagnostics.get("hyper") or {}).get("apart")
     slow = slowest(diagnostics) if r is not None and not (apart or {}).get("drifting") else None
-    advice = run_longer(*slow, longer) if slow else run_longer("", None)
+    advice = run_longer(*slow, longer, rhat=r) if slow else run_longer("", None)
     moves = ("; where the hyperparameters' R-hat is the larger, model.priors.hyper_moves: interweave mixes them "
              "faster than gibbs" if hyper_moves == "gibbs" else "")
     case = diagnostics.get("verdict")
