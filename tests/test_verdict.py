@@ -135,3 +135,29 @@ def test_moving_chains_with_enough_ess_are_told_how_much_longer_by_their_rhat():
     assert "R-hat is 1.016; about 1.6 times the draws" in line and "(--extend 160)" in line
     assert "about 5.0 times the draws" in run_longer("x", 80.0, rhat=1.3)
     assert run_longer("x", 476.0) == "Run longer (more super-transitions)"
+
+
+def test_chain_stacking_of_a_run_weighs_the_chains_that_predict_the_training_cases():
+    """metrics.chain_stacking on kept draws of a small network: two chains near weights that fit y = 2 x, two
+    near weights that fit y = -2 x (the data follow the first): the stacking weights go to the first two, the
+    stacked test log score beats the equal-weight mixture, every Pareto k is counted; None for one chain."""
+    from adaptive_hmc.models.mlp import MLPSpec, predict
+    from adaptive_hmc.rundir.metrics import chain_stacking
+    spec = MLPSpec(1, (2,), 1)
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(80, 1))
+    fit = optimize.least_squares(lambda w: (predict(spec, w, X)[:, 0] - 2 * X[:, 0]), rng.normal(size=spec.n_params))
+    w_good, w_bad = fit.x, fit.x.copy()
+    w_bad[-3:] *= -1                                        # the output layer's sign flipped: y = -2 x
+    n = 60
+    W = np.concatenate([w + 0.01 * rng.normal(size=(2 * n, spec.n_params)) for w in (w_good, w_bad)])
+    kept = {"weights": W, "noise_precision": np.full((4 * n, 1), 25.0), "chain": np.repeat(np.arange(4), n),
+            "diagnostic": np.ones(4 * n), "target_mean": np.zeros(1), "target_sd": np.ones(1)}
+    Y = 2 * X + 0.2 * rng.normal(size=X.shape)
+    Xt = rng.uniform(-1, 1, size=(50, 1))
+    out = chain_stacking(spec, kept, [0, 1, 2, 3], (X, Y), {"test": (Xt, 2 * Xt + 0.2 * rng.normal(size=Xt.shape))})
+    assert sum(out["weights"]) == pytest.approx(1.0) and sum(out["weights"][:2]) > 0.99
+    score = out["test_log_score"]["test"]
+    assert score["stacked"] > score["equal_weights"]
+    assert len(out["pareto_k_above_0.7"]) == 4 and "not the posterior" in out["what"]
+    assert chain_stacking(spec, kept, [0], (X, Y), {}) is None
