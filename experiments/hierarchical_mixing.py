@@ -35,7 +35,7 @@ half against its second, the largest over the test predictions and over the
 log hyperparameters), the verdict (met, moving, apart), the log
 hyperparameters' smallest ESS per second of sampling, the median L, and the
 share of the run's gradients spent on actions whose reward was under a tenth
-of the run's best.
+of the best reward told (the warm-up's, from a cold start, are not told).
 
 Run: python experiments/hierarchical_mixing.py [--data breast_cancer diabetes]
      [--rows default neal] [--docs] [--quick]
@@ -113,7 +113,8 @@ def measure(data: str, row: str, quick: bool) -> dict:
     test, hyper = d["test"]["test"], d["hyper"]
     rewards = np.array([e["reward"] if e["reward"] is not None else -np.inf for e in model.log_])
     grads = np.array([e["gradients"] for e in model.log_], dtype=float)
-    best = rewards.max()
+    told = np.array([e["told"] is not None for e in model.log_])
+    best = rewards[told].max() if told.any() else -np.inf      # the best told: a warm-up transient is no action's
     out = {"data": data, "row": row, "super_transitions": n, "burn_in": burn, "rhat_test": test["rhat_max"],
            "rhat_hyper": hyper["rhat_max"] if hyper else None, "ess_test_min": test["ess_bulk"]["min"],
            "ess_test_median": test["ess_bulk"]["median"], "ess_hyper_min": hyper["ess_bulk"]["min"] if hyper else None,

@@ -213,6 +213,8 @@ def test_the_mixing_experiment_runs_quick(capsys):
     assert [r["row"] for r in rows] == ["default", "gibbs-30"]
     for r in rows:
         assert r["rhat_test"] >= 1.0 and r["ess_test_min"] > 0 and r["rmse"] > 0 and np.isfinite(r["nll"])
+        assert r["verdict"] in ("met", "moving", "apart") and len(r["own_rhat_test"]) == 4
+        assert 0 <= r["low_reward_gradients"] <= 1 and r["ess_hyper_per_s"] > 0
     default, gibbs = rows
     assert default["burn_in"] == max(2, default["super_transitions"] // 2) and default["converged"] is not None
     assert gibbs["super_transitions"] == 6 and gibbs["burn_in"] == 2 and gibbs["converged"] is None
