@@ -16,8 +16,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..config import Config
-from ..diagnostics import (APART, chain_loo, stacked_log_score, stacking_weights, MOVING, RHAT_LIMIT, SETTLED_RHAT, arviz, chains_apart, diagnose, e_bfmi,
-                           run_longer, verdict, within_chain_rhat)
+from ..diagnostics import (APART, MOVING, RHAT_LIMIT, SETTLED_RHAT, arviz, chain_loo, chains_apart, diagnose, e_bfmi,
+                           run_longer, stacked_log_score, stacking_weights, verdict, within_chain_rhat)
 from ..models.mlp import MLPSpec, predict
 from ..models.predictive import pointwise_log_likelihood
 from ..engine.replica_state import KEPT_STATS

@@ -453,7 +453,8 @@ class BanditTuner:
             noise=state["noise"], transform=state["transform"], log_axes=tuple(state.get("log_axes", ())),
             leave_below=state.get("leave_below"), accept_floor=state.get("accept_floor"),
             accept_length_scales=state.get("accept_length_scales"), accept_memory=state.get("accept_memory"),
-            horizon=state.get("horizon"), schedule=schedule_from_dict(state["schedule"]), first_action=state["first_action"],
+            horizon=state.get("horizon"), schedule=schedule_from_dict(state["schedule"]),
+            first_action=state["first_action"],
             fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"])
         t = cls(options, state["seed"], integer=state["integer"], model=model)
         t._rng.bit_generator.state = state["rng"]
