@@ -31,6 +31,10 @@ __version__ = "0.1.0"
 #: imports that take a second or two.
 COMPILE_TIME = "about 20-30 s"
 
+#: The draws a chain ``adaptive-hmc export`` writes by default, evenly spaced (``--draws all``: every one): an
+#: ArviZ user's few thousand in all, where a long run holds tens of thousands.
+EXPORT_DRAWS = 1000
+
 
 def __getattr__(name):
     if name not in _WHERE:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .tables import DataError, check_finite, read_table, single_row_classes, target_indices
+from .tables import DataError, check_finite, read_table, single_row_classes
 from .tasks import LOADERS
 
 _SHIPPED = Path(__file__).parent / "datasets"
@@ -80,6 +80,7 @@ class Standardizer(NamedTuple):
     names: tuple = ()       # the raw row's column names, from the training table's header (or none)
     target_names: tuple = ()  # the names of the table's target columns (predictions are named after them)
     classes: tuple = ()     # a classification's labels as the table writes them, class k the k-th (or none)
+    levels: tuple = ()      # ((column, (level, ...)), ...): the raw table's text columns (data.categorical)
 
     @classmethod
     def identity(cls, n_columns: int, columns=None, log1p: bool = False):
@@ -171,6 +172,7 @@ class Split(NamedTuple):
     input_names: tuple = ()     # the input columns' names, when the table has a header
     target_names: tuple = ()    # the target columns' names, likewise
     classes: tuple = ()         # text labels of a classification, sorted: class k is classes[k] (coded k)
+    levels: tuple = ()          # ((column, (level, ...)), ...): the text input columns, as data.categorical
 
 
 def row_range(rows, n_rows: int, key: str) -> np.ndarray:
@@ -224,11 +226,12 @@ def _split_sizes(split: dict, n: int) -> int:
 
 def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows=None,
                test_sets=None, split=None, header=None, delimiter=None, missing="drop_rows",
-               likelihood="gaussian") -> Split:
+               likelihood="gaussian", categorical=None, encoding=None) -> Split:
     """Read a named data set (``dataset``, and ``file`` in its folder unless it is
     the robot arm) or a table at ``path`` (a relative path is relative to
     ``base_dir``, the config file's folder; see :func:`parse_table` for
-    ``header`` and ``delimiter``; a task of :mod:`~adaptive_hmc.tasks`, named
+    ``header``, ``delimiter`` and ``encoding``, and :func:`read_table` for
+    ``categorical``, the text input columns and their levels; a task of :mod:`~adaptive_hmc.tasks`, named
     without ``file``, comes encoded); choose the training and test cases, by row
     ranges or lists (``train_rows``, ``test_sets``, see :func:`row_range`; a
     test set may not overlap the training rows) or by a seeded shuffled ``split`` ({"train": n, "test": m
@@ -238,7 +241,7 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     in the notes) or refuse them (``"error"``); check that the data are finite
     and fit the likelihood."""
     source = dataset or path
-    input_names, target_names, classes = (), (), ()
+    input_names, target_names, classes, notes = (), (), (), []
     if dataset == "robot_arm":
         try:
             arm = load_robot_arm()
@@ -263,12 +266,10 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
             if not p.is_absolute():
                 p = Path(base_dir) / p
             key, value = "data.path", path
-        X, Y, names, classes = read_table(p, target_columns, key, value, delimiter, header,
-                                          labels=likelihood != "gaussian")
-        if names is not None:
-            cols = target_indices(target_columns, names, len(names))
-            input_names = tuple(n for i, n in enumerate(names) if i not in cols)
-            target_names = tuple(names[i] for i in cols)
+        X, Y, x_names, y_names, classes, said = read_table(p, target_columns, key, value, delimiter, header,
+                                                           likelihood != "gaussian", categorical, encoding)
+        notes += said
+        input_names, target_names = tuple(x_names or ()), tuple(y_names or ())
     for what, arr in (("inputs", X), ("targets", Y)):
         problem = check_finite(np.where(np.isnan(arr), 0.0, arr), what, first_row=1)     # infinities
         if problem:
@@ -284,7 +285,14 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
         raise DataError("data.target_columns", target_columns, "no target columns")
     if likelihood != "gaussian" and Y.shape[1] != 1:
         raise DataError("data.target_columns", target_columns, "classification needs one label column")
-    notes = []
+    if incomplete.all():
+        empty = [j for j in range(X.shape[1]) if np.isnan(X[:, j]).all()]
+        why = ""
+        if empty:
+            name = repr(input_names[empty[0]]) if input_names else f"{empty[0]} (counted from 0)"
+            why = f": input column {name} is empty in every row; leave it out of the table"
+        raise DataError("data", source, f"every one of the {len(X)} rows has a missing value, so none is left to "
+                                        f"train on{why}")
 
     def complete(idx, what):
         bad = incomplete[idx]
@@ -332,4 +340,4 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     Ytr = Y[train]
     n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
     return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes),
-                 input_names, target_names, classes)
+                 input_names, target_names, classes, tuple((c, tuple(lv)) for c, lv in (categorical or {}).items()))

@@ -9,9 +9,12 @@ Flow position: **tables** -> data.
 from __future__ import annotations
 
 import csv
+import io
 import math
 import re
+import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,14 +29,16 @@ class DataError(ValueError):
 
 def check_finite(A, what: str, first_row: int = 0) -> str | None:
     """None when every entry of the 2-d array ``A`` is finite; otherwise a
-    message giving the count and the first row and column (numbered from
-    ``first_row``: 0 for arrays, 1 for the lines of a file)."""
+    message giving the count and the first row (numbered from ``first_row``:
+    0 for arrays, 1 for the rows of a file) and column (numbered from 0, as
+    every message counts columns)."""
     bad = ~np.isfinite(A)
     if not bad.any():
         return None
     r, c = np.argwhere(bad)[0]
     return (f"{what} contain non-finite entries, {bad.sum()} NaN or infinite values (first at row "
-            f"{r + first_row}, column {c + first_row}); only finite numbers are allowed")
+            f"{r + first_row}, column {c}; rows counted from {first_row}, columns from 0); only finite numbers are "
+            f"allowed")
 
 
 #: Cells read as missing values (case does not matter).
@@ -66,32 +71,95 @@ def _sniff(lines: list) -> str | None:
 
 
 def _rows(lines: list, delim: str | None) -> list:
-    """The cells of each line, as Python's ``csv`` module reads them (quoted cells may hold the delimiter and
-    doubled quotes; the quotes are not part of a cell), stripped; white space splits where ``delim`` is None."""
+    """The cells of each row, as Python's ``csv`` module reads them (quoted cells may hold the delimiter, doubled
+    quotes and line breaks; the quotes are not part of a cell), stripped; white space splits each line where
+    ``delim`` is None."""
     if delim is None:
         return [[c.strip('"') for c in ln.split()] for ln in lines]
-    return [[c.strip() for c in row] for row in csv.reader(lines, delimiter=delim, skipinitialspace=True)]
+    reader = csv.reader(io.StringIO("\n".join(lines)), delimiter=delim, skipinitialspace=True)
+    return [[c.strip() for c in row] for row in reader if row]
+
+
+class Table(NamedTuple):
+    """A text table as :func:`parse_table` reads it."""
+
+    A: np.ndarray           # (rows, columns), NaN for missing cells and for the cells of text columns
+    names: list | None      # the header's cells, or None
+    texts: dict             # {column: its cells} of the columns that hold text
+    notes: tuple = ()       # what was done that the user should hear (an empty trailing column left out, ...)
+
+
+def _decode(raw: bytes, path: Path, key: str, value, encoding: str | None) -> str:
+    """The text of a file: in ``encoding`` when one is named, else UTF-8 (an
+    Excel byte-order mark skipped) or UTF-16 when it starts with UTF-16's
+    byte-order mark; DataError says what the bytes look like and how to name
+    their encoding."""
+    name = "the encoding (data.encoding in a config; --encoding for init and predict)"
+    if encoding is not None:
+        try:
+            return raw.decode(encoding)
+        except LookupError:
+            raise DataError(key, value, f"encoding {encoding!r} is not one Python knows ({path}); e.g. utf-8, "
+                                        f"latin-1, cp1252, utf-16") from None
+        except UnicodeDecodeError as e:
+            raise DataError(key, value, f"not {encoding} text: byte 0x{raw[e.start]:02x} at offset {e.start} "
+                                        f"({path}); name {name}") from None
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return raw.decode("utf-16")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise DataError(key, value, f"not UTF-8 text: byte 0x{raw[e.start]:02x} at offset {e.start} ({path}); a "
+                                    f"file saved as Latin-1 or Windows-1252? name {name}, e.g. latin-1") from None
+    if "\0" in text:
+        half = raw[1::2].count(0) > len(raw) // 4 or raw[0::2].count(0) > len(raw) // 4
+        raise DataError(key, value, f"not a text table ({path}): it holds NUL bytes" + (
+            f", as UTF-16 without a byte-order mark does; name {name}, e.g. utf-16-le" if half else ""))
+    return text
+
+
+def _trailing_empty(rows: list) -> int:
+    """The number of columns at the right that are empty in every row, header
+    included (a delimiter at the end of every line, as spreadsheets write)."""
+    width, n = len(rows[0]), 0
+    while n < width - 1 and all(len(r) == width and r[width - 1 - n] == "" for r in rows):
+        n += 1
+    return n
+
+
+def _numeric_header(first: list, body: list) -> bool:
+    """Whether a first row of numbers looks like a header all the same: distinct
+    whole numbers (years, codes), each outside its column's range below it in
+    most columns."""
+    try:
+        v = np.array([float(c) for c in first])
+        B = np.array([[_number(c) for c in r] for r in body[:1000]], float)
+    except (TypeError, ValueError):
+        return False
+    if len(v) < 2 or not np.all(v == np.round(v)) or len(set(v)) < len(v) or not B.size:
+        return False
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        outside = (v < np.nanmin(B, axis=0)) | (v > np.nanmax(B, axis=0))
+    return outside.sum() > len(v) / 2
 
 
 def parse_table(path: Path, key: str, value, delimiter: str | None = None, header: bool | None = None,
-                text_columns=None) -> tuple:
-    """(A (rows, columns) with NaN for missing cells, column names or None,
-    {column: its cells} of the columns that hold text) of a text table, read
-    as Python's ``csv`` module reads it (R's ``write.csv`` quotes, a quoted
-    cell holding the delimiter, Excel's UTF-8 byte-order mark): the
-    delimiter is detected unless given; a first row
-    holding text (not numbers or missing markers) is a header unless
+                text_columns=None, encoding: str | None = None) -> Table:
+    """A text table (:class:`Table`), read as Python's ``csv`` module reads
+    it (R's ``write.csv`` quotes, a quoted cell holding the delimiter or a line
+    break, Excel's UTF-8 byte-order mark; UTF-16 with its byte-order mark, or
+    the ``encoding`` named): the delimiter is detected unless given; a first
+    row holding text (not numbers or missing markers) is a header unless
     ``header`` says otherwise; empty lines and lines starting with # are
-    skipped. ``text_columns(names, width)`` gives the columns that may hold
-    text (a classification's labels; ``names`` None before a header is
-    known); DataError names the first other cell
-    that is neither a number nor missing."""
+    skipped; empty columns at the right (a trailing delimiter) are left out
+    with a note. ``text_columns(names, width)`` gives the columns that may
+    hold text (a classification's labels, text inputs; ``names`` None before a
+    header is known); DataError names the first other cell that is neither a
+    number nor missing, and a column name the header gives twice."""
     if not path.is_file():
         raise DataError(key, value, f"no such file ({path})")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError:
-        raise DataError(key, value, f"not a text table ({path})") from None
+    text = _decode(path.read_bytes(), path, key, value, encoding)
     lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
     if not lines:
         raise DataError(key, value, f"the file has no rows ({path})")
@@ -100,16 +168,37 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
         rows = _rows(lines, delim)
     except csv.Error as e:
         raise DataError(key, value, f"not a table Python's csv module can read ({e}) ({path})") from None
+    notes = []
+    empty = _trailing_empty(rows)
+    if empty:
+        width = len(rows[0]) - empty
+        rows = [r[:width] for r in rows]
+        notes.append(f"{path}: column{'s' if empty > 1 else ''} {width}{f'..{width + empty - 1}' if empty > 1 else ''}"
+                     f" (counted from 0) {'are' if empty > 1 else 'is'} empty in every row, header included (a "
+                     f"delimiter at the end of each line): left out")
     width = len(rows[0])
     may_be_text = set(text_columns(None, width) if text_columns else ())
-    if header is None:
+    detected = header is None
+    if detected:
         header = any(_number(c) is None for j, c in enumerate(rows[0]) if j not in may_be_text)
     names = rows[0] if header else None
+    if header:
+        seen: dict = {}
+        for j, n in enumerate(names):
+            if n in seen:
+                raise DataError(key, value, f"the header names column {n!r} twice (columns {seen[n]} and {j}, "
+                                            f"counted from 0) ({path}); rename one, so that each name says one "
+                                            f"column")
+            seen[n] = j
     if header and text_columns:
         may_be_text = set(text_columns(names, width))
     body = rows[1:] if header else rows
     if not body:
         raise DataError(key, value, f"the file has no rows below its header ({path})")
+    if detected and not header and _numeric_header(rows[0], body[1:]):
+        shown = ", ".join(rows[0][:4]) + (", ..." if width > 4 else "")
+        notes.append(f"{path}: the first row ({shown}) holds only numbers, so it is read as data; if it names the "
+                     f"columns, set data.header: true")
     A = np.empty((len(body), width))
     texts: dict = {}
     for i, row in enumerate(body, start=1):
@@ -122,11 +211,13 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
                 texts.setdefault(j, True)
                 v = math.nan
             elif v is None:
-                raise DataError(key, value, f"not a numeric table: row {i}, column {j} is {cell!r} (rows counted "
-                                            f"from 1 below any header, columns from 0; missing values may be "
-                                            f"written as {', '.join(repr(m) for m in MISSING if m)} or left empty)")
+                broken = " (a line break inside a quoted cell)" if "\n" in cell or "\r" in cell else ""
+                raise DataError(key, value, f"not a numeric table: row {i}, column {j} is {cell!r}{broken} (rows "
+                                            f"counted from 1 below any header, columns from 0; missing values may "
+                                            f"be written as {', '.join(repr(m) for m in MISSING if m)} or left "
+                                            f"empty) ({path})")
             A[i - 1, j] = v
-    return A, names, {j: [row[j] for row in body] for j in texts}
+    return Table(A, names, {j: [row[j] for row in body] for j in texts}, tuple(notes))
 
 
 def target_indices(target_columns, names, width: int) -> list:
@@ -165,49 +256,168 @@ def single_row_classes(labels) -> list:
     return [str(n) for n in names[counts < 2]]
 
 
-def read_table(path: Path, target_columns, key: str, value, delimiter=None, header=None, labels: bool = False):
-    """(X, Y, column names or None, classes) of a table (see :func:`parse_table`):
-    ``target_columns`` are Y, the rest X; missing cells are NaN. With
-    ``labels`` (a classification) the target may be text ('yes'/'no'): its
-    distinct labels sorted are the classes, class k coded k, as scikit-learn's
-    estimators do (``classes`` empty for numeric labels)."""
-    def label_columns(names, width):
+#: The most levels a text input column may have (each is a column of the network's inputs).
+MAX_LEVELS = 30
+
+
+def indicator_names(column: str, levels) -> list:
+    """The network's input columns for text input ``column`` with ``levels``:
+    one 0/1 column ``column=second level`` for two levels, else one a level."""
+    return [f"{column}={lv}" for lv in (levels[1:] if len(levels) == 2 else levels)]
+
+
+def encode_levels(cells, column: str, levels, where: str, unseen: str = "a level the run was not trained on") \
+        -> np.ndarray:
+    """The indicator columns (rows, :func:`indicator_names`) of text cells
+    ``cells`` of ``column``: a missing cell gives NaN in each; a level not in
+    ``levels`` is a ValueError naming the row (from 1, in ``where``), the
+    column, what it is (``unseen``) and the levels known."""
+    code = {lv: k for k, lv in enumerate(levels)}
+    out = np.zeros((len(cells), len(levels)))
+    for i, cell in enumerate(cells):
+        k = code.get(cell)
+        if k is not None:
+            out[i, k] = 1.0
+        elif cell.strip().lower() in MISSING:
+            out[i] = math.nan
+        else:
+            raise ValueError(f"row {i + 1} of {where}: column {column!r} is {cell!r}, {unseen}; it knows "
+                             f"{', '.join(map(repr, levels))}")
+    return out[:, 1:] if len(levels) == 2 else out
+
+
+def _encode(table: Table, columns: list, levels: dict, key: str, value, path: Path, unseen: str) -> tuple:
+    """(the table's ``columns`` as numbers, their names) with each column
+    named in ``levels`` replaced by its indicator columns (:func:`encode_levels`)."""
+    parts, names = [], []
+    for j in columns:
+        name = table.names[j] if table.names is not None else str(j)
+        if name in levels:
+            cells = table.texts.get(j) or [f"{v:g}" for v in table.A[:, j]]
+            try:
+                parts.append(encode_levels(cells, name, levels[name], str(path), unseen))
+            except ValueError as e:
+                raise DataError(key, value, str(e)) from None
+            names += indicator_names(name, levels[name])
+        else:
+            parts.append(table.A[:, [j]])
+            names.append(name)
+    return (np.hstack(parts) if parts else np.empty((len(table.A), 0))), names
+
+
+class Columns(NamedTuple):
+    """A table's inputs and targets, as :func:`read_table` gives them."""
+
+    X: np.ndarray               # (rows, inputs), text inputs as their indicator columns
+    Y: np.ndarray               # (rows, targets), text labels as class codes
+    input_names: list | None    # the names of X's columns (None without a header)
+    target_names: list | None
+    classes: tuple              # a classification's text labels, sorted (class k is the k-th); () for numbers
+    notes: tuple                # :class:`Table`'s notes
+
+
+def read_table(path: Path, target_columns, key: str, value, delimiter=None, header=None, labels: bool = False,
+               categorical: dict | None = None, encoding: str | None = None) -> Columns:
+    """The :class:`Columns` of a table (see :func:`parse_table`):
+    ``target_columns`` are Y, the rest X; missing cells are NaN. With ``labels`` (a classification) the
+    target may be text ('yes'/'no'): its distinct labels sorted are the
+    classes, class k coded k, as scikit-learn's estimators do (``classes``
+    empty for numeric labels). The input columns named in ``categorical``
+    ({name: levels}) hold text, each replaced by its indicator columns
+    (:func:`indicator_names`)."""
+    categorical = categorical or {}
+
+    def text_columns(names, width):
         if names is None:                   # before a header is known: the columns given by number
-            return [c % width for c in target_columns if not isinstance(c, str) and -width <= c < width]
-        return target_indices(target_columns, names, width)
-    A, names, texts = parse_table(path, key, value, delimiter, header, label_columns if labels else None)
+            return [c % width for c in target_columns if labels and not isinstance(c, str) and -width <= c < width]
+        return (target_indices(target_columns, names, width) if labels else []) + \
+            [j for j, n in enumerate(names) if n in categorical]
+    try:
+        table = parse_table(path, key, value, delimiter, header, text_columns, encoding)
+    except DataError as e:
+        if not e.allowed.startswith("not a numeric table"):
+            raise
+        raise DataError(key, value, f"{e.allowed}; a column of text levels is listed in data.categorical with its "
+                                    f"levels (init writes them)") from None
+    A, names = table.A, table.names
+    if categorical and names is None:
+        raise DataError("data.categorical", sorted(categorical), f"names columns, but {path} has no header row")
+    unknown = [c for c in categorical if c not in names] if categorical else []
+    if unknown:
+        raise DataError("data.categorical", sorted(categorical), f"no column named {unknown[0]!r} in {path}; the "
+                                                                 f"header has {names}")
     cols = target_indices(target_columns, names, A.shape[1])
+    if set(cols) & {names.index(c) for c in categorical}:
+        raise DataError("data.categorical", sorted(categorical), "names a target column; it is for input columns "
+                                                                 "(a classification's text labels need no entry)")
     classes: tuple = ()
-    for j, cells in texts.items():
-        classes = label_classes(cells)
-        code = {c: k for k, c in enumerate(classes)}
-        A[:, j] = [code.get(c, math.nan) for c in cells]
-    return np.delete(A, cols, axis=1), A[:, cols], names, classes
+    for j in cols:
+        if j in table.texts:
+            classes = label_classes(table.texts[j])
+            code = {c: k for k, c in enumerate(classes)}
+            A[:, j] = [code.get(c, math.nan) for c in table.texts[j]]
+    X, x_names = _encode(table, [j for j in range(A.shape[1]) if j not in cols], categorical, key, value, path,
+                         "a level data.categorical does not list for it")
+    target_names = [names[j] for j in cols] if names is not None else None
+    return Columns(X, A[:, cols], x_names if names is not None else None, target_names, classes, table.notes)
 
 
-def read_inputs(path, n_inputs: int, names=(), notes: list | None = None):
+def raw_input_names(names, levels: dict) -> list:
+    """The columns of a raw input table whose encoded columns are ``names``
+    (each text column's indicator columns are one column there)."""
+    of = {n: c for c, lv in levels.items() for n in indicator_names(c, lv)}
+    out: list = []
+    for n in names:
+        n = of.get(n, n)
+        if n not in out:
+            out.append(n)
+    return out
+
+
+def read_inputs(path, n_inputs: int, names=(), notes: list | None = None, levels: dict | None = None,
+                encoding: str | None = None):
     """Inputs (N, n_inputs) for prediction from a table (see :func:`parse_table`;
     no missing values); ValueError says what is wrong. When the file has a
     header and the run knows its input columns' ``names``, columns are matched
     by name (in any order; a missing or an unknown one is an error naming it);
     otherwise they are read by position, and when the run knows the names, a
-    line appended to ``notes`` says the order assumed."""
+    line appended to ``notes`` says the order assumed. The text columns of
+    ``levels`` ({name: levels}, the run's ``data.categorical``) are encoded as
+    the run's training table was; a level it did not know is an error naming
+    the row, the column and the levels it knows."""
+    levels = levels or {}
+    raw = raw_input_names(names, levels) if names else []
+    text = {j for j, n in enumerate(raw) if n in levels}
     try:
-        X, header, _ = parse_table(Path(path), "input", str(path))
+        table = parse_table(Path(path), "input", str(path), encoding=encoding,
+                            text_columns=lambda header, width: text if header is None else
+                            [j for j, n in enumerate(header) if n in levels])
     except DataError as e:
         raise ValueError(f"{path}: {e.allowed}") from None
-    if header is not None and names:
-        missing = [n for n in names if n not in header]
-        extra = [h for h in header if h not in names]
-        if missing or extra or len(set(header)) != len(header):
+    header = table.names
+    if notes is not None:
+        notes.extend(table.notes)
+    if header is not None and raw:
+        missing = [n for n in raw if n not in header]
+        extra = [h for h in header if h not in raw]
+        if missing or extra:
             raise ValueError(f"{path}: the header's columns {list(header)} do not match the run's inputs "
-                             f"{list(names)}" + (f"; missing: {missing}" if missing else "")
-                             + (f"; not inputs of the run: {extra}" if extra else "")
-                             + ("; a name given twice" if len(set(header)) != len(header) else ""))
-        X = X[:, [header.index(n) for n in names]]
-    elif header is None and names and notes is not None:
-        notes.append(f"{path}: no header row, so its columns are read by position as the run's inputs "
-                     f"{', '.join(names)} (a header with those names matches them by name, in any order)")
+                             f"{list(raw)}" + (f"; missing: {missing}" if missing else "")
+                             + (f"; not inputs of the run: {extra}" if extra else ""))
+        order = [header.index(n) for n in raw]
+    else:
+        if header is None and raw and notes is not None:
+            notes.append(f"{path}: no header row, so its columns are read by position as the run's inputs "
+                         f"{', '.join(raw)} (a header with those names matches them by name, in any order)")
+        if raw and table.A.shape[1] != len(raw):
+            raise ValueError(f"{path}: {table.A.shape[1]} columns; the run's inputs are {len(raw)} columns "
+                             f"({', '.join(raw)})")
+        order = list(range(table.A.shape[1]))
+        table = table._replace(names=raw or None)
+    try:
+        X, _ = _encode(table, order, levels, "input", str(path), Path(path), "a level the run was not trained on")
+    except DataError as e:
+        raise ValueError(f"{path}: {e.allowed}") from None
     if X.shape[1] != n_inputs:
         raise ValueError(f"{path}: {X.shape[1]} columns; the network takes {n_inputs} inputs (one column each)")
     problem = check_finite(X, "inputs", first_row=1)

@@ -99,7 +99,7 @@ CASES = {
                                                   delimiter=","),
                                        r["data"].update(dataset=None, path=str(t / "inf.csv"), target_columns=[-1],
                                                         train_rows=[1, 8], test_sets={})),
-                         "NaN or infinite values (first at row 2, column 1)"),
+                         "NaN or infinite values (first at row 2, column 0; rows counted from 1, columns from 0)"),
     "network does not fit data": (lambda r, t: r["model"].update(likelihood="logistic"),
                                   "classification needs one label column"),
     "cv reward without replicas": (lambda r, t: (r["replicas"].update(k=0, full_data_chain=True),
@@ -251,6 +251,28 @@ CASES.update({
                                                                                      full_data_chain=False),
                                                    "replicas.predict_from = 'full': needs replicas.full_data_chain"),
     "zero checkpoint interval": (lambda r, t: r["run"].update(checkpoint_every=0), "run.checkpoint_every = 0"),
+    # tables as spreadsheets write them
+    "a column name given twice": (lambda r, t: _use_table(r, t, target_columns=["p"], path=_text(
+        t, "s,p,a,p\n" + "".join(f"{i},{i},{i},{i}\n" for i in range(30)), "d.csv").as_posix()),
+        "the header names column 'p' twice (columns 1 and 3, counted from 0)"),
+    "an empty named column": (lambda r, t: _use_table(r, t, target_columns=["p"], path=_text(
+        t, "s,w,p\n" + "".join(f"{i},,{i}\n" for i in range(30)), "e.csv").as_posix()),
+        "every one of the 30 rows has a missing value, so none is left to train on: input column 'w' is empty"),
+    "a text input column not listed": (lambda r, t: _use_table(r, t, target_columns=["p"], path=_text(
+        t, "s,w,p\n" + "".join(f"{i},{'ab'[i % 2]},{i}\n" for i in range(30)), "w.csv").as_posix()),
+        "column 1 is 'a' (rows counted from 1 below any header, columns from 0; missing values"),
+    "a level the config does not list": (lambda r, t: _use_table(r, t, target_columns=["p"], categorical={"w": ["a"]},
+                                                                 path=_text(t, "s,w,p\n" + "".join(
+                                                                     f"{i},{'ab'[i % 2]},{i}\n" for i in range(30)),
+                                                                     "w.csv").as_posix()),
+                                         "row 2 of"),
+    "categorical naming no column": (lambda r, t: _use_table(r, t, target_columns=["p"], categorical={"x": ["a"]},
+                                                             path=_text(t, "s,w,p\n1,2,3\n", "c.csv").as_posix()),
+                                     "data.categorical = ['x']: no column named 'x'"),
+    "a Latin-1 table": (lambda r, t: (t / "l.csv").write_bytes("größe,p\n1,2\n".encode("latin-1")) and
+                        _use_table(r, t, target_columns=["p"], path=(t / "l.csv").as_posix()),
+                        "not UTF-8 text: byte 0xf6 at offset 2"),
+    "an unknown encoding": (lambda r, t: _use_table(r, t, encoding="latin-9x"), "encoding 'latin-9x' is not one"),
 })
 
 

@@ -414,7 +414,8 @@ def test_text_labels_are_classes_through_init_validate_run_and_predict(tmp_path,
     words = np.where(f > 0, "yes", "no")
     rows = ["a,b,c,answer"] + [f"{u:.5f},{v:.5f},{w:.5f},{lab}" for (u, v, w), lab in zip(X, words)]
     (tmp_path / "d.csv").write_text("\n".join(rows) + "\n")
-    _, Y, names, classes = read_table(tmp_path / "d.csv", ["answer"], "data.path", "d.csv", labels=True)
+    t = read_table(tmp_path / "d.csv", ["answer"], "data.path", "d.csv", labels=True)
+    Y, classes = t.Y, t.classes
     assert classes == ("no", "yes") and np.array_equal(Y[:, 0], (f > 0).astype(float))
     with pytest.raises(Exception, match=r"not a numeric table: row 1, column 3 is '(yes|no)'"):
         read_table(tmp_path / "d.csv", ["answer"], "data.path", "d.csv")         # regression: text is an error

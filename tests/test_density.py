@@ -633,13 +633,38 @@ def test_a_density_config_with_run_until_stops_when_its_chains_meet(tmp_path, ca
     raw["run"]["until"] = {"max_seconds": 600, "target_ess": 1000}
     cfg.write_text(yaml.safe_dump(raw))
     assert main(["run", str(cfg), "--out", str(tmp_path / "a")]) == 0
-    err = capsys.readouterr().out
+    err = capsys.readouterr().err                                     # progress on stderr, results on stdout
     assert "after 5 super-transitions: R-hat max of the unconstrained coordinates" in err
     conv = json.loads((tmp_path / "a" / "summary.json").read_text())["convergence"]
     assert conv["met"] and conv["super_transitions"] >= 5, conv
     assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--quiet", "--extend", "2"]) == 0
     extended = az.from_netcdf(str(tmp_path / "a" / "posterior.nc"))
     assert len(eval(extended.attrs["tuner_log"])) == conv["super_transitions"] + 2
+
+
+def test_a_density_run_with_json_prints_one_json_object_and_exports_evenly_spaced_draws(tmp_path, capsys):
+    """``run DENSITY.yaml --json`` without --quiet: stdout is the summary as one
+    JSON object (warm-up and progress lines on stderr), so that it pipes into
+    ``python -m json.tool``; ``export --draws N`` keeps N draws a chain, evenly
+    spaced, the attrs saying how many the run holds; ``--draws all`` every one."""
+    import json
+    from adaptive_hmc.front.cli import main
+    cfg = _eight_schools(tmp_path, warmup=200, super_transitions=3)
+    assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--json"]) == 0
+    said = capsys.readouterr()
+    assert json.loads(said.out)["run_dir"] == str(tmp_path / "a") and "warm-up" in said.err
+    whole = az.from_netcdf(str(tmp_path / "a" / "posterior.nc"))
+    n = whole.posterior.sizes["draw"]
+    assert main(["export", str(tmp_path / "a"), "--draws", "7"]) == 0
+    cut = az.from_netcdf(str(tmp_path / "a" / "inference_data.nc"))
+    picked = np.unique(np.round(np.linspace(0, n - 1, 7)).astype(int))
+    np.testing.assert_array_equal(cut.posterior["mu"].values, whole.posterior["mu"].values[:, picked])
+    assert cut.posterior.attrs["draws_in_run"] == n and cut.posterior.attrs["draws"] == 7
+    assert main(["export", str(tmp_path / "a"), "--draws", "all"]) == 0
+    assert az.from_netcdf(str(tmp_path / "a" / "inference_data.nc")).posterior.sizes["draw"] == n
+    with pytest.raises(SystemExit) as e:                                   # argparse's refusal: exit 2
+        main(["export", str(tmp_path / "a"), "--draws", "0"])
+    assert e.value.code == 2 and "--draws: '0': a number of draws >= 1, or all" in capsys.readouterr().err
 
 
 def test_a_density_file_with_cached_numba_functions_runs_again_from_the_cache(tmp_path):

@@ -115,8 +115,8 @@ def test_tables_are_read_as_pythons_csv_module_reads_them(tmp_path, variant):
     text = {"R": R_CSV.replace("yes, really", "yes"), "Excel": "\ufeff" + R_CSV.replace("yes, really", "yes")
             .replace('"', "").replace("\n", "\r\n"), "quoted comma": R_CSV}[variant]
     (tmp_path / "t.csv").write_bytes(text.encode("utf-8"))
-    X, Y, names, classes = read_table(tmp_path / "t.csv", ["label"], "data.path", "t.csv", labels=True)
-    assert names == ["x1", "x2", "label"] and X.shape == (40, 2) and np.isfinite(X).all()
+    X, Y, names, target, classes, _ = read_table(tmp_path / "t.csv", ["label"], "data.path", "t.csv", labels=True)
+    assert names == ["x1", "x2"] and target == ["label"] and X.shape == (40, 2) and np.isfinite(X).all()
     assert classes == (("no", "yes, really") if variant == "quoted comma" else ("no", "yes"))
     assert np.array_equal(Y[:, 0], [0.0 if i % 3 == 0 else 1.0 for i in range(40)])
 

@@ -297,3 +297,74 @@ def test_one_r_hat_per_quantity_in_the_summary_the_export_and_the_plot(tmp_path,
             values += [float(az.rhat(np.stack([x[:n, j], x[n:2 * n, j]]))) for j in range(x.shape[1])]
         assert own == pytest.approx(max(values), abs=1e-4)
     assert d["verdict"] in ("met", "moving", "apart")
+
+
+def test_export_writes_at_most_a_thousand_draws_a_chain_with_the_r_hat_of_the_summary(tmp_path, capsys):
+    """A run of 80 super-transitions (75 after the burn-in) holds 1,200 diagnostic draws a chain; the
+    default export writes 1,000, evenly spaced and the same in every group
+    (the attrs say 1,200 and 1,000), whose R-hat (az.summary) is within 0.01 of
+    summary.json's; ``--draws all`` writes every one."""
+    import arviz as az
+    _data(tmp_path)
+    cfg = _config(tmp_path, "long", [1, 9], {"rest": [10, N]}, super_transitions=80)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["model"]["priors"]["hidden_output"] = {"sd": 1.0, "shape": 2.0}            # a hyperparameter that moves
+    raw["run"]["budget"] = 160                   # 16 iterations of L = 10: 16 diagnostic draws a super-transition
+    raw["tuner"]["num_steps"] = 10
+    cfg.write_text(yaml.safe_dump(raw))
+    run_dir = _run(tmp_path, cfg)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert main(["export", str(run_dir), "--draws", "all"]) == 0
+    (run_dir / "inference_data.nc").rename(tmp_path / "whole.nc")
+    whole = az.from_netcdf(str(tmp_path / "whole.nc"))
+    assert main(["export", str(run_dir)]) == 0
+    cut = az.from_netcdf(str(run_dir / "inference_data.nc"))
+    n = whole.posterior.sizes["draw"]
+    assert n > 1000 and cut.posterior.sizes["draw"] == 1000
+    assert cut.attrs["draws_in_run"] == n and cut.attrs["draws"] == 1000
+    picked = np.unique(np.round(np.linspace(0, n - 1, 1000)).astype(int))
+    for group, var in (("posterior", "weights"), ("predictions", "y_hat"), ("sample_stats", "super_transition"),
+                       ("log_likelihood", "y")):
+        np.testing.assert_array_equal(cut[group][var].values, whole[group][var].values[:, picked])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logs = [v for v in cut.posterior.data_vars if v.startswith("log_")]
+        hyper = az.summary(cut, var_names=logs, kind="diagnostics")["r_hat"].max()
+        test = az.summary(cut.predictions, var_names=["y_hat"], kind="diagnostics")["r_hat"].max()
+    d = summary["diagnostics"]
+    assert abs(hyper - d["hyper"]["rhat_max"]) <= 0.01 and abs(test - d["test"]["rest"]["rhat_max"]) <= 0.01
+
+
+def test_every_title_of_the_plots_fits_in_its_figure(tmp_path, monkeypatch):
+    """With a long run name and a deep data path, each figure's titles (the
+    suptitle and the axes' titles) lie inside the figure when it is saved."""
+    import matplotlib.figure
+    from adaptive_hmc.front.plots import plot_run
+    _data(tmp_path)
+    deep = tmp_path / ("a_rather_long_folder_name_" * 3) / "and_deeper_still"
+    deep.mkdir(parents=True)
+    (tmp_path / "d.csv").rename(deep / "d.csv")
+    cfg = _config(tmp_path, "a_long_run_name_that_says_what_was_tried_" * 2, [1, 9], {"rest": [10, N]},
+                  super_transitions=10)
+    raw = yaml.safe_load(cfg.read_text())
+    raw["data"]["path"] = str(deep / "d.csv")
+    raw["model"]["priors"]["hidden_output"] = {"sd": 1.0, "shape": 2.0}
+    cfg.write_text(yaml.safe_dump(raw))
+    run_dir = _run(tmp_path, cfg)
+    outside, saved = [], []
+    real = matplotlib.figure.Figure.savefig
+
+    def checked(fig, path, *args, **kwargs):
+        fig.canvas.draw()
+        box = fig.bbox
+        texts = [fig._suptitle] + [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+        for t in texts:
+            if t is not None and t.get_text():
+                e = t.get_window_extent()
+                if e.x0 < box.x0 - 1 or e.x1 > box.x1 + 1 or e.y1 > box.y1 + 1:
+                    outside.append((str(path), t.get_text()[:60]))
+        saved.append(path)
+        return real(fig, path, *args, **kwargs)
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", checked)
+    plot_run(run_dir)
+    assert len(saved) >= 4 and not outside, outside

@@ -98,6 +98,13 @@ class DataConfig(_Strict):
                                    "detected, a first row with text is a header)")
     delimiter: Optional[str] = Field(None, description="column separator (default: detected from the first "
                                      "line: comma, semicolon, tab, else white space)")
+    encoding: Optional[str] = Field(None, description="the file's text encoding, e.g. latin-1 or cp1252 (default: "
+                                    "UTF-8, or UTF-16 when the file starts with its byte-order mark)")
+    categorical: Dict[str, List[str]] = Field(default_factory=dict, description="input columns holding text, each "
+                                              "with its levels (`init` writes them): two levels become one 0/1 "
+                                              "column `name=second`, more one 0/1 column a level `name=level`; "
+                                              "stored with the run, applied by predict, which refuses a level not "
+                                              "listed")
     missing: Literal["drop_rows", "error"] = Field("drop_rows", description="rows with a missing value (empty, "
                                                    "?, NA, nan) are left out (and counted), or are an error")
     train_rows: Optional[Rows] = Field(None, description="[first, last] training rows, counted from 1 below "
@@ -127,7 +134,8 @@ class DataConfig(_Strict):
                               train_rows=_rows(self.train_rows),
                               test_sets={n: _rows(v) for n, v in self.test_sets.items()},
                               split=None if self.split is None else self.split.model_dump(), header=self.header,
-                              delimiter=self.delimiter, missing=self.missing, likelihood=likelihood)
+                              delimiter=self.delimiter, missing=self.missing, likelihood=likelihood,
+                              categorical=self.categorical, encoding=self.encoding)
         except DataError as e:
             raise ConfigError(f"{source}: {e}") from None
 

@@ -15,7 +15,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import COMPILE_TIME
+from .. import COMPILE_TIME, EXPORT_DRAWS
 
 # The package's modules are imported after the arguments are parsed, so that
 # `--help` answers at once (the compiled layers take a second or two to import).
@@ -24,9 +24,7 @@ from .. import COMPILE_TIME
 def _validate(args) -> int:
     """Check a config and its data as a run would, without running: the verdict first, then the resolved
     config, then how long the run will take."""
-    import yaml
-
-    from ..config import Config, read_config, to_dict
+    from ..config import Config, read_config
     from .experiment import build
     overrides = {} if args.seed is None else {"run.seed": args.seed}
     cfg = read_config(args.config, overrides)
@@ -35,7 +33,7 @@ def _validate(args) -> int:
         fn, _, starts = check(cfg, args.config)
         print(f"# {args.config}: valid. A log density of {cfg.model.dim} coordinates ({cfg.model.file}: "
               f"{cfg.model.function}), finite at the {cfg.sampler.chains} chains' starts", file=sys.stderr, flush=True)
-        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", flush=True)
+        _print_config(cfg, args)
         if not getattr(args, "no_estimate", False):
             _density_estimate(cfg, args.config, fn, starts)
         return 0
@@ -47,7 +45,7 @@ def _validate(args) -> int:
     print(f"# {args.config}: valid. Network {shape} ({spec.likelihood}, {spec.n_params:,} parameters), "
           f"{replicas.n_replicas} chains, {n_train} training cases; test sets: {tests}; the resolved config "
           f"follows", file=sys.stderr, flush=True)
-    print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", flush=True)
+    _print_config(cfg, args)
     if not getattr(args, "no_estimate", False):
         from ..engine.progress import compile_kernels
         from ..engine.timing import describe, estimate
@@ -59,6 +57,17 @@ def _validate(args) -> int:
         said = describe(e, cfg.run.super_transitions, until.max_seconds if until else None)
         print(f"# {args.config}: the run will take {said}", file=sys.stderr)
     return 0
+
+
+def _print_config(cfg, args) -> None:
+    """The resolved config on standard output: YAML, or one JSON object with --json."""
+    import yaml
+
+    from ..config import to_dict
+    if getattr(args, "json", False):
+        print(json.dumps(to_dict(cfg)), flush=True)
+    else:
+        print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", flush=True)
 
 
 def _density_estimate(cfg, source: str, fn, starts) -> None:
@@ -82,7 +91,8 @@ def _init(args) -> int:
     from .templates import write_template
     out = Path(args.out or (f"{Path(args.csv).stem}.yaml" if args.csv else f"my_{args.kind}.yaml"))
     try:
-        print(write_template(args.kind, out, Path(args.csv) if args.csv else None, args.target, args.force))
+        print(write_template(args.kind, out, Path(args.csv) if args.csv else None, args.target, args.force,
+                             args.encoding))
     except DataError as e:
         raise ConfigError(str(e)) from None
     return 0
@@ -200,7 +210,8 @@ def _predict(args) -> int:
     run = read_run(args.dir).with_network("predictions")
     notes: list = []
     try:
-        X = read_inputs(args.input, run.n_raw_inputs, run.input_map.names, notes)
+        X = read_inputs(args.input, run.n_raw_inputs, run.input_map.names, notes, dict(run.input_map.levels),
+                        args.encoding)
     except ValueError as e:
         raise ConfigError(f"{e}") from None
     for note in notes:
@@ -232,7 +243,7 @@ def _export(args) -> int:
     from .export import export
     if args.kfold is not None:
         check_kfold(args.dir, args.kfold)            # before any work
-    path = export(args.dir)
+    path = export(args.dir, None if args.draws == "all" else int(args.draws))
     print(path)
     idata = arviz().from_netcdf(str(path))
     if args.kfold is not None:
@@ -252,6 +263,8 @@ def _add_init(sub) -> None:
     i.add_argument("--target", help="the target (label) column's name (default: the last column)")
     i.add_argument("--out", help="the config file to write (default: CSV_NAME.yaml, or my_KIND.yaml)")
     i.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    i.add_argument("--encoding", help="the table's text encoding, e.g. latin-1 (default: UTF-8, or UTF-16 with its "
+                                      "byte-order mark); written to the config as data.encoding")
     i.set_defaults(fn=_init)
 
 
@@ -310,12 +323,15 @@ def _add_predict(sub) -> None:
     """The ``predict`` command."""
     q = sub.add_parser("predict", help="predictions of a finished run for new inputs (CSV out)")
     q.add_argument("dir", help="a finished run directory (its config must keep samples: run.thin > 0)")
-    q.add_argument("input", help="a numeric table of inputs, one column per input, in the original units "
-                                 "(comma-separated if it ends in .csv, white space otherwise)")
+    q.add_argument("input", help="a table of inputs, one column per input column of the training table, in the "
+                                 "original units (matched by header name; text columns as data.categorical lists "
+                                 "their levels); the delimiter is detected")
     q.add_argument("--out", help="write the CSV here (default: standard output)")
     q.add_argument("--chains", choices=["all", "full", "replicas"],
                    help="whose samples predict (default: the run's replicas.predict_from)")
     q.add_argument("--level", type=float, default=0.95, help="central interval probability (regression)")
+    q.add_argument("--encoding", help="the input table's text encoding, e.g. latin-1 (default: UTF-8, or UTF-16 with "
+                                      "its byte-order mark)")
     q.set_defaults(fn=_predict)
 
 
@@ -324,6 +340,12 @@ def _add_plot(sub) -> None:
     p = sub.add_parser("plot", help="write PNG figures into DIR/plots")
     p.add_argument("dir")
     p.set_defaults(fn=_plot)
+
+
+def _draws(v: str) -> str:
+    if v != "all" and not (v.isdigit() and int(v) >= 1):
+        raise argparse.ArgumentTypeError(f"{v!r}: a number of draws >= 1, or all")
+    return v
 
 
 def _add_export(sub) -> None:
@@ -335,6 +357,8 @@ def _add_export(sub) -> None:
                         "the fold posteriors into DIR/kfold-K (as long as the run); beside PSIS-LOO's, with its "
                         "Pareto k verdict, and the test sets' log predictive density; written to DIR/elpd.json")
     e.add_argument("--quiet", action="store_true", help="no progress lines from --kfold's run")
+    e.add_argument("--draws", default=str(EXPORT_DRAWS), type=_draws, metavar="N|all",
+                   help=f"draws a chain to write, evenly spaced (default {EXPORT_DRAWS}; all: every diagnostic draw)")
     e.set_defaults(fn=_export)
 
 

@@ -11,6 +11,7 @@ Flow position: config -> **density_run** (general + results' run-directory conve
 """
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import sys
 import warnings
@@ -122,14 +123,15 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
         rd.check_same_config(cfg)
     lock = rd.lock()                       # a second run into the directory is refused, naming the holder
     try:
-        resuming = rd.prepare(resume, lambda m: None, extend)     # the same, after a run that held the lock
+        resuming = rd.prepare(resume, None, extend)     # the same, after a run that held the lock
         if not resuming:
             rd.clear_start()
             rd.start(cfg, source, cfg.run.threads)
         extended_to = rd.begin_extension(extend) if extend else rd.extended_to()   # the length an --extend set
         to_log = _log_writer(rd)
         try:
-            with warnings.catch_warnings(record=True) as said:
+            # the progress lines on stderr: stdout is the results' (run --json pipes)
+            with warnings.catch_warnings(record=True) as said, contextlib.redirect_stdout(sys.stderr):
                 warnings.simplefilter("always", ConvergenceWarning)
                 idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
                                constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet, callback=to_log,

@@ -41,7 +41,8 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
         columns = select_features(X, Y[:, 0], d.select_features)
     sc = Standardizer.fit(X, True, columns, d.log1p_inputs) if d.standardize_inputs else \
         Standardizer.identity(X.shape[1], columns, d.log1p_inputs)
-    sc = sc._replace(names=split.input_names, target_names=split.target_names, classes=split.classes)
+    sc = sc._replace(names=split.input_names, target_names=split.target_names, classes=split.classes,
+                     levels=split.levels)
     X = sc.transform(X)
     tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     _check_fit(cfg, source, X, Y, tests, split.n_outputs, split.classes)
@@ -136,7 +137,7 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
     setup, x_scale = build(run_cfg, source)   # all validation before any writing
     lock = rd.lock()
     try:
-        resuming = rd.prepare(resume, lambda m: None, extend)
+        resuming = rd.prepare(resume, None, extend)
         if extend:
             rd.begin_extension(extend)
         return _run_locked(rd, run_cfg, source, resuming, quiet, stop_after, setup, x_scale)

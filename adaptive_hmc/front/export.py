@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import norm
 
+from .. import EXPORT_DRAWS
+from ..diagnostics import arviz
 from ..rundir.finished_run import Run, read_run
-from ..rundir.inference import inference_data
+from ..rundir.inference import evenly_spaced, inference_data
 from ..rundir.results import RunError
 from ..rundir.store import atomic_write
 
@@ -43,18 +45,29 @@ def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95
     return names, np.column_stack([P.astype(object), np.array(classes, dtype=object)[P.argmax(axis=1)]])
 
 
-def export(d) -> Path:
+def export(d, max_draws: int | None = EXPORT_DRAWS) -> Path:
     """``d/inference_data.nc``: :func:`inference_data` of the finished run in
     directory ``d`` (a density run's posterior.nc is its InferenceData already,
     copied). Its chains are those on every training case (with chains of one
     posterior, all of them; in folds mode the full-data chain); only a run
     without such a chain (folds without ``full_data_chain``) exports its fold
     chains, which sample different posteriors: the file says so, and has no
-    ``log_likelihood`` group."""
+    ``log_likelihood`` group. At most ``max_draws`` a chain, evenly spaced
+    (None: every one); the attrs say how many the run holds."""
     run = read_run(d)
     if not run.network:                        # its posterior.nc is the InferenceData already
         out = run.dir / "inference_data.nc"
-        atomic_write(out, run.posterior_file.read_bytes())
+        idata = arviz().from_netcdf(str(run.posterior_file))
+        n = idata.posterior.sizes["draw"]
+        if max_draws is None or n <= max_draws:
+            atomic_write(out, run.posterior_file.read_bytes())
+            return out
+        idata = idata.isel(draw=evenly_spaced(n, max_draws))
+        for group in idata.groups():
+            idata[group].attrs.update(draws_in_run=n, draws=idata.posterior.sizes["draw"])
+        tmp = out.with_name(out.name + ".tmp")
+        idata.to_netcdf(str(tmp))
+        tmp.replace(out)
         return out
     s, P = run.samples, run.predictions
     if not len(s["weights"]):
@@ -75,7 +88,8 @@ def export(d) -> Path:
                            [run.chain_role(r) for r in chains], P["hyper_names"], P["X_train"], P["Y_train"],
                            run.log, run.summary["seed"], tests, posterior,
                            {"run": str(run.dir),
-                            "note": "posterior: the diagnostic draws (16 kept samples a super-transition, evenly spaced)"})
+                            "note": "posterior: the diagnostic draws (16 kept samples a super-transition, evenly spaced)"},
+                           max_draws)
     path = run.dir / "inference_data.nc"
     idata.to_netcdf(str(path))
     return path

@@ -28,10 +28,12 @@ from ..rundir.results import PLOTS  # noqa: E402
 LABELS = {"step_factor": "step factor ε", "num_steps": "trajectory length L (leapfrog steps)"}
 
 
-def _who(run: Run) -> str:
-    """The run and its data, for titles."""
+def _who(run: Run, fig=None) -> str:
+    """The run and its data, for titles, in lines that fit the width of ``fig`` (default 6.5 inches) at a title's
+    font size (a long path breaks)."""
     s = run.summary
-    return f"{run.config.name}, seed {s['seed']} ({s['data']})"
+    width = int(11.5 * (fig.get_figwidth() if fig is not None else 6.5))
+    return textwrap.fill(f"{run.config.name}, seed {s['seed']} ({s['data']})", width)
 
 
 def _reward_name(run: Run) -> str:
@@ -234,7 +236,8 @@ def predictive_check(run: Run, path):
                 ax.set_ylabel("accuracy")
                 ax.set_title(f"{name}: expected calibration error {ece:.3f}", fontsize=9)
                 ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"Test predictions of the {run.config.replicas.predict_from!r} chains\n{_who(run)}", fontsize=10)
+    fig.suptitle(f"Test predictions of the {run.config.replicas.predict_from!r} chains\n{_who(run, fig)}",
+                 fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

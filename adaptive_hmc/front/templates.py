@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tables import DataError, label_classes, parse_table, single_row_classes, target_indices
+from ..tables import (MAX_LEVELS, MISSING, DataError, indicator_names, label_classes, parse_table,
+                      single_row_classes)
 
 #: The tasks a template is shipped for.
 KINDS = ("regression", "classification")
@@ -28,9 +29,13 @@ def template_text(kind: str) -> str:
     return (files("adaptive_hmc") / "front" / "templates" / f"{kind}.yaml").read_text(encoding="utf-8")
 
 
-def _set(text: str, key: str, value: str) -> str:
-    """``text`` with the first line ``key: ...`` (any indent) given ``value``, its comment kept."""
+def _set(text: str, key: str, value: str, after: str | None = None) -> str:
+    """``text`` with the first line ``key: ...`` (any indent) given ``value``, its comment kept; where there is
+    none, a new line after the line of key ``after``, at its indent."""
     pattern = re.compile(rf"^(\s*{re.escape(key)}: )([^#\n]*?)( *)(#.*)?$", re.M)
+    if not pattern.search(text) and after is not None:
+        m = re.search(rf"^(\s*){re.escape(after)}: .*$", text, re.M)
+        return text[:m.end()] + f"\n{m.group(1)}{key}: {value}" + text[m.end():]
     if not pattern.search(text):
         raise ValueError(f"template has no line for {key!r}")
 
@@ -57,31 +62,74 @@ def _classes(labels: np.ndarray, target: str, csv: Path) -> str:
                                         f"0..K-1 (K >= 2): recode the column, or use regression")
 
 
+def _text_inputs(texts: dict, A, names, target_col: int, csv: Path) -> dict:
+    """{column: its levels} of the input columns of ``csv`` that hold text
+    (``texts``, :func:`~adaptive_hmc.tables.parse_table`'s); DataError for a
+    column of numbers with a few stray words, or of too many distinct texts."""
+    levels = {}
+    for j, cells in sorted(texts.items()):
+        if j == target_col:
+            continue
+        words = [(i, c) for i, c in enumerate(cells, start=1) if np.isnan(A[i - 1, j]) and
+                 c.strip().lower() not in MISSING]
+        if len(words) < (~np.isnan(A[:, j])).sum():     # mostly numbers: the words are typing errors
+            i, c = words[0]
+            raise DataError("--csv", str(csv), f"not a numeric table: row {i}, column {j} ({names[j]!r}) is {c!r}, "
+                                               f"in a column of numbers (rows counted from 1 below the header, "
+                                               f"columns from 0); fix the cell, or leave it empty as missing")
+        found = label_classes(cells)
+        if len(found) > MAX_LEVELS:
+            raise DataError("--csv", str(csv), f"input column {names[j]!r} holds {len(found)} distinct texts "
+                                               f"({', '.join(map(repr, found[:4]))}, ...); a text input becomes one "
+                                               f"input column a level, at most {MAX_LEVELS}: leave the column out "
+                                               f"of the table, or recode it as numbers")
+        levels[names[j]] = list(found)
+    return levels
+
+
 def write_template(kind: str, out: Path, csv: Path | None = None, target: str | None = None,
-                   force: bool = False) -> str:
+                   force: bool = False, encoding: str | None = None) -> str:
     """Write the ``kind`` template to ``out`` (refused when it exists, unless
     ``force``); with ``csv``, prefilled from its header: ``data.path``
-    (relative to ``out``'s folder), ``data.target_columns`` (``target``, by
-    default the last column) and the run's name; for classification the
-    likelihood from the labels. Returns a line saying what to do next.
-    :class:`~adaptive_hmc.data.DataError` (exit 2) names what is wrong."""
+    (relative to ``out``'s folder, through any symbolic links),
+    ``data.target_columns`` (``target``, by default the last column), the
+    text input columns and their levels (``data.categorical``), the
+    ``encoding`` when one is named, and the run's name; for classification
+    the likelihood from the labels. Returns what was done and what to do
+    next. :class:`~adaptive_hmc.data.DataError` (exit 2) names what is wrong."""
     text = template_text(kind)
     if out.exists() and not force:
         raise DataError("--out", str(out), "exists; choose another file name, or add --force to overwrite it")
+    said = []
     if csv is not None:
-        def label_column(names, width):           # a classification's labels may be text ('yes'/'no')
-            return [] if names is None or kind != "classification" else \
-                target_indices([target or names[-1]], names, width)
-        A, names, texts = parse_table(csv, "--csv", str(csv), text_columns=label_column)
+        A, names, texts, notes = parse_table(csv, "--csv", str(csv), encoding=encoding,
+                                             text_columns=lambda names, width: range(width) if names else [])
+        said += notes
         if names is None:
             raise DataError("--csv", str(csv), "has no header row; the templates name their columns "
                                                "(add a header, or copy a template and give column numbers)")
         target = target or names[-1]
-        col = target_indices([target], names, A.shape[1])[0]
-        rel = os.path.relpath(csv.resolve(), out.absolute().parent)
+        if target not in names:
+            raise DataError("--target", target, f"no column named {target!r} in {csv}; the header has {names}")
+        col = names.index(target)
+        if kind == "regression" and col in texts:
+            first = next(c for c in texts[col] if c.strip().lower() not in MISSING)
+            raise DataError("--target", target, f"column {target!r} of {csv} holds text ({first!r}); regression "
+                                                f"needs numbers: recode it, or use the classification template")
+        levels = _text_inputs(texts, A, names, col, csv)
+        if len(names) - 1 - len(levels) + sum(len(indicator_names(c, v)) for c, v in levels.items()) < 1:
+            raise DataError("--csv", str(csv), f"has no input column beside the target {target!r}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        rel = os.path.relpath(csv.resolve(), out.parent.resolve())      # through links, as the OS will read it
         text = _set(text, "name", re.sub(r"[^A-Za-z0-9._-]+", "_", csv.stem) or "my_data")
         text = _set(text, "path", _scalar(rel))
         text = _set(text, "target_columns", f"[{_scalar(target)}]")
+        if levels:
+            text = _set(text, "categorical", json.dumps(levels))
+            said += [f"input column {c!r} holds text: encoded as {', '.join(indicator_names(c, v))} (levels "
+                     f"{', '.join(map(repr, v))}; data.categorical)" for c, v in levels.items()]
+        if encoding is not None:
+            text = _set(text, "encoding", _scalar(encoding), after="path")
         if kind == "classification":
             classes = label_classes(texts.get(col, ()))
             text = _set(text, "likelihood", ("logistic" if len(classes) == 2 else "softmax") if len(classes) >= 2
@@ -93,7 +141,9 @@ def write_template(kind: str, out: Path, csv: Path | None = None, target: str | 
                                 f"stratified split needs at least 2 of each class: remove or merge it")
     elif target is not None:
         raise DataError("--target", target, "needs --csv (the table whose column it names)")
+    elif encoding is not None:
+        raise DataError("--encoding", encoding, "needs --csv (the table it reads)")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(text, encoding="utf-8")
     step = "" if csv is not None else "set data.path and data.target_columns, then: "
-    return f"wrote {out}; {step}adaptive-hmc validate {out} && adaptive-hmc run {out}"
+    return "\n".join(said + [f"wrote {out}; {step}adaptive-hmc validate {out} && adaptive-hmc run {out}"])

@@ -87,7 +87,8 @@ class Run(NamedTuple):
                             bool(s.get("input_log1p", False)), int(s.get("input_width", s["input_mean"].size)),
                             tuple(str(n) for n in s.get("input_names", ())),
                             tuple(str(n) for n in s.get("target_names", ())),
-                            tuple(str(n) for n in s.get("target_classes", ())))
+                            tuple(str(n) for n in s.get("target_classes", ())),
+                            tuple((c, tuple(lv)) for c, lv in json.loads(str(s.get("input_levels", "[]")))))
 
     @property
     def n_raw_inputs(self) -> int:

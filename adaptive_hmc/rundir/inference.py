@@ -16,8 +16,15 @@ from ..models.predictive import class_probabilities, pointwise_log_likelihood
 from .metrics import draw_indices
 
 
+def evenly_spaced(n: int, most: int | None) -> np.ndarray:
+    """Indices of at most ``most`` of ``n`` draws, evenly spaced, the first and last kept (all: None or n <= most)."""
+    if most is None or n <= most:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, most)).astype(int))
+
+
 def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, Y, log: list, seed: int,
-                   tests=None, posterior: bool = True, attrs: dict | None = None):
+                   tests=None, posterior: bool = True, attrs: dict | None = None, max_draws: int | None = None):
     """ArviZ InferenceData of the kept samples of ``chains`` (rows of the
     chains' arrays, ArviZ chains named ``roles``): ``post``, a
     :class:`~adaptive_hmc.rundir.posterior.Posterior` of every row of ``kept``
@@ -30,7 +37,9 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
     targets ``Y`` (original units; class codes), the run's ``log`` (one entry a
     super-transition), the run's ``seed`` (the replicated targets' stream),
     ``tests`` (X, Y, case names) or None, whether the chains are of the
-    ``posterior`` (else fold replicas) and more ``attrs``. What
+    ``posterior`` (else fold replicas) and more ``attrs``; at most
+    ``max_draws`` a chain (None: every one), evenly spaced, the same draws in
+    every group, the attrs ``draws_in_run`` and ``draws`` saying how many. What
     ``adaptive-hmc export`` writes and the estimators'
     ``to_inference_data()`` return:
 
@@ -64,6 +73,8 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
     """
     az = arviz()
     idx = draw_indices(kept, chains)                  # the draws summary.json's R-hat and ESS are computed from
+    in_run = idx.shape[1]
+    idx = idx[:, evenly_spaced(in_run, max_draws)]
     n, pick = idx.shape[1], idx.ravel()                                                  # chain-major
     W, st = kept["weights"][pick], kept["super_transition"][pick]
     R, lik = len(chains), post.likelihood
@@ -122,7 +133,7 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
                               "group (leave-one-out needs the posterior of every training case)"),
                    "note": f"{(attrs or {}).get('note', 'posterior: the kept samples')}, {n} per chain: the "
                            f"draws of summary.json's R-hat, ESS and E-BFMI",
-                   "constant": constant or "none"})
+                   "constant": constant or "none", "draws_in_run": in_run, "draws": n})
         if tests is not None:              # the test cases: a group pair of their own ("case" is theirs there)
             X_test, Y_test, case_names = tests
             y_hat, y_test_rep, _, F = at(X_test, Y_test)

@@ -86,6 +86,14 @@ def resolved_config(cfg: Config) -> bytes:
     return yaml.safe_dump(to_dict(cfg), sort_keys=False).encode()
 
 
+def _changed_keys(a, b, prefix: str = "") -> list:
+    """(dotted key, value in ``a``, value in ``b``) of every leaf where two configs' dicts differ (absent: None)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [c for k in list(a) + [k for k in b if k not in a]
+                for c in _changed_keys(a.get(k), b.get(k), f"{prefix}{k}.")]
+    return [] if a == b else [(prefix.rstrip("."), a, b)]
+
+
 def versions() -> dict:
     out = {"python": sys.version.split()[0]}
     for pkg in ("adaptive_hmc", "numpy", "scipy", "scikit-learn", "numba"):
@@ -137,11 +145,13 @@ class RunDir:
             return "started"
         return "foreign"
 
-    def prepare(self, resume: bool, say, extend: int = 0) -> bool:
+    def prepare(self, resume: bool, say=None, extend: int = 0) -> bool:
         """Decide from the directory's state whether a run (of a network or a
         density) resumes (True: an interrupted run, or the finished one an
         ``extend`` adds to) or starts (False); :class:`RunError` saying why when
-        neither is right; ``say`` is told when a run starts over. Writes nothing."""
+        neither is right; ``say`` is told when a run starts over (None: silent, as
+        when the caller holds the directory's lock already; otherwise a run that
+        holds it is refused as in use first). Writes nothing but the lock file."""
         status = self.status()
         if extend and (resume or status != "finished"):
             raise RunError("--resume continues an interrupted run or extension; --extend adds to a finished one: one "
@@ -171,7 +181,10 @@ class RunDir:
                 raise RunError(f"{self.path}: holds an unfinished run with a checkpoint; add --resume to continue "
                                f"it, or use another --out")
             return True
+        if say is None:
+            return False
         if status == "started":
+            self.lock().close()             # a run still starting there (its optimised starts) is named, not undone
             say(f"{self.path}: the run there stopped before its first checkpoint; starting it over")
         elif resume:
             say(f"{self.path}: nothing to resume (no checkpoint); starting the run")
@@ -239,9 +252,14 @@ class RunDir:
         if not self.file(CONFIG).is_file():
             raise RunError(f"{self.path}: {CONFIG} is missing, so the checkpoint cannot be matched to a config; "
                            f"start the run again in a new directory")
-        if self.file(CONFIG).read_bytes() != resolved_config(cfg):
+        then, now = self.file(CONFIG).read_bytes(), resolved_config(cfg)
+        if then != now:
+            changed = _changed_keys(yaml.safe_load(then), yaml.safe_load(now))
+            shown = "; ".join(f"{k}: {a!r} then, {b!r} now" for k, a, b in changed[:3]) + \
+                ("; ..." if len(changed) > 3 else "")
             raise RunError(f"{self.path}: the config differs from the one this run started with "
-                           f"({self.file(CONFIG)})")
+                           f"({self.file(CONFIG)}): {shown or 'the same keys, written differently'}; a run resumes "
+                           f"with the config it started with (put it back, or start a new run with --out)")
 
     def read_metadata(self) -> dict:
         return json.loads(self.file(METADATA).read_text())
@@ -372,6 +390,7 @@ class RunDir:
                                               input_names=np.array(x_scale.names, dtype=str),
                                               target_names=np.array(x_scale.target_names, dtype=str),
                                               target_classes=np.array(x_scale.classes, dtype=str),
+                                              input_levels=np.array(json.dumps(x_scale.levels)),
                                               target_mean=replicas.target_mean, target_sd=replicas.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
         summary = summarize(replicas, log, wall_s, cfg, compile_s, kept)
