@@ -224,52 +224,38 @@ def _split_sizes(split: dict, n: int) -> int:
     return n_test
 
 
-def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows=None,
-               test_sets=None, split=None, header=None, delimiter=None, missing="drop_rows",
-               likelihood="gaussian", categorical=None, encoding=None) -> Split:
-    """Read a named data set (``dataset``, and ``file`` in its folder unless it is
-    the robot arm) or a table at ``path`` (a relative path is relative to
-    ``base_dir``, the config file's folder; see :func:`parse_table` for
-    ``header``, ``delimiter`` and ``encoding``, and :func:`read_table` for
-    ``categorical``, the text input columns and their levels; a task of :mod:`~adaptive_hmc.tasks`, named
-    without ``file``, comes encoded); choose the training and test cases, by row
-    ranges or lists (``train_rows``, ``test_sets``, see :func:`row_range`; a
-    test set may not overlap the training rows) or by a seeded shuffled ``split`` ({"train": n, "test": m
-    or None for the rest, "seed": s, "stratify": bool, "parts": P, "part": j},
-    with one test set "test"; with ``parts`` the training cases are dealt into
-    P disjoint subsets of the shuffled order and subset j is used); leave out rows with missing values (``missing="drop_rows"``, said
-    in the notes) or refuse them (``"error"``); check that the data are finite
-    and fit the likelihood."""
-    source = dataset or path
-    input_names, target_names, classes, notes = (), (), (), []
+def _read(dataset, file, path, base_dir, target_columns, header, delimiter, likelihood, categorical, encoding):
+    """(X, Y, input names, target names, classes, notes) of the named data set or table (:func:`load_split`)."""
     if dataset == "robot_arm":
         try:
             arm = load_robot_arm()
         except (FileNotFoundError, ValueError) as e:
             raise DataError("data.dataset", "robot_arm", str(e)) from None
-        X, Y = arm.X, arm.Y
-    elif dataset in LOADERS and file is None:
+        return arm.X, arm.Y, (), (), (), []
+    if dataset in LOADERS and file is None:
         try:
             X, y = LOADERS[dataset](data_dir(dataset))
         except (OSError, ValueError) as e:
             raise DataError("data.dataset", dataset, f"cannot read it: {e}") from None
-        Y = y[:, None]
+        return X, y[:, None], (), (), (), []
+    if dataset is not None:
+        try:
+            p = data_dir(dataset) / file
+        except FileNotFoundError as e:
+            raise DataError("data.dataset", dataset, str(e)) from None
+        key, value = "data.file", file
     else:
-        if dataset is not None:
-            try:
-                p = data_dir(dataset) / file
-            except FileNotFoundError as e:
-                raise DataError("data.dataset", dataset, str(e)) from None
-            key, value = "data.file", file
-        else:
-            p = Path(path)
-            if not p.is_absolute():
-                p = Path(base_dir) / p
-            key, value = "data.path", path
-        X, Y, x_names, y_names, classes, said = read_table(p, target_columns, key, value, delimiter, header,
-                                                           likelihood != "gaussian", categorical, encoding)
-        notes += said
-        input_names, target_names = tuple(x_names or ()), tuple(y_names or ())
+        p = Path(path)
+        if not p.is_absolute():
+            p = Path(base_dir) / p
+        key, value = "data.path", path
+    t = read_table(p, target_columns, key, value, delimiter, header, likelihood != "gaussian", categorical, encoding)
+    return t.X, t.Y, tuple(t.input_names or ()), tuple(t.target_names or ()), t.classes, list(t.notes)
+
+
+def _check(X, Y, source, target_columns, missing, likelihood, input_names) -> np.ndarray:
+    """The rows with a missing value (bool), once the data are finite where given and fit the likelihood and
+    ``missing``; DataError in the config's words otherwise."""
     for what, arr in (("inputs", X), ("targets", Y)):
         problem = check_finite(np.where(np.isnan(arr), 0.0, arr), what, first_row=1)     # infinities
         if problem:
@@ -293,6 +279,69 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
             why = f": input column {name} is empty in every row; leave it out of the table"
         raise DataError("data", source, f"every one of the {len(X)} rows has a missing value, so none is left to "
                                         f"train on{why}")
+    return incomplete
+
+
+def _by_rows(train_rows, test_sets: dict, n_rows: int, complete) -> tuple:
+    """(training rows, {test set: rows}) by row ranges or lists, the incomplete ones left out (``complete``)."""
+    train = row_range(train_rows, n_rows, "data.train_rows")
+    tests = {}
+    for n, v in test_sets.items():
+        tests[n] = row_range(v, n_rows, f"data.test_sets.{n}")
+        both = np.intersect1d(tests[n], train)
+        if both.size:
+            raise DataError(f"data.test_sets.{n}", v if isinstance(v, dict) else list(v),
+                            f"overlaps the training rows {_shown(train_rows)} (row {both[0] + 1} is in both); "
+                            "test cases must not be training cases")
+    return complete(train, "data.train_rows"), {n: complete(v, f"data.test_sets.{n}") for n, v in tests.items()}
+
+
+def _by_split(split: dict, Y, classes, rows) -> tuple:
+    """(training rows, {"test": rows} or {}) of a seeded shuffled ``split`` of the complete ``rows``."""
+    from sklearn.model_selection import train_test_split
+    if split.get("stratify"):
+        lone = single_row_classes([classes[int(c)] if classes else f"{c:g}" for c in Y[rows, 0]])
+        if lone:
+            raise DataError("data.split", dict(split), f"class{'es' if len(lone) > 1 else ''} "
+                            f"{', '.join(map(repr, lone))} {'have' if len(lone) > 1 else 'has'} a single row, and "
+                            f"a stratified split needs at least 2 of each class: remove or merge "
+                            f"{'them' if len(lone) > 1 else 'it'} ({rows.size} complete rows)")
+    if _split_sizes(split, rows.size):
+        try:
+            train, test = train_test_split(rows, train_size=split["train"], test_size=split.get("test"),
+                                           random_state=split.get("seed", 0),
+                                           stratify=Y[rows, 0] if split.get("stratify") else None)
+        except ValueError as e:
+            raise DataError("data.split", dict(split), f"{e} ({rows.size} complete rows)") from None
+    else:                                                   # every row a training case, no test set
+        train, test = np.random.default_rng(split.get("seed", 0)).permutation(rows), None
+    parts, part = split.get("parts", 1), split.get("part", 0)
+    if not 0 <= part < parts <= train.size:
+        raise DataError("data.split.part", part, f"0..{parts - 1} of parts = {parts} subsets of the "
+                                                 f"{train.size} training cases")
+    return np.sort(np.array_split(train, parts)[part]), {} if test is None else {"test": np.sort(test)}
+
+
+def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_columns=None, train_rows=None,
+               test_sets=None, split=None, header=None, delimiter=None, missing="drop_rows",
+               likelihood="gaussian", categorical=None, encoding=None) -> Split:
+    """Read a named data set (``dataset``, and ``file`` in its folder unless it is
+    the robot arm) or a table at ``path`` (a relative path is relative to
+    ``base_dir``, the config file's folder; see :func:`parse_table` for
+    ``header``, ``delimiter`` and ``encoding``, and :func:`read_table` for
+    ``categorical``, the text input columns and their levels; a task of :mod:`~adaptive_hmc.tasks`, named
+    without ``file``, comes encoded); choose the training and test cases, by row
+    ranges or lists (``train_rows``, ``test_sets``, see :func:`row_range`; a
+    test set may not overlap the training rows) or by a seeded shuffled ``split`` ({"train": n, "test": m
+    or None for the rest, "seed": s, "stratify": bool, "parts": P, "part": j},
+    with one test set "test"; with ``parts`` the training cases are dealt into
+    P disjoint subsets of the shuffled order and subset j is used); leave out rows with missing values (``missing="drop_rows"``, said
+    in the notes) or refuse them (``"error"``); check that the data are finite
+    and fit the likelihood."""
+    source = dataset or path
+    X, Y, input_names, target_names, classes, notes = _read(dataset, file, path, base_dir, target_columns, header,
+                                                            delimiter, likelihood, categorical, encoding)
+    incomplete = _check(X, Y, source, target_columns, missing, likelihood, input_names)
 
     def complete(idx, what):
         bad = incomplete[idx]
@@ -302,41 +351,9 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
         return idx[~bad]
 
     if split is None:
-        train = row_range(train_rows, len(X), "data.train_rows")
-        tests = {}
-        for n, v in (test_sets or {}).items():
-            tests[n] = row_range(v, len(X), f"data.test_sets.{n}")
-            both = np.intersect1d(tests[n], train)
-            if both.size:
-                raise DataError(f"data.test_sets.{n}", v if isinstance(v, dict) else list(v),
-                                f"overlaps the training rows {_shown(train_rows)} (row {both[0] + 1} is in both); "
-                                "test cases must not be training cases")
-        train = complete(train, "data.train_rows")
-        tests = {n: complete(v, f"data.test_sets.{n}") for n, v in tests.items()}
+        train, tests = _by_rows(train_rows, test_sets or {}, len(X), complete)
     else:
-        from sklearn.model_selection import train_test_split
-        rows = complete(np.arange(len(X)), "data")
-        if split.get("stratify"):
-            lone = single_row_classes([classes[int(c)] if classes else f"{c:g}" for c in Y[rows, 0]])
-            if lone:
-                raise DataError("data.split", dict(split), f"class{'es' if len(lone) > 1 else ''} "
-                                f"{', '.join(map(repr, lone))} {'have' if len(lone) > 1 else 'has'} a single row, and "
-                                f"a stratified split needs at least 2 of each class: remove or merge "
-                                f"{'them' if len(lone) > 1 else 'it'} ({rows.size} complete rows)")
-        if _split_sizes(split, rows.size):
-            try:
-                train, test = train_test_split(rows, train_size=split["train"], test_size=split.get("test"),
-                                               random_state=split.get("seed", 0),
-                                               stratify=Y[rows, 0] if split.get("stratify") else None)
-            except ValueError as e:
-                raise DataError("data.split", dict(split), f"{e} ({rows.size} complete rows)") from None
-        else:                                                   # every row a training case, no test set
-            train, test = np.random.default_rng(split.get("seed", 0)).permutation(rows), None
-        parts, part = split.get("parts", 1), split.get("part", 0)
-        if not 0 <= part < parts <= train.size:
-            raise DataError("data.split.part", part, f"0..{parts - 1} of parts = {parts} subsets of the "
-                                                     f"{train.size} training cases")
-        train, tests = np.sort(np.array_split(train, parts)[part]), {} if test is None else {"test": np.sort(test)}
+        train, tests = _by_split(split, Y, classes, complete(np.arange(len(X)), "data"))
     Ytr = Y[train]
     n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
     return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes),

@@ -181,15 +181,7 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
     detected = header is None
     if detected:
         header = any(_number(c) is None for j, c in enumerate(rows[0]) if j not in may_be_text)
-    names = rows[0] if header else None
-    if header:
-        seen: dict = {}
-        for j, n in enumerate(names):
-            if n in seen:
-                raise DataError(key, value, f"the header names column {n!r} twice (columns {seen[n]} and {j}, "
-                                            f"counted from 0) ({path}); rename one, so that each name says one "
-                                            f"column")
-            seen[n] = j
+    names = _unique(rows[0], key, value, path) if header else None
     if header and text_columns:
         may_be_text = set(text_columns(names, width))
     body = rows[1:] if header else rows
@@ -199,6 +191,24 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
         shown = ", ".join(rows[0][:4]) + (", ..." if width > 4 else "")
         notes.append(f"{path}: the first row ({shown}) holds only numbers, so it is read as data; if it names the "
                      f"columns, set data.header: true")
+    A, texts = _cells(body, width, may_be_text, delim, key, value, path)
+    return Table(A, names, texts, tuple(notes))
+
+
+def _unique(names: list, key: str, value, path: Path) -> list:
+    """The header's ``names``; DataError naming the first name given twice and both its columns."""
+    seen: dict = {}
+    for j, n in enumerate(names):
+        if n in seen:
+            raise DataError(key, value, f"the header names column {n!r} twice (columns {seen[n]} and {j}, counted "
+                                        f"from 0) ({path}); rename one, so that each name says one column")
+        seen[n] = j
+    return names
+
+
+def _cells(body: list, width: int, may_be_text: set, delim, key: str, value, path: Path) -> tuple:
+    """(the rows' numbers, NaN for missing cells and the text of the columns ``may_be_text``; {column: its cells}
+    of those that hold text); DataError names a row of another width, or another cell that is not a number."""
     A = np.empty((len(body), width))
     texts: dict = {}
     for i, row in enumerate(body, start=1):
@@ -217,7 +227,7 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
                                             f"be written as {', '.join(repr(m) for m in MISSING if m)} or left "
                                             f"empty) ({path})")
             A[i - 1, j] = v
-    return Table(A, names, {j: [row[j] for row in body] for j in texts}, tuple(notes))
+    return A, {j: [row[j] for row in body] for j in texts}
 
 
 def target_indices(target_columns, names, width: int) -> list:

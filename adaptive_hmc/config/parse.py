@@ -27,7 +27,15 @@ def _fail(source, path, value, allowed):
 
 def _check(cfg: Config, source: str):
     """Checks across keys that the schema cannot express."""
-    d, t, r = cfg.data, cfg.tuner, cfg.replicas
+    _check_data(cfg.data, source)
+    _check_sampler(cfg, source)
+    _check_tuner(cfg, source)
+    _check_replicas(cfg, source)
+    _check_settings(cfg, source)
+
+
+def _check_data(d, source: str):
+    """The data section's keys against each other."""
     if d.file is not None and d.dataset is None:
         _fail(source, "data.file", d.file, "file names a table in the folder of a named data set (data.dataset); "
               "for a table anywhere give data.path")
@@ -59,6 +67,10 @@ def _check(cfg: Config, source: str):
         lo, hi = v
         if not 1 <= lo <= hi:
             _fail(source, key, [lo, hi], "rows are numbered from 1 and need first <= last")
+
+
+def _check_sampler(cfg: Config, source: str):
+    """The sampler's kind, metric, precision and start against the model."""
     if cfg.sampler.metric == "learned" and (cfg.sampler.kind != "hmc" or cfg.sampler.base_step is not None):
         _fail(source, "sampler.metric", "learned", "learns factors of the heuristic step scales: for sampler.kind "
               "hmc without sampler.base_step; give heuristic")
@@ -68,6 +80,11 @@ def _check(cfg: Config, source: str):
     if cfg.sampler.start == "optimized" and cfg.model.kind != "bnn":
         _fail(source, "sampler.start", "optimized", f"optimized starts are for model.kind bnn (model.kind "
               f"{cfg.model.kind} starts from a prior draw): give random")
+
+
+def _check_tuner(cfg: Config, source: str):
+    """The tuner's kind and what it needs: a fixed action, or a bandit's bounds within the budget."""
+    t, r = cfg.tuner, cfg.replicas
     if t.kind == "fixed":
         if t.step_factor is None or t.num_steps is None:
             _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},
@@ -96,6 +113,11 @@ def _check(cfg: Config, source: str):
     if cfg.sampler.calibrate_steps and t.warmup_super_transitions < 1:
         _fail(source, "sampler.calibrate_steps", True, "needs tuner.warmup_super_transitions >= 1 (the "
               "calibration is made after the warm-up, at states the chains have reached)")
+
+
+def _check_replicas(cfg: Config, source: str):
+    """The chains: of one posterior (data full) or cross-validation folds, and what each allows."""
+    t, r = cfg.tuner, cfg.replicas
     if r.data == "full":
         if t.reward == "cv":
             _fail(source, "replicas.data", "full", "the cv reward reads held-out predictions: needs data: folds")
@@ -115,6 +137,12 @@ def _check(cfg: Config, source: str):
             _fail(source, "replicas.predict_from", "full", "needs replicas.full_data_chain: true")
         if r.predict_from == "replicas" and r.k == 0:
             _fail(source, "replicas.predict_from", "replicas", "needs replicas.k >= 2")
+
+
+def _check_settings(cfg: Config, source: str):
+    """The bandit's schedule and options by their own types, the sampler settings by the samplers' checks (the
+    window must fit every L the tuner may ask), and the likelihood's metric and model kind."""
+    d, t = cfg.data, cfg.tuner
     s = t.schedule
     need = {"exponential": "rate", "polynomial": "gamma", "wang2013": "burn_in"}[s.kind]
     if t.kind == "bandit" and getattr(s, need) is None:

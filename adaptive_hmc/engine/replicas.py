@@ -79,6 +79,21 @@ class Replica:
         self.test = new_accumulator(model.spec, X_test, Y_test)
 
 
+def _test_cases(spec: MLPSpec, test_sets: dict, n_targets: int) -> tuple:
+    """(names, {name: its slice}, inputs, targets in their original units) of the ``test_sets`` {name: (X, Y)},
+    concatenated in their order."""
+    names, slices, tX, tY, start = [], {}, [], [], 0
+    for name, (Xt, Yt) in test_sets.items():
+        Xt, Yt = check_data(spec, Xt, Yt, f"test set {name!r}")
+        names.append(name)
+        slices[name] = slice(start, start + Xt.shape[0])
+        start += Xt.shape[0]
+        tX.append(Xt)
+        tY.append(Yt)
+    return names, slices, np.concatenate(tX) if tX else np.empty((0, spec.n_inputs)), \
+        np.concatenate(tY) if tY else np.empty((0, n_targets))
+
+
 class ReplicaSet:
     """k chains of a Bayesian MLP: of its posterior, or cross-validation
     replicas (Wang thesis section 3.2): the network ``spec`` on the training
@@ -117,17 +132,7 @@ class ReplicaSet:
             init_scale = 0.1 if data == "full" else 0.0
         folds = k if data == "folds" else 0
         self.folds = kfold(X.shape[0], k, np.random.default_rng(fold_seed), Y if classify else None) if folds else []
-        self.test_names, tX, tY, self.test_slices = [], [], [], {}
-        start = 0
-        for name, (Xt, Yt) in (test_sets or {}).items():
-            Xt, Yt = check_data(spec, Xt, Yt, f"test set {name!r}")
-            self.test_names.append(name)
-            self.test_slices[name] = slice(start, start + Xt.shape[0])
-            start += Xt.shape[0]
-            tX.append(Xt)
-            tY.append(Yt)
-        self.X_test = np.concatenate(tX) if tX else np.empty((0, spec.n_inputs))
-        self.Y_test = np.concatenate(tY) if tY else np.empty((0, Y.shape[1]))      # original units
+        self.test_names, self.test_slices, self.X_test, self.Y_test = _test_cases(spec, test_sets or {}, Y.shape[1])
         Y_test = self._scaled(self.Y_test)
         self.n_cv = folds
         init_rng = np.random.default_rng(init_seed)

@@ -130,36 +130,87 @@ def kept_stats(rec: Record, j: int, at: np.ndarray, dim: int, diagnostic: np.nda
                             np.isin(at, diagnostic)]).reshape(at.size, 6).astype(np.float64)
 
 
-def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,
-                     rng=None) -> tuple:
-    """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at
-    ``action`` (its ``step_factor`` and ``num_steps`` L)] on every chain of
-    ``setup``, the leapfrog steps of the ``budget`` (exactly without jitter, on
-    average with it); returns (the new :class:`ReplicaState`,
-    :class:`SuperTransitionResult`) and changes neither argument (the chains
-    run on copies; ``setup``'s scratch accumulators are reused, so one setup
-    runs one super-transition at a time). The steps are ``step_factor`` times
-    the heuristic scales, or, when the settings carry a ``step_size``
-    (absolute base steps), ``step_factor`` times those.
-
-    ``rng`` is a ``numpy.random.SeedSequence`` (one child per chain is spawned
-    from it for this call; default the set's stream after the state's
-    ``streams_spawned``) or a Generator (from which such a SeedSequence is seeded).
-    """
-    step_factor, num_steps = Action.of(action)
+def _settings(setup: ReplicaSet, state: ReplicaState, step_factor, num_steps, budget):
+    """The chains' settings for one super-transition at (``step_factor``, ``num_steps``) of ``budget`` steps."""
     if not (isinstance(budget, (int, np.integer)) and budget >= 1):
         raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per replica)")
     if num_steps > budget:
         raise ValueError(f"num_steps={num_steps!r}: must be an integer in 1..budget ({budget})")
     base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
-    settings = check_settings(setup.settings._replace(
+    return check_settings(setup.settings._replace(
         num_steps=int(num_steps), step_factor=0.0 if base.size else float(step_factor),
         step_size=base * float(step_factor) if base.size else np.empty(0), step_scale=state.step_scale))
-    calibration, calibration_gradients = state.step_calibration, 0
-    if setup.calibrate_after == state.n_super:
-        calibration = np.array([curvature_scale(r.model, c.position, c.hyper)
-                                for r, c in zip(setup.replicas, state.chains)])
-        calibration_gradients = setup.n_replicas * CURVATURE_EVALUATIONS
+
+
+def _each(fn, R: int, threads: int) -> None:
+    """``fn(j)`` for j < R, on up to ``threads`` threads (the kernels release the GIL)."""
+    if threads > 1 and R > 1:
+        with ThreadPoolExecutor(min(threads, R)) as executor:
+            list(executor.map(fn, range(R)))
+    else:
+        for j in range(R):
+            fn(j)
+
+
+def _kept_buffers(setup: ReplicaSet, chains: tuple, n_iter: int, retain_after: int) -> tuple:
+    """(each chain's diagnostic draws' iterations, :func:`keep_at`; the arrays its kept samples and their
+    iterations are written into)."""
+    thin, width = setup.thin, setup.dim + len(setup.hyper_names)
+    at = [keep_at(n_iter, int(c.counters[1]), retain_after, thin, setup.diagnostic_draws) for c in chains]
+    size = [n_iter // thin + 1 + a.size if thin else 0 for a in at]
+    return at, [np.empty((n, width)) for n in size], [np.zeros(n, np.int64) for n in size]
+
+
+def _calibration(setup: ReplicaSet, state: ReplicaState) -> tuple:
+    """(each chain's step calibration, the gradients measuring it took): measured at the super-transition
+    ``setup.calibrate_after``, else the state's."""
+    if setup.calibrate_after != state.n_super:
+        return state.step_calibration, 0
+    return np.array([curvature_scale(r.model, c.position, c.hyper) for r, c in zip(setup.replicas, state.chains)]), \
+        setup.n_replicas * CURVATURE_EVALUATIONS
+
+
+def _step(setup: ReplicaSet, chains: tuple, wp, w, kept: list, stats: list) -> Step:
+    """The chains' sums of one super-transition (their test accumulators weighted by ``wp``, each predicting
+    sample standing for its iterations), their hyperparameters at its end and their kept samples."""
+    n_retained = np.array([r.test.count[0] for r in setup.replicas])
+    mine, H = setup.replicas, len(setup.hyper_names)
+    return Step(pred=wp[:, None, None] * np.stack([r.test.pred for r in mine]),
+                sq=wp[:, None, None] * np.stack([r.test.sq for r in mine]),
+                var=wp[:, None] * np.stack([r.test.var for r in mine]),
+                lse=np.log(wp)[:, None] + np.stack([r.test.lse for r in mine]),
+                count=wp * n_retained, retained=n_retained.astype(np.int64),
+                hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
+                kept=kept, kept_weight=w, kept_stats=stats)
+
+
+def _learned_metric(setup: ReplicaSet, state: ReplicaState, chains: tuple, window, moments, n_iter: int) -> dict:
+    """The learned metric's state after a super-transition of its ``window``: the moments summed on, or at the
+    window's end its factors (frozen till the next window) and the moments cleared."""
+    count = state.moment_count + n_iter
+    if state.n_super + 1 != window[1]:
+        return dict(moments=moments, moment_count=count)
+    heuristic = np.stack([r.model.scales(c.hyper) for r, c in zip(setup.replicas, chains)])
+    return dict(step_scale=learned_factors(moments, count, heuristic), moments=np.zeros_like(moments), moment_count=0)
+
+
+def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,
+                     rng=None) -> tuple:
+    """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at ``action`` (its ``step_factor``
+    and ``num_steps`` L)] on every chain of ``setup``, the leapfrog steps of the ``budget`` (exactly without
+    jitter, on average with it); returns (the new :class:`ReplicaState`, :class:`SuperTransitionResult`) and
+    changes neither argument (the chains run on copies; ``setup``'s scratch accumulators are reused, so one
+    setup runs one super-transition at a time). The steps are ``step_factor`` times the heuristic scales, or,
+    when the settings carry a ``step_size`` (absolute base steps), ``step_factor`` times those.
+
+    ``rng`` is a ``numpy.random.SeedSequence`` (one child per chain is spawned from it for this call; default
+    the set's stream after the state's ``streams_spawned``) or a Generator (from which such a SeedSequence is
+    seeded).
+    """
+    step_factor, num_steps = Action.of(action)
+    settings = _settings(setup, state, step_factor, num_steps, budget)
+    base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
+    calibration, calibration_gradients = _calibration(setup, state)
     R, n_iter = setup.n_replicas, iterations(budget, num_steps, settings.jitter)
     seq = setup.streams(state.streams_spawned) if rng is None else as_seed_sequence(rng)
     streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(R)]
@@ -170,15 +221,10 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
         else np.iinfo(np.int64).max
     thin = setup.thin
     every = predict_every(setup.predict_steps, num_steps, settings.jitter, n_iter)
-    counters = [int(c.counters[1]) for c in chains]       # each chain's iterations before this super-transition
-    at = [keep_at(n_iter, counters[j], int(retain_after), thin, setup.diagnostic_draws) for j in range(R)]
-    size = [n_iter // thin + 1 + at[j].size if thin else 0 for j in range(R)]
-    kept = [np.empty((size[j], setup.dim + H)) for j in range(R)]
-    kept_iter = [np.zeros(size[j], np.int64) for j in range(R)]
+    at, kept, kept_iter = _kept_buffers(setup, chains, n_iter, int(retain_after))
     n_kept = [0] * R
     window = window_of(state.n_super) if state.moments.shape[2] else None
     moments = state.moments.copy() if window else np.zeros((R, 4, 0))
-
 
     def one(j):
         r = setup.replicas[j]
@@ -191,40 +237,15 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
                               Observers(r.held, r.test, int(retain_after), thin, kept[j], every, moments[j], at[j],
                                         kept_iter[j]), streams[j])
 
-    def weight(j):
-        """The weight of each retained iteration of chain j (:data:`WEIGHT_BY`)."""
-        if setup.weight_by == "iterations" or n_iter == 0:
-            return 1.0
-        return float(rec.num_steps[j].sum()) / n_iter
-
     t0 = time.perf_counter()
-    if setup.threads > 1 and R > 1:
-        with ThreadPoolExecutor(min(setup.threads, R)) as executor:
-            list(executor.map(one, range(R)))
-    else:
-        for j in range(R):
-            one(j)
+    _each(one, R, setup.threads)
     seconds = time.perf_counter() - t0
-    w = np.array([weight(j) for j in range(R)])
-    wp = every * w                              # a predicting sample stands for `every` iterations
-    n_retained = np.array([r.test.count[0] for r in setup.replicas])
-    mine = setup.replicas
-    step = Step(pred=wp[:, None, None] * np.stack([r.test.pred for r in mine]),
-                sq=wp[:, None, None] * np.stack([r.test.sq for r in mine]),
-                var=wp[:, None] * np.stack([r.test.var for r in mine]),
-                lse=np.log(wp)[:, None] + np.stack([r.test.lse for r in mine]),
-                count=wp * n_retained, retained=n_retained.astype(np.int64),
-                hyper=np.stack([hyper_values(r.model.target, c.hyper, np.empty(H)) for r, c in zip(mine, chains)]),
-                kept=[kept[j][:n] for j, n in enumerate(n_kept)], kept_weight=w,
-                kept_stats=[kept_stats(rec, j, kept_iter[j][:n_kept[j]], setup.dim, at[j]) for j in range(R)])
+    w = np.array([1.0 if setup.weight_by == "iterations" or n_iter == 0 else      # each retained iteration's
+                  float(rec.num_steps[j].sum()) / n_iter for j in range(R)])         # weight (WEIGHT_BY)
+    step = _step(setup, chains, every * w, w, [kept[j][:n] for j, n in enumerate(n_kept)],
+                 [kept_stats(rec, j, kept_iter[j][:n_kept[j]], setup.dim, at[j]) for j in range(R)])
     spawned = state.streams_spawned + (R if rng is None else 0)
-    metric = {}
-    if window:
-        metric = dict(moments=moments, moment_count=state.moment_count + n_iter)
-        if state.n_super + 1 == window[1]:                  # the window's end: its factors, frozen till the next
-            heuristic = np.stack([r.model.scales(c.hyper) for r, c in zip(setup.replicas, chains)])
-            metric = dict(step_scale=learned_factors(moments, metric["moment_count"], heuristic),
-                          moments=np.zeros_like(moments), moment_count=0)
+    metric = _learned_metric(setup, state, chains, window, moments, n_iter) if window else {}
     new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration,
                                      **metric), step)
     held = HeldOut([snapshot(r.held) for r in setup.replicas[:setup.n_cv]], setup.spec.likelihood) \

@@ -695,33 +695,28 @@ def predict(spec: MLPSpec, Q, X) -> np.ndarray:
     return res[0] if single else res
 
 
+# Reasoning of mlp_step_scales. Write c_o for the largest second derivative of one case's minus
+# log likelihood with respect to output o: the noise precision for Gaussian
+# outputs, 1/4 for logistic and softmax outputs (p (1 - p) <= 1/4). A unit's
+# value enters the outputs through weights whose typical square is their prior
+# variance 1/prec, so the second derivative with respect to the value of
+# hidden unit j is estimated top-down as
+#
+#     c_j = sum over units u fed by j of c_u / prec(w_ju),
+#
+# and since tanh' <= 1 the same bound holds for its summed input. A weight
+# from source unit i into unit u then has
+#
+#     d^2 U / dw^2 ~ prec(w) + (sum over cases of x_i^2) c_u,
+#
+# where x_i is the training input for input units and is bounded by 1 (so the
+# sum is the number of cases) for tanh units and biases.
 @njit
 def mlp_step_scales(arch, prec, noise, sumsq, n_cases, out):
-    """Per-weight step scales s_k (FBM's heuristic, Neal 1995): the actual
-    leapfrog step of weight k is ``step_factor * s_k``.
-
-    s_k = (an estimate of d^2 U / dq_k^2)^(-1/2), computed from the
-    hyperparameters and the training inputs only, never from the current
-    weights, so that HMC for the weights given the hyperparameters stays exact
-    (the step sizes are fixed during a trajectory and its reverse).
-
-    Reasoning. Write c_o for the largest second derivative of one case's minus
-    log likelihood with respect to output o: the noise precision for Gaussian
-    outputs, 1/4 for logistic and softmax outputs (p (1 - p) <= 1/4). A unit's
-    value enters the outputs through weights whose typical square is their prior
-    variance 1/prec, so the second derivative with respect to the value of
-    hidden unit j is estimated top-down as
-
-        c_j = sum over units u fed by j of c_u / prec(w_ju),
-
-    and since tanh' <= 1 the same bound holds for its summed input. A weight
-    from source unit i into unit u then has
-
-        d^2 U / dw^2 ~ prec(w) + (sum over cases of x_i^2) c_u,
-
-    where x_i is the training input for input units and is bounded by 1 (so the
-    sum is the number of cases) for tanh units and biases.
-
+    """Per-weight step scales s_k (FBM's heuristic, Neal 1995): the actual leapfrog step of weight k is
+    ``step_factor * s_k``, s_k = (an estimate of d^2 U / dq_k^2)^(-1/2) from the hyperparameters and the
+    training inputs only, never from the current weights, so that HMC for the weights given the
+    hyperparameters stays exact (the comment above gives the estimate).
     ``sumsq`` (n_in,) holds the sum over training cases of each squared input.
     """
     n_in, n_out, lik, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[LIKELIHOOD], arch[HAS_IO], arch[N_LAYERS]

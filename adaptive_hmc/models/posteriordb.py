@@ -208,6 +208,44 @@ def blr() -> Posterior:
     return _regression("blr", d["data/X"], d["data/y"], 10.0, 10.0, False, _names("beta", 5) + ["sigma"])
 
 
+@njit
+def _gp_factor(a, c, L, K0, D2):
+    """L = chol(K), K = alpha^2 exp(-D2 / (2 rho^2)) + 1e-10 I (rho = exp(a), alpha = exp(c)); K0 = K without
+    the jitter. False when K is not positive definite in floating point."""
+    N = D2.shape[0]
+    rho2, alpha2 = np.exp(2.0 * a), np.exp(2.0 * c)
+    for i in range(N):
+        for j in range(N):
+            K0[i, j] = alpha2 * np.exp(-0.5 * D2[i, j] / rho2)
+    for j in range(N):
+        s = K0[j, j] + 1e-10
+        for m in range(j):
+            s -= L[j, m] * L[j, m]
+        if not s > 0.0:
+            return False
+        L[j, j] = np.sqrt(s)
+        for i in range(j + 1, N):
+            t = K0[i, j]
+            for m in range(j):
+                t -= L[i, m] * L[j, m]
+            L[i, j] = t / L[j, j]
+        for i in range(j):
+            L[i, j] = 0.0
+    return True
+
+
+@njit
+def _lower_solve(L, B, out):
+    """out = L^-1 B for lower-triangular L, column by column."""
+    N = L.shape[0]
+    for col in range(N):
+        for i in range(N):
+            t = B[i, col]
+            for m in range(i):
+                t -= L[i, m] * out[m, col]
+            out[i, col] = t / L[i, i]
+
+
 def gp_pois_regr() -> Posterior:
     d = load("gp_pois_regr")
     x, k = d["data/x"].astype(float), d["data/k"].astype(float)
@@ -215,45 +253,11 @@ def gp_pois_regr() -> Posterior:
     D2 = (x[:, None] - x[None, :]) ** 2
 
     @njit
-    def factor(a, c, L, K0):
-        """L = chol(K), K = alpha^2 exp(-D2 / (2 rho^2)) + 1e-10 I; K0 = K without the jitter. False when K
-        is not positive definite in floating point."""
-        rho2, alpha2 = np.exp(2.0 * a), np.exp(2.0 * c)
-        for i in range(N):
-            for j in range(N):
-                K0[i, j] = alpha2 * np.exp(-0.5 * D2[i, j] / rho2)
-        for j in range(N):
-            s = K0[j, j] + 1e-10
-            for m in range(j):
-                s -= L[j, m] * L[j, m]
-            if not s > 0.0:
-                return False
-            L[j, j] = np.sqrt(s)
-            for i in range(j + 1, N):
-                t = K0[i, j]
-                for m in range(j):
-                    t -= L[i, m] * L[j, m]
-                L[i, j] = t / L[j, j]
-            for i in range(j):
-                L[i, j] = 0.0
-        return True
-
-    @njit
-    def lower_solve(L, B, out):
-        """out = L^-1 B for lower-triangular L, column by column."""
-        for col in range(N):
-            for i in range(N):
-                t = B[i, col]
-                for m in range(i):
-                    t -= L[i, m] * out[m, col]
-                out[i, col] = t / L[i, i]
-
-    @njit
     def logp_grad(q):
         a, c, ft = q[0], q[1], q[2:]
         L, K0 = np.empty((N, N)), np.empty((N, N))
         g = np.empty(N + 2)
-        if not factor(a, c, L, K0):
+        if not _gp_factor(a, c, L, K0, D2):
             return np.nan, g
         f = L @ ft
         w = k - np.exp(f)
@@ -268,8 +272,8 @@ def gp_pois_regr() -> Posterior:
             for r in range(N):
                 for s in range(N):
                     dK[r, s] = K0[r, s] * D2[r, s] / rho2 if j == 0 else 2.0 * K0[r, s]
-            lower_solve(L, dK, A)                        # L^-1 dK
-            lower_solve(L, A.T.copy(), M)                # L^-1 (L^-1 dK)^T = L^-1 dK L^-T
+            _lower_solve(L, dK, A)                       # L^-1 dK
+            _lower_solve(L, A.T.copy(), M)               # L^-1 (L^-1 dK)^T = L^-1 dK L^-T
             t = 0.0
             for r in range(N):
                 t += La[r] * 0.5 * M[r, r] * ft[r]
@@ -282,7 +286,7 @@ def gp_pois_regr() -> Posterior:
 
     def chol(q):
         L, K0 = np.empty((N, N)), np.empty((N, N))
-        factor(q[0], q[1], L, K0)
+        _gp_factor(q[0], q[1], L, K0, D2)
         return L
 
     names = ["rho", "alpha"] + _names("f", N)

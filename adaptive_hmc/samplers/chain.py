@@ -196,8 +196,7 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
     step_sizes = fill_step_sizes(target, chain.hyper, settings, np.empty(D))
     u = 0.0
     current = False         # whether u and chain.grad are the energy and gradient at the chain's state
-    n_kept = 0
-    n_at = 0                # entries of obs.keep_at passed
+    n_kept, n_at = 0, 0     # samples kept; entries of obs.keep_at passed
     for i in range(n_iter):
         evaluations = 0
         if settings.gibbs and chain.counters[0] >= settings.initial_phase_steps:
@@ -240,8 +239,7 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
                 if obs.test.YT.shape[1] > 0 and (i + 1) % obs.predict_every == 0:
                     accumulate(chain.position, target, chain.hyper, obs.test)
                 at = n_at < obs.keep_at.size and obs.keep_at[n_at] == i
-                if at:
-                    n_at += 1
+                n_at += 1 if at else 0
                 if obs.thin > 0 and (chain.counters[1] % obs.thin == 0 or at):
                     for k in range(D):
                         obs.kept[n_kept, k] = chain.position[k]
