@@ -29,6 +29,8 @@ Rows (`--rows`; each a data set and the estimator's keyword arguments):
                 budget)
   slowest       the defaults rewarding the slowest quantity's movement (the log
                 hyperparameters' and the energy's) instead of ESJD/sqrt(L)
+  half-burn     the defaults with the first half of a fit run until its chains
+                meet burned in (the default before: now the first quarter)
 
 Besides R-hat and ESS, each row gives each chain's own split R-hat (its first
 half against its second, the largest over the test predictions and over the
@@ -73,7 +75,10 @@ ROWS = {
     "interweave-30": dict(priors=PriorSpec(**NEAL), num_steps_bounds=(10, 500), max_seconds=None),
     "box-500": dict(num_steps_bounds=(10, 500)),
     "slowest": dict(reward="slowest"),
+    "half-burn": {},
 }
+#: Rows that change a constant of the estimators' module instead of a keyword.
+MODULE_SETTINGS = {"half-burn": {"UNTIL_BURN_IN": 2}}
 QUICK = dict(hidden=4, budget=200, super_transitions=6, num_steps_bounds=(5, 40), initial_phase_steps=100)
 
 
@@ -96,16 +101,23 @@ def measure(data: str, row: str, quick: bool) -> dict:
     if quick:
         X, y = X[:120], y[:120]
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
-    options = dict(ROWS[row], **QUICK, **({"max_seconds": 5.0, "target_ess": 20} if quick and row in ("default", "neal")
-                                          else {})) if quick else ROWS[row]
+    until = quick and row in ("default", "neal", "half-burn")
+    options = dict(ROWS[row], **QUICK, **({"max_seconds": 5.0, "target_ess": 20} if until else {})) if quick \
+        else ROWS[row]
     model = cls(**options)
+    from adaptive_hmc.front import estimator
+    saved = {k: getattr(estimator, k) for k in MODULE_SETTINGS.get(row, {})}
     t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(X_train, y_train)
-    wall = time.perf_counter() - t0
-    n = model.replicas_.n_super
-    burn = model._burn_in(n)
+    try:
+        vars(estimator).update(MODULE_SETTINGS.get(row, {}))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(X_train, y_train)
+        wall = time.perf_counter() - t0
+        n = model.replicas_.n_super
+        burn = model._burn_in(n)
+    finally:
+        vars(estimator).update(saved)
     d = run_diagnostics(model.spec_, kept_samples(model.replicas_, after=burn), model.replicas_.chain_indices("full"),
                         "full", {"X_test": model.x_scale_.transform(X_test), "history_pred": [], "history_count": []},
                         {"test": slice(0, len(X_test))}, model.replicas_.history_hyper[burn:],
