@@ -6,6 +6,7 @@ Run: python benchmarks/bench_tuner.py   (the last line is JSON)
 """
 import json
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -25,7 +26,7 @@ def time_at(n_obs, n_distinct=40, repeats=15, seed=0):
     for k in range(n_obs):
         a = actions[k % n_distinct]
         t.tell(a, -abs(a["step_factor"] - 0.3) + 0.05 * rng.normal())
-    t.schedule = Polynomial(0.0)
+    t.options = replace(t.options, schedule=Polynomial(0.0))
     times = []
     for k in range(repeats):
         a = actions[k % n_distinct]

@@ -71,3 +71,48 @@ def test_a_tuner_of_ones_own_runs_sample_through_the_protocol():
     assert all(lo <= L <= hi for _, L in actions)                            # within sample()'s own box
     q = idata.posterior["q"].values.reshape(-1, 3)
     assert abs(q.mean()) < 0.5 and 0.5 < q.std() < 1.5                      # it samples N(0, I)
+
+
+@pytest.mark.filterwarnings("ignore:the largest R-hat")
+def test_a_tuner_of_ones_own_resumes_from_a_checkpoint_once_registered(tmp_path):
+    """sample() with a checkpoint stopped after 3 super-transitions resumes to the draws of the uninterrupted
+    run, its tuner rebuilt from the checkpoint by the registry (TUNERS); an unregistered kind is refused naming
+    register_tuner, and the package's own kinds cannot be replaced."""
+    from adaptive_hmc.tuners import TUNERS, register_tuner, tuner_from_state
+    kw = dict(warmup=100, super_transitions=6, budget=200, seed=4, tuner=RandomSearchOptions())
+    whole = sample(_std_normal, np.zeros((2, 3)), **kw)
+    path = tmp_path / "ck"
+    TUNERS.pop("random", None)
+    assert sample(_std_normal, np.zeros((2, 3)), checkpoint=path, stop_after=3, **kw) is None
+    with pytest.raises(Exception, match=r"a tuner of kind 'random' saved this state, and no such kind is registered"
+                                        r".*register_tuner\('random', YourTuner\)"):
+        sample(_std_normal, np.zeros((2, 3)), checkpoint=path, **kw)
+    register_tuner("random", RandomSearch)
+    try:
+        resumed = sample(_std_normal, np.zeros((2, 3)), checkpoint=path, **kw)
+        np.testing.assert_array_equal(resumed.posterior["q"].values, whole.posterior["q"].values)
+        assert resumed.attrs["tuner_log"] == whole.attrs["tuner_log"]
+        t = RandomSearch({"step_factor": (0.1, 1.0), "num_steps": (2, 20)}, 3)
+        t.tell(t.ask(), 1.0)
+        assert tuner_from_state(t.state_dict()).history == t.history
+    finally:
+        TUNERS.pop("random", None)
+    with pytest.raises(ValueError, match="tuner kind 'bandit': the package's own"):
+        register_tuner("bandit", RandomSearch)
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_tuner_of_ones_own_runs_the_estimators():
+    """BNNRegressor(tuner=options of one's own): each super-transition at the action the tuner asked, within its
+    box, and the fit predicts."""
+    from adaptive_hmc import BNNRegressor
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = X[:, 0] + 0.1 * rng.normal(size=40)
+    options = RandomSearchOptions(bounds={"step_factor": (0.05, 0.5), "num_steps": (5, 50)})
+    m = BNNRegressor(hidden=3, super_transitions=5, max_seconds=None, budget=200, initial_phase_steps=50,
+                     start="random", tuner=options).fit(X, y)
+    actions = [(e["step_factor"], e["num_steps"]) for e in m.log_]
+    assert len(actions) == 5 and len(set(actions)) == 5
+    assert all(0.05 <= f <= 0.5 and 5 <= L <= 50 for f, L in actions)
+    assert np.isfinite(m.predict(X)).all() and m.get_params()["tuner"] is options

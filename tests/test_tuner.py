@@ -252,7 +252,7 @@ def test_rank_transform_tuner_finds_the_optimum_and_maps_back_to_reward_units():
     rewards = np.array([h["reward"] for h in t.history])
     assert np.all(s >= 0) and rewards.min() - 1e-12 <= m.min() and m.max() <= rewards.max() + 1e-12
     restored = BanditTuner.from_state(json.loads(json.dumps(t.state_dict())))
-    assert restored.transform == "rank" and restored.ask() == t.ask()
+    assert restored.options.transform == "rank" and restored.ask() == t.ask()
 
 
 def test_log_axes_map_the_box_geometrically_and_round_trip():
@@ -319,7 +319,7 @@ def test_leave_below_moves_off_a_collapsed_action_late_in_a_run():
     assert h["moved"] and h["left"] and default.ask() != kept
     assert default._rng.bit_generator.state == thesis._rng.bit_generator.state
     restored = BanditTuner.from_state(json.loads(json.dumps(default.state_dict())))
-    assert restored.leave_below == 0.05 and restored.ask() == default.ask()
+    assert restored.options.leave_below == 0.05 and restored.ask() == default.ask()
     with pytest.raises(ValueError, match="leave_below"):
         BanditTuner(BanditOptions.thesis(BOUNDS, leave_below=1.5))
 
@@ -359,7 +359,7 @@ def test_the_feasibility_model_visits_a_failing_region_once():
     assert max(failures[0.8]) == 0 and min(failures[None]) >= 3, failures
     restored = BanditTuner.from_state(json.loads(json.dumps(t.state_dict())))
     assert restored.accept_floor == 0.8 and restored.ask() == t.ask()
-    assert restored.accept_length_scales == {"step_factor": 0.1, "num_steps": 1.0}
+    assert restored.options.accept_length_scales == {"step_factor": 0.1, "num_steps": 1.0}
     with pytest.raises(ValueError, match="accept_floor"):
         BanditTuner(BanditOptions.thesis(BOUNDS_SMALL, accept_floor=1.5))
 
@@ -391,7 +391,7 @@ def test_a_chains_failure_fades_and_an_actions_failure_does_not():
     state = json.loads(json.dumps(t.state_dict()))
     assert state["history"][0]["transient"] and "transient" not in state["history"][1]
     restored = BanditTuner.from_state(state)
-    assert restored.accept_memory == 5.0
+    assert restored.options.accept_memory == 5.0
     assert np.allclose(restored.feasibility(np.array([[0.1, 2520]])), t.feasibility(np.array([[0.1, 2520]])))
     with pytest.raises(ValueError, match="accept_memory"):
         BanditTuner(BanditOptions.thesis(bounds, accept_floor=0.8, accept_memory=0.0))
@@ -491,3 +491,22 @@ def test_both_tuners_are_the_runners_tuner_protocol():
         def ask(self):
             return {}
     assert not isinstance(AskOnly(), Tuner)
+
+
+def test_a_state_saved_before_options_were_kept_whole_still_resumes():
+    """An older tuner.json holds each option at its top level (no "options"): it resumes to the same tuner as
+    the state saved now, and the state now holds the options as one dict that rebuilds them."""
+    from adaptive_hmc.tuners.bandit import options_from_dict
+    bounds = {"step_factor": (0.01, 1.01), "num_steps": (20, 500)}
+    t = BanditTuner(BanditOptions(bounds, accept_memory=3.0), seed=2)
+    rng = np.random.default_rng(0)
+    for _ in range(8):
+        a = t.ask()
+        t.tell(a, -abs(a["step_factor"] - 0.3) + 0.01 * rng.normal(), acceptance=0.9)
+    state = t.state_dict()
+    assert options_from_dict(state["options"]) == t.options
+    old = {k: v for k, v in state.items() if k != "options"}
+    old.update({k: v for k, v in state["options"].items() if k != "horizon"})   # as 92ff94a wrote it
+    for s in (state, old):
+        r = BanditTuner.from_state(s)
+        assert r.options == t.options and r.ask() == t.ask() and r.history == t.history

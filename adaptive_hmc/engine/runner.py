@@ -20,7 +20,7 @@ from .rewards import cv_error, cv_reward, esjd_reward, slowest_movement
 from ..samplers.settings import Action
 from .super_transition import SuperTransitionResult
 from ..tuners.base import Tuner
-from ..tuners.options import BanditOptions, FixedOptions
+from ..tuners.options import BanditOptions
 
 
 class ChainSet(Protocol):
@@ -331,21 +331,24 @@ class RunSetup(NamedTuple):
                                      self.cv_metric, callback=callback, warmup=r.warmup, log=log)
 
 
-def make_run(spec, X, Y, *, tuner: BanditOptions | FixedOptions, run: RunOptions,
+def make_run(spec, X, Y, *, tuner, run: RunOptions,
              replicas: ReplicaOptions = ReplicaOptions(), test_sets: dict | None = None) -> RunSetup:
     """Build a run from one seed (``run.seed``): the replicas on the training
     data (X, Y) and ``test_sets``, and the tuner, each with its own child of
     the seed's ``SeedSequence``. ``tuner`` is a
     :class:`~adaptive_hmc.tuners.options.BanditOptions` (the package's
-    defaults for every option not given) or a
-    :class:`~adaptive_hmc.tuners.options.FixedOptions`; the reward "cv" needs
+    defaults for every option not given), a
+    :class:`~adaptive_hmc.tuners.options.FixedOptions`, or a user's options
+    type: ``tuner(seed)`` gives its :class:`~adaptive_hmc.tuners.base.Tuner`
+    and its ``bounds`` (or ``num_steps``) the longest L; the reward "cv" needs
     ``replicas.data`` "folds" (:func:`~adaptive_hmc.engine.replica_options.default_data`)."""
-    if not isinstance(tuner, (BanditOptions, FixedOptions)):
-        raise TypeError(f"tuner={tuner!r}: a BanditOptions or a FixedOptions (adaptive_hmc.tuners.options)")
+    if not callable(getattr(tuner, "tuner", None)) or not (hasattr(tuner, "bounds") or hasattr(tuner, "num_steps")):
+        raise TypeError(f"tuner={tuner!r}: a BanditOptions or a FixedOptions (adaptive_hmc.tuners.options), or "
+                        f"options of one's own with tuner(seed) and bounds (or num_steps)")
     if run.reward == "cv" and replicas.data != "folds":
         raise ValueError(f"reward 'cv' reads held-out predictions: it needs replicas.data 'folds' (given "
                          f"{replicas.data!r})")
-    longest = tuner.bounds["num_steps"][1] if isinstance(tuner, BanditOptions) else tuner.num_steps
+    longest = tuner.bounds["num_steps"][1] if hasattr(tuner, "bounds") else tuner.num_steps
     if longest > run.budget:
         raise ValueError(f"the tuner's longest trajectory, L = {longest}, must be <= the budget ({run.budget}), the "
                          f"leapfrog steps per chain in a super-transition")

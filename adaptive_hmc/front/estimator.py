@@ -62,8 +62,9 @@ class _BNN(BaseEstimator):
                  num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False, start="optimized", metric="heuristic", random_state=None, precision=DEFAULT_PRECISION):
-        self.random_state, self.precision = random_state, precision
+                 warm_start=False, start="optimized", metric="heuristic", random_state=None, precision=DEFAULT_PRECISION,
+                 tuner=None):
+        self.random_state, self.precision, self.tuner = random_state, precision, tuner
         self.reward, self.weight_by, self.jitter, self.warm_start = reward, weight_by, jitter, warm_start
         self.start, self.metric = start, metric
         self.max_seconds, self.target_ess = max_seconds, target_ess
@@ -199,7 +200,7 @@ class _BNN(BaseEstimator):
         """The run a fit starts (:func:`~adaptive_hmc.engine.runner.make_run`), from the estimator's parameters."""
         bounds = {"step_factor": tuple(self.step_factor_bounds), "num_steps": self._num_steps_bounds()}
         return make_run(
-            spec, X, Y, tuner=BanditOptions(bounds),
+            spec, X, Y, tuner=BanditOptions(bounds) if self.tuner is None else self.tuner,
             run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, seed, self.reward, metric,
                            max_seconds=None if self.max_seconds is None else float(self.max_seconds)),
             replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
@@ -332,6 +333,10 @@ _COMMON_DOC = """
         hidden weights, activations and deltas of a block of cases; the energy and the Metropolis test stay in
         float64, so the chains sample the network so computed exactly); float32 gives 1.4-1.7x the gradients a
         second, with answers within Monte Carlo error of float64's (docs/precision.md).
+    tuner : the tuner's options (None: ``BanditOptions`` over ``step_factor_bounds`` and ``num_steps_bounds``):
+        a ``BanditOptions``, a ``FixedOptions``, or one's own (``tuner(seed)`` gives a
+        :class:`~adaptive_hmc.tuners.base.Tuner`, ``bounds`` or ``num_steps`` the longest L; register its
+        kind with :func:`~adaptive_hmc.tuners.register_tuner` to read a saved fit back).
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec` (default: the package's, mean precision 400 and shape 2 for
         the weight groups; Neal's papers use shape 0.5).
 
@@ -389,11 +394,11 @@ class BNNClassifier(ClassifierMixin, _BNN):
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
                  warm_start=False, start="optimized", metric="heuristic", random_state=None, cv_metric="log_loss",
-                 precision=DEFAULT_PRECISION):
+                 precision=DEFAULT_PRECISION, tuner=None):
         super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
                          initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
                          reward, weight_by, jitter, max_seconds, target_ess, warm_start, start, metric, random_state,
-                         precision)
+                         precision, tuner)
         self.cv_metric = cv_metric
 
     def fit(self, X, y, **fit_params):

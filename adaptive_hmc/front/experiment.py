@@ -149,7 +149,7 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
     """(tuner, log, wall seconds, metadata) of a run started or resumed in ``rd``, its kernels compiled and
     its chains started."""
     if resuming:
-        tuner, log, wall, note = rd.restore(replicas, type(tuner))
+        tuner, log, wall, note = rd.restore(replicas)
         if note:
             print(f"{rd.path}: {note}", file=sys.stderr, flush=True)
         meta = rd.read_metadata()

@@ -113,7 +113,7 @@ def restore(path: Path, key: dict, chains) -> tuple:
     """(run, tuner, log, stats, note) of checkpoint ``path`` (or the one before
     it when it is damaged; the note says so), its chains and draws put back
     into ``chains`` (:meth:`~adaptive_hmc.engine.density_chains.DensityChains.restore`)."""
-    from ..tuners.bandit import BanditTuner
+    from ..tuners.registry import tuner_from_state
     ck, note = _read_checkpoint(path)
     state = ck.replicas
     saved = {k: v for k, v in state["key"].items() if k not in LENGTH}
@@ -124,4 +124,4 @@ def restore(path: Path, key: dict, chains) -> tuple:
     draws, stats, log = _read_shards(path, state["stored"])
     chains.restore(state, draws)
     chains.draws_stored = state["stored"]
-    return state["run"], BanditTuner.from_state(ck.tuner), log, stats, note
+    return state["run"], tuner_from_state(ck.tuner), log, stats, note

@@ -18,7 +18,7 @@ from ..data import Standardizer
 from ..models.mlp import MLPSpec
 from .posterior import Posterior
 from ..engine.replica_options import chain_indices
-from ..tuners import BanditTuner, FixedTuner
+from ..tuners.registry import tuner_from_state
 from .results import CONFIG, LOG, POSTERIOR, PREDICTIONS, SAMPLES, SUMMARY, TUNER, RunDir, RunError, is_density_run
 from .store import npz_problem
 
@@ -41,7 +41,7 @@ class Run(NamedTuple):
 
     def tuner(self):
         """The tuner as it ended (a BanditTuner refits its reward model from its history)."""
-        return (BanditTuner if self.tuner_state["kind"] == "bandit" else FixedTuner).from_state(self.tuner_state)
+        return tuner_from_state(self.tuner_state)
 
     def with_network(self, what: str) -> "Run":
         """This run (a verb that needs a network's ``what`` asks it: :meth:`DensityRun.with_network`)."""

@@ -41,6 +41,7 @@ from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 from ..engine.runner import LogEntry
 from .store import STORE, SampleStore, atomic_write, npz_bytes
+from ..tuners.registry import tuner_from_state
 
 CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
 CHECKPOINT, PREVIOUS = "checkpoint.npz", "checkpoint.prev.npz"
@@ -336,7 +337,7 @@ class RunDir:
         self.file(SUMMARY).unlink()
         return n + by
 
-    def restore(self, replicas: ReplicaSet, tuner_type) -> tuple:
+    def restore(self, replicas: ReplicaSet) -> tuple:
         """(tuner, log, wall_s, note) from the newest intact checkpoint, with
         ``replicas`` restored in place from it and the sample store, which is
         cut back to it (as is the log)."""
@@ -350,7 +351,7 @@ class RunDir:
                            f"{n_super} super-transitions ({e}); start the run again in a new directory") from None
         try:
             replicas.restore(ck.replicas, steps)
-            tuner = tuner_type.from_state(ck.tuner)
+            tuner = tuner_from_state(ck.tuner)
         except Exception as e:
             raise RunError(f"{self.file(CHECKPOINT)}: does not fit this run's config ({type(e).__name__}: {e}); "
                            f"start the run again in a new directory") from None

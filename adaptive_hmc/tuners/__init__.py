@@ -5,7 +5,8 @@ from .bandit import BanditOptions, BanditTuner
 from .base import TellInfo, Tuner
 from .fixed import FixedTuner
 from .gp import GPRewardModel
+from .registry import TUNERS, register_tuner, tuner_from_state
 from .schedules import Exponential, Polynomial, Wang2013
 
-__all__ = ["BanditOptions", "BanditTuner", "FixedTuner", "GPRewardModel", "Exponential", "Polynomial", "TellInfo", "Tuner", "Wang2013",
-           "maximize", "ucb", "ucb_beta"]
+__all__ = ["BanditOptions", "BanditTuner", "FixedTuner", "GPRewardModel", "Exponential", "Polynomial", "TellInfo",
+           "Tuner", "TUNERS", "Wang2013", "maximize", "register_tuner", "tuner_from_state", "ucb", "ucb_beta"]

@@ -10,7 +10,7 @@ the reward just told collapsed).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import numpy as np
 from scipy.special import ndtr
@@ -172,6 +172,38 @@ class BanditOptions:
         return BanditTuner(self, seed)
 
 
+def _canonical(o: BanditOptions) -> BanditOptions:
+    """``o`` with its numbers as floats and ints, its box and axes as tuples (one form, saved and restored)."""
+    return replace(o, bounds={str(n): tuple(b) for n, b in o.bounds.items()}, alpha=float(o.alpha),
+                   delta=float(o.delta), noise=float(o.noise), maxfun=int(o.maxfun), polish=bool(o.polish),
+                   fit_kernel=bool(o.fit_kernel), log_axes=tuple(o.log_axes),
+                   leave_below=None if o.leave_below is None else float(o.leave_below),
+                   accept_floor=None if o.accept_floor is None else float(o.accept_floor),
+                   accept_length_scales={str(k): float(v) for k, v in (o.accept_length_scales or {}).items()},
+                   accept_memory=None if o.accept_memory is None else float(o.accept_memory))
+
+
+#: The options :func:`options_from_dict` reads beyond the box and the schedule (absent in an older state: the
+#: field's default, except where an older version's default differed).
+_OLD_DEFAULTS = {"log_axes": (), "leave_below": None, "accept_floor": None, "accept_length_scales": None,
+                 "accept_memory": None, "horizon": None}
+
+
+def options_to_dict(o: BanditOptions) -> dict:
+    """``o`` as JSON (the box's pairs as lists, the schedule as :func:`schedule_to_dict`)."""
+    d = {f.name: getattr(o, f.name) for f in fields(o)}
+    return {**d, "bounds": {n: list(b) for n, b in o.bounds.items()}, "log_axes": list(o.log_axes),
+            "schedule": schedule_to_dict(o.schedule)}
+
+
+def options_from_dict(d: dict) -> BanditOptions:
+    """The options :func:`options_to_dict` wrote (or an older state's top-level keys)."""
+    known = {f.name for f in fields(BanditOptions)} - {"bounds", "schedule"}
+    given = {k: d[k] if k in d else _OLD_DEFAULTS[k] for k in known if k in d or k in _OLD_DEFAULTS}
+    return BanditOptions({n: tuple(b) for n, b in d["bounds"].items()}, schedule=schedule_from_dict(d["schedule"]),
+                         **{**given, "log_axes": tuple(given.get("log_axes", ()))})
+
+
 class BanditTuner:
     """GP-UCB bandit over a box of actions with an annealed move probability,
     as its :class:`BanditOptions` say (``options``, checked there).
@@ -185,35 +217,28 @@ class BanditTuner:
         if not isinstance(options, BanditOptions):
             raise TypeError(f"options={options!r}: a BanditOptions (BanditOptions(bounds, ...), or "
                             f"BanditOptions.thesis(bounds, ...) for the thesis's tuner)")
-        o = self.options = options
+        #: The options, in canonical types (what :meth:`state_dict` stores); the tuner reads them there.
+        o = self.options = _canonical(options)
         #: The action box (:class:`~adaptive_hmc.tuners.space.Space`): bounds, integer and log axes, unit maps.
         self.space = Space(o.bounds, integer, o.log_axes)
         self.bounds, self.names = self.space.bounds, self.space.names
-        self.transform, self.leave_below = o.transform, None if o.leave_below is None else float(o.leave_below)
-        self.accept_floor = None if o.accept_floor is None else float(o.accept_floor)
-        self.accept_length_scales = {str(k): float(v) for k, v in (o.accept_length_scales or {}).items()}
-        self.accept_memory = None if o.accept_memory is None else float(o.accept_memory)
-        alpha, first_action = o.alpha, o.first_action
-        self._feasibility_model = GPRewardModel(
-            len(self.bounds), [self.accept_length_scales.get(n, alpha) for n in self.bounds])
-        self._feasibility_known = True        # False once every observation is forgotten (_fit_feasibility)
         self.log_axes, self.integer = self.space.log_axes, self.space.integer
-        self.alpha, self.delta, self.noise = float(alpha), float(o.delta), float(o.noise)
-        self.schedule = o.schedule
-        self.fit_kernel, self.maxfun, self.polish = bool(o.fit_kernel), int(o.maxfun), bool(o.polish)
+        self.accept_floor = o.accept_floor              # the Tuner protocol's attribute
+        self._feasibility_model = GPRewardModel(
+            len(self.bounds), [o.accept_length_scales.get(n, o.alpha) for n in self.bounds])
+        self._feasibility_known = True        # False once every observation is forgotten (_fit_feasibility)
         self.seed = int(seed)
-        self.first_action = first_action
-        self.model = model if model is not None else GPRewardModel(len(self.names), self.alpha, self.fit_kernel)
+        self.model = model if model is not None else GPRewardModel(len(self.names), o.alpha, o.fit_kernel)
         self._rng = np.random.default_rng(self.seed)
         self._history = []
         self._sums = {}
         self._accepts = {}          # action -> [unit point, [(tell index, told acceptance, transient), ...]]
-        if isinstance(first_action, dict):
-            self._initial = [self.space.action(self.space.unit(first_action))]
-        elif first_action == "centre":
+        if isinstance(o.first_action, dict):
+            self._initial = [self.space.action(self.space.unit(o.first_action))]
+        elif o.first_action == "centre":
             self._initial = [self.space.action(np.full(len(self.names), 0.5))]
         else:
-            pts = qmc.LatinHypercube(d=len(self.names), seed=self._rng).random(first_action)
+            pts = qmc.LatinHypercube(d=len(self.names), seed=self._rng).random(o.first_action)
             self._initial = [self.space.action(p) for p in pts]
         self._pending = self._initial.pop(0)
 
@@ -240,7 +265,7 @@ class BanditTuner:
         if self._initial:
             p, moved, left, nxt = 1.0, True, False, self._initial.pop(0)
         else:
-            p = float(self.schedule(self._annealing_index(i)))
+            p = float(self.options.schedule(self._annealing_index(i)))
             moved = bool(self._rng.random() < p)
             failed = acceptance is not None and acceptance < self.accept_floor
             left = not moved and (failed or collapsed)
@@ -315,7 +340,8 @@ class BanditTuner:
             for i, a in enumerate(v):                  # weighted means, summed in order (all weights 1: the plain mean)
                 total = weight = 0.0
                 for t, acc, transient in a[1]:
-                    w = math.exp(-(now - t) / self.accept_memory) if transient and self.accept_memory else 1.0
+                    memory = self.options.accept_memory
+                    w = math.exp(-(now - t) / memory) if transient and memory else 1.0
                     total, weight = total + w * acc, weight + w
                 y[i], weights[i] = (total / weight if weight > 0 else 0.0), weight
             # an action whose every observation was transient and long ago is forgotten (its weight underflows)
@@ -330,14 +356,14 @@ class BanditTuner:
     def _collapsed(self, reward: float) -> bool:
         """Whether ``reward`` (not yet in the history) ranks among the lowest
         :attr:`leave_below` of all rewards told, itself included (mid-ranks)."""
-        if self.leave_below is None:
+        if self.options.leave_below is None:
             return False
         r = np.array([h["reward"] for h in self._history] + [reward])
-        return bool((np.sum(r < reward) + 0.5 * np.sum(r == reward)) / r.size <= self.leave_below)
+        return bool((np.sum(r < reward) + 0.5 * np.sum(r == reward)) / r.size <= self.options.leave_below)
 
     def _targets(self, means) -> np.ndarray:
         """The GP's targets for the distinct actions' mean rewards (see ``transform``)."""
-        if self.transform == "rank":
+        if self.options.transform == "rank":
             y = norm.ppf((rankdata(means) - 0.5) / means.size)
             order = np.argsort(y, kind="stable")
             self._back = (y[order], means[order])
@@ -352,7 +378,7 @@ class BanditTuner:
         X = np.array([v[0] for v in self._sums.values()])
         means = np.array([v[1] / v[2] for v in self._sums.values()])
         counts = np.array([v[2] for v in self._sums.values()], float)
-        self.model.fit(X, self._targets(means), self.noise ** 2 / counts)
+        self.model.fit(X, self._targets(means), self.options.noise ** 2 / counts)
 
     def _latent(self, actions) -> tuple:
         """GP mean and sd at ``actions`` (n, d) in original units, in the GP's own (transformed) units."""
@@ -364,7 +390,7 @@ class BanditTuner:
     def _argmax(self, i, p) -> dict:
         self._fit()
         self._fit_feasibility()
-        beta = ucb_beta(i + 1, len(self.names), self.delta)
+        beta = ucb_beta(i + 1, len(self.names), self.options.delta)
 
         def latent(x):
             m, s = self.model.predict(np.atleast_2d(x), return_std=True)
@@ -375,7 +401,7 @@ class BanditTuner:
             m, s = at(x)
             return float(ucb(m, s, beta, p) - self._penalty_at(x))
 
-        x, _ = maximize(acq, len(self.names), self.maxfun, self.polish)
+        x, _ = maximize(acq, len(self.names), self.options.maxfun, self.options.polish)
         return self.space.action(x)
 
     # -- introspection -------------------------------------------------------------
@@ -392,7 +418,7 @@ class BanditTuner:
         the monotone interpolation of (transformed, mean reward) of the tried
         actions, and its sd by that map's slope."""
         m, s = self._latent(actions)
-        if self.transform == "standardize":
+        if self.options.transform == "standardize":
             return self._centre + self._sd * m, self._sd * s
         ys, ms = self._back
         h = 1e-3
@@ -404,7 +430,8 @@ class BanditTuner:
         i = len(self._history)
         m, s = self._latent(actions)
         self._fit_feasibility()
-        return (ucb(m, s, ucb_beta(i + 1, len(self.names), self.delta), float(self.schedule(max(i, 1))))
+        o = self.options
+        return (ucb(m, s, ucb_beta(i + 1, len(self.names), o.delta), float(o.schedule(max(i, 1))))
                 - self._penalty(self.space.to_unit(actions)))
 
     def feasibility(self, actions) -> np.ndarray:
@@ -430,32 +457,20 @@ class BanditTuner:
             return dict(zip(self.names, keys[int(np.argmax(m))]))
         self._fit()
         x, _ = maximize(lambda z: float(self.model.predict(np.atleast_2d(z))[0]), len(self.names),
-                        self.maxfun, self.polish)
+                        self.options.maxfun, self.options.polish)
         return self.space.action(x)
 
     # -- state ------------------------------------------------------------------------
     def state_dict(self) -> dict:
         """JSON-serialisable state; :meth:`from_state` resumes exactly."""
-        return {"kind": "bandit", "bounds": {n: list(b) for n, b in self.bounds.items()},
-                "integer": self.integer, "alpha": self.alpha, "delta": self.delta, "noise": self.noise,
-                "transform": self.transform, "log_axes": self.log_axes, "leave_below": self.leave_below,
-                "accept_floor": self.accept_floor, "accept_length_scales": self.accept_length_scales,
-                "accept_memory": self.accept_memory, "horizon": self.options.horizon,
-                "schedule": schedule_to_dict(self.schedule), "fit_kernel": self.fit_kernel,
-                "maxfun": self.maxfun, "polish": self.polish, "seed": self.seed,
-                "first_action": self.first_action, "rng": self._rng.bit_generator.state,
-                "history": self.history, "pending": self.ask(), "initial": [dict(a) for a in self._initial]}
+        return {"kind": "bandit", "options": options_to_dict(self.options), "integer": self.integer,
+                "seed": self.seed, "rng": self._rng.bit_generator.state, "history": self.history,
+                "pending": self.ask(), "initial": [dict(a) for a in self._initial]}
 
     @classmethod
     def from_state(cls, state: dict, model=None) -> "BanditTuner":
-        options = BanditOptions(
-            {n: tuple(b) for n, b in state["bounds"].items()}, alpha=state["alpha"], delta=state["delta"],
-            noise=state["noise"], transform=state["transform"], log_axes=tuple(state.get("log_axes", ())),
-            leave_below=state.get("leave_below"), accept_floor=state.get("accept_floor"),
-            accept_length_scales=state.get("accept_length_scales"), accept_memory=state.get("accept_memory"),
-            horizon=state.get("horizon"), schedule=schedule_from_dict(state["schedule"]),
-            first_action=state["first_action"],
-            fit_kernel=state["fit_kernel"], maxfun=state["maxfun"], polish=state["polish"])
+        """The tuner :meth:`state_dict` saved (or an older version's state, whose options stand at its top level)."""
+        options = options_from_dict(state["options"] if "options" in state else state)
         t = cls(options, state["seed"], integer=state["integer"], model=model)
         t._rng.bit_generator.state = state["rng"]
         for h in state["history"]:
