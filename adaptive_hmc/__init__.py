@@ -15,7 +15,7 @@ _WHERE = {
     "ReplicaOptions": "engine.replicas", "ReplicaSet": "engine.replicas", "super_transition": "engine.replicas",
     "read_run": "rundir.finished_run",
     "cv_reward": "engine.rewards", "esjd_reward": "engine.rewards", "esjd": "engine.rewards", "sample": "front.general",
-    "RunOptions": "engine.runner", "make_run": "engine.runner", "run_super_transitions": "engine.runner",
+    "RunOptions": "engine.runner", "make_run": "engine.runner", "run_super_transitions": "engine.driver",
     "HMCSettings": "samplers", "hmc_settings": "samplers", "init_state": "samplers", "make_hmc": "samplers",
     "make_metropolis": "samplers", "make_stochastic_dynamics": "samplers",
     "BanditTuner": "tuners", "FixedTuner": "tuners", "BanditOptions": "tuners",

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from adaptive_hmc.config import read_config
+from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.front.experiment import build
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "robot_arm_fixed_hyper_bandit.yaml"
@@ -34,7 +35,7 @@ def measure(threads: int, k: int, super_transitions: int, budget: int) -> dict:
     setup = build(cfg, str(CONFIG))[0]
     setup.replicas.compile()
     t0 = time.perf_counter()
-    log = setup.loop()
+    log = drive(setup.plan(), setup.run.super_transitions).log
     wall = time.perf_counter() - t0
     inside = sum(e["seconds"] for e in log)
     probes = sum(p["seconds"] for e in log for p in e["probes"])

@@ -52,15 +52,13 @@ def _eight_schools(tmp_path, warmup: int, super_transitions: int):
 def _interrupted_after(monkeypatch, i: int):
     """Make sample()'s outer loop raise KeyboardInterrupt after super-transition ``i`` (as Ctrl-C would)."""
     from adaptive_hmc.engine import driver
-    real = driver.run_super_transitions
+    real = driver.step
 
-    def interrupted(*args, callback, **kw):
-        def stop(entry, result):
-            callback(entry, result)
-            if entry["i"] >= i:
-                raise KeyboardInterrupt
-        return real(*args, callback=stop, **kw)
-    monkeypatch.setattr(driver, "run_super_transitions", interrupted)
+    def interrupted(chains, *args, **kw):
+        if chains.n_super > i:
+            raise KeyboardInterrupt
+        return real(chains, *args, **kw)
+    monkeypatch.setattr(driver, "step", interrupted)
 
 
 @pytest.mark.parametrize("fn", [gaussian, gaussian_py], ids=["compiled", "python"])

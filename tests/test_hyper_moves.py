@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from adaptive_hmc.diagnostics import batch_means_mcse
+from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.models import reference
 from adaptive_hmc.models.bnn import BayesianMLP, _line_log_density, scale_moves
 from adaptive_hmc.models.mlp import MLPSpec
@@ -239,7 +240,7 @@ def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_import
                    run=RunOptions(super_transitions, 240_000 // super_transitions, seed=3),
                    replicas=ReplicaOptions(k=4, priors=base.priors, start=start, metric=metric, thin=1,
                                            predict_steps=0))
-    run.loop()
+    drive(run.plan(), run.run.super_transitions)
     A, chain, st = run.replicas.kept_rows()
     if start == "optimized":
         assert run.replicas.start_info["gradients"] > 0

@@ -15,7 +15,8 @@ from adaptive_hmc.models.priors import PriorSpec
 from adaptive_hmc.engine.replica_state import chain_arrays
 from adaptive_hmc.engine.replicas import ReplicaSet
 from adaptive_hmc.engine.rewards import cv_error, cv_reward, esjd_reward, held_out_error
-from adaptive_hmc.engine.runner import fallback_reward, run_super_transitions
+from adaptive_hmc.engine.driver import run_super_transitions
+from adaptive_hmc.engine.runner import fallback_reward
 from adaptive_hmc.samplers import HMCSettings
 from adaptive_hmc.tuners import BanditOptions, BanditTuner, FixedTuner
 

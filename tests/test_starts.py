@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from adaptive_hmc.diagnostics import chain_statistics
+from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.engine.replica_options import ReplicaOptions
 from adaptive_hmc.engine.replicas import ReplicaSet
 from adaptive_hmc.engine.runner import RunOptions, make_run
@@ -111,7 +112,7 @@ def test_chains_started_in_two_separated_modes_stay_apart():
     run.replicas.start_chains()
     signs = np.sign([c.position[0] for c in run.replicas.state.chains])
     assert set(signs) == {-1.0, 1.0}, signs
-    run.loop()
+    drive(run.plan(), run.run.super_transitions)
     kept = run.replicas.kept
     n = min(len(k) for k in kept)
     w_in = np.stack([k[-n:, 0] for k in kept])[:, :, None]

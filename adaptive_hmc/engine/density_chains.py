@@ -109,7 +109,7 @@ class DensityChains:
     """R chains of one :class:`~adaptive_hmc.models.density.LogDensity`, each
     with its own scaled target and random stream, a
     :class:`~adaptive_hmc.engine.runner.ChainSet` (what
-    :func:`~adaptive_hmc.engine.runner.run_super_transitions` drives): the
+    :func:`~adaptive_hmc.engine.driver.drive` drives): the
     setup (the density, settings, threads) and :attr:`state`, a
     :class:`DensityState` that :meth:`warm_up` and :meth:`run` (one
     :func:`density_super_transition`) replace. ``draws`` collects every sample

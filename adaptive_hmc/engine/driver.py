@@ -1,5 +1,5 @@
-"""The one driver of every run: the outer loop
-(:func:`~adaptive_hmc.engine.runner.run_super_transitions`) with what every
+"""The one driver of every run: the outer loop (its one ``while``, in
+:func:`drive`; :func:`run_super_transitions` is it bare) with what every
 front wants of it: its progress, the rule of a run that goes on until its
 chains meet (:class:`Until`), a sink that keeps each super-transition and
 checkpoints the run (:class:`Sink`), an early stop, and the verdict said at
@@ -17,7 +17,8 @@ from typing import Callable, NamedTuple, Protocol
 
 from ..diagnostics import check_line, time_limit_warning
 from .progress import Progress
-from .runner import MAX_SUPER_TRANSITIONS, Plan, run_super_transitions
+from .rewards import esjd_reward
+from .runner import MAX_SUPER_TRANSITIONS, Plan, step
 
 #: While running until the chains meet: the fewest super-transitions between checks (and at least a
 #: quarter of those run before, so that the checks' cost shrinks as the run grows).
@@ -112,14 +113,15 @@ class Driven(NamedTuple):
 
 def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | None = None, wall: float = 0.0,
           sink: Sink = MEMORY, quiet: bool = True, stop_after: int | None = None,
-          say: Callable | None = None) -> Driven:
+          say: Callable | None = None, callback: Callable | None = None) -> Driven:
     """Run ``plan``'s chains to ``first`` super-transitions, or with ``until``
     on past them until it stops the run; ``log`` holds the entries of a run
     resumed (``wall`` its seconds), and gets the new ones. Each super-transition
     goes to ``sink`` and to the progress (a bar or lines, unless ``quiet``);
     ``say`` (or None) is told at once of the first one in which a chain
     accepted no trajectory. ``stop_after``: end this call's work after that
-    many super-transitions (as an interruption would). A run whose ``until``
+    many super-transitions (as an interruption would); ``callback(entry,
+    result)`` after each ends the run when it returns True. A run whose ``until``
     stopped it before a resume (``until.stopped`` set, ``first`` reached) runs
     nothing more."""
     log = [] if log is None else log
@@ -143,14 +145,34 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
         end = until.done(n, state["wall"]) if until else n >= first
         sink.checkpoint(n, end, state["wall"])
         state["last"] = time.perf_counter()
-        return end or (stop_after is not None and state["done"] >= stop_after)
+        asked = callback is not None and bool(callback(entry, result))
+        return end or asked or (stop_after is not None and state["done"] >= stop_after)
 
     try:
-        run_super_transitions(chains, plan.tuner, MAX_SUPER_TRANSITIONS if until else first, plan.budget,
-                              plan.reward, plan.cv_metric, callback=after, warmup=plan.warmup, log=log)
+        last = MAX_SUPER_TRANSITIONS if until else first
+        while chains.n_super < last:
+            told = [e["told"] for e in log if e["told"] is not None]
+            entry, result = step(chains, plan.tuner, plan.budget, plan.reward, plan.cv_metric,
+                                 tell=chains.n_super >= plan.warmup, told=told)
+            log.append(entry)
+            if after(entry, result):
+                break
     finally:
         progress.close()
     return Driven(log, state["wall"], bool(until.stopped) if until else chains.n_super >= first)
+
+
+def run_super_transitions(replicas, tuner, super_transitions: int, budget: int, reward=esjd_reward,
+                          cv_metric: str | None = None, callback=None, warmup: int = 0,
+                          log: list | None = None) -> list:
+    """The outer loop bare (:func:`drive` without progress, checks or checkpoints): ``replicas`` (a
+    :class:`~adaptive_hmc.engine.runner.ChainSet`) run to ``super_transitions`` of ``budget`` leapfrog steps
+    a chain, each ``reward`` (ESJD/sqrt(L) by default) told to ``tuner`` but the first ``warmup``'s (from a cold
+    start they measure the distance to equilibrium, not the action); ``callback(entry, result)`` after each
+    ends the run when it returns True. Entries are appended to ``log`` (a resumed run's; a new list by
+    default), which is returned."""
+    plan = Plan(replicas, tuner, budget, reward, cv_metric, warmup)
+    return drive(plan, super_transitions, log=log, callback=callback).log
 
 
 def end_warnings(draws: list, until: Until | None, log: list, stuck_hint: str) -> list:

@@ -224,30 +224,6 @@ def step(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_reward, cv_m
     return entry, result
 
 
-def run_super_transitions(replicas: ChainSet, tuner: Tuner, super_transitions: int, budget: int, reward=esjd_reward,
-                          cv_metric: str | None = None, callback=None, warmup: int = 0,
-                          log: list | None = None) -> list:
-    """Run the outer loop until ``replicas`` has done ``super_transitions``
-    super-transitions of ``budget`` leapfrog steps per chain;
-    ``callback(entry, result)`` after each ends the run early when it returns
-    True. Entries are appended to ``log`` (the entries of a resumed run; a new
-    list by default), which is returned.
-
-    The rewards of the first ``warmup`` super-transitions are not told to the
-    tuner: from a cold start they measure how far the chains still are from
-    equilibrium, not the action, and one such outlier would dominate the
-    reward model."""
-    log = [] if log is None else log
-    while replicas.n_super < super_transitions:
-        told = [e["told"] for e in log if e["told"] is not None]
-        entry, result = step(replicas, tuner, budget, reward, cv_metric, tell=replicas.n_super >= warmup,
-                             told=told)
-        log.append(entry)
-        if callback is not None and callback(entry, result):
-            break
-    return log
-
-
 @dataclass(frozen=True)
 class Plan:
     """The outer loop's parts a front drives: the chains, the tuner, ``budget``
@@ -322,13 +298,6 @@ class RunSetup(NamedTuple):
         """These parts as the driver takes them (:func:`~adaptive_hmc.engine.driver.drive`)."""
         r = self.run
         return Plan(self.replicas, self.tuner, r.budget, self.reward, self.cv_metric, r.warmup)
-
-    def loop(self, callback=None, log: list | None = None) -> list:
-        """:func:`run_super_transitions` of these parts as :attr:`run` says, bare (no progress, checks or
-        checkpoints: the driver's work)."""
-        r = self.run
-        return run_super_transitions(self.replicas, self.tuner, r.super_transitions, r.budget, self.reward,
-                                     self.cv_metric, callback=callback, warmup=r.warmup, log=log)
 
 
 def make_run(spec, X, Y, *, tuner, run: RunOptions,
