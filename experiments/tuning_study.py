@@ -36,6 +36,7 @@ import math
 import time
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -45,6 +46,7 @@ from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.engine.replica_options import DEFAULT_WEIGHT_BY
 from adaptive_hmc.engine.super_transition import iterations
 from adaptive_hmc.engine.driver import drive
+from adaptive_hmc.engine.chain_set import ChainSetBase
 from adaptive_hmc.engine.runner import Plan
 from adaptive_hmc.engine.super_transition import SuperTransitionResult
 from adaptive_hmc.diagnostics import batch_means_mcse, compute_spaced, draws_ess
@@ -156,48 +158,44 @@ def robot_row(target: str, label: str, kind: str, action, over: dict, seed: int,
 
 
 # -- Gaussians: the same tuner and reward through the Python API -------------------------------------
-class GaussianChain:
+class GaussianState(NamedTuple):
+    """A Gaussian chain's state: its HMC state, its random stream's state and the super-transitions done."""
+
+    hmc: object
+    rng: dict
+    n_super: int
+
+
+class GaussianChain(ChainSetBase):
     """One chain of HMC (an absolute step, trajectory lengths drawn from 1..L with ``jitter``, as the package's
     tuned sampler) on N(0, ``cov``) from a start 3 sds out, as a chain set of the package's driver
-    (:class:`~adaptive_hmc.engine.runner.ChainSet`): the study's Gaussian runs take the loop every run takes
-    (:func:`~adaptive_hmc.engine.driver.drive`), their actions' step factor the absolute step. Each
-    super-transition's unit (``step``) is its positions (n_iter, 2)."""
+    (:class:`~adaptive_hmc.engine.chain_set.ChainSetBase`: its state and :meth:`step`): the study's Gaussian runs
+    take the loop every run takes (:func:`~adaptive_hmc.engine.driver.drive`), their actions' step factor the
+    absolute step. Each super-transition's unit (``step``) is its positions (n_iter, 2)."""
 
     def __init__(self, cov, seed: int, jitter: bool):
         self.model = GaussianTarget(np.zeros(2), np.array(cov))
-        self.hmc, self.rng, self.jitter, self.n_super = make_hmc(self.model), np.random.default_rng(seed), jitter, 0
-        self.state = init_state(self.model, self.rng.normal(size=2) * 3.0)
+        self.hmc, self.jitter = make_hmc(self.model), jitter
+        rng = np.random.default_rng(seed)
+        start = init_state(self.model, rng.normal(size=2) * 3.0)
+        self.state = GaussianState(start, rng.bit_generator.state, 0)
 
-    def run(self, action, budget: int) -> SuperTransitionResult:
+    def step(self, state: GaussianState, action, budget: int) -> tuple:
+        """(the state after one super-transition at ``action`` from ``state``, its result); ``state`` unchanged."""
         eps, L = float(action.step_factor), int(action.num_steps)
         settings, n = hmc_settings(num_steps=L, step_size=eps, jitter=self.jitter), iterations(budget, L, self.jitter)
         rec, q, t0 = new_record(1, n, 0), np.empty((n, 2)), time.perf_counter()
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state.rng
+        hmc = state.hmc
         for t in range(n):
-            self.state, info = self.hmc(self.state, settings, self.rng)
+            hmc, info = self.hmc(hmc, settings, rng)
             for field in ("accepted", "accept_prob", "energy_error", "divergent", "num_steps", "squared_jump"):
                 getattr(rec, field)[0, t] = getattr(info, field)
             rec.gradients[0, t] = info.num_steps
-            q[t] = self.state.position
-        self.n_super += 1
-        return SuperTransitionResult(self.n_super - 1, eps, L, n, rec, time.perf_counter() - t0, q)
-
-    def compile(self) -> float:
-        return 0.0
-
-    def kernels_ready(self) -> bool:
-        return True
-
-    def start_chains(self) -> None:
-        return None
-
-    def probe(self, action, budget: int, k: int = 0) -> None:
-        return None
-
-    def checkpoint(self) -> dict:
-        raise NotImplementedError("the study's Gaussian runs are not checkpointed (they take seconds)")
-
-    def restore(self, saved: dict, stored) -> None:
-        raise NotImplementedError("the study's Gaussian runs are not checkpointed (they take seconds)")
+            q[t] = hmc.position
+        result = SuperTransitionResult(state.n_super, eps, L, n, rec, time.perf_counter() - t0, q)
+        return GaussianState(hmc, rng.bit_generator.state, state.n_super + 1), result
 
 
 class GaussianDraws:

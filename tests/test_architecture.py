@@ -22,6 +22,7 @@ LAYERS = [
     ("engine.replica_options",),
     ("engine.replica_state",),
     ("engine.super_transition",),
+    ("engine.chain_set",),
     ("engine.replicas",),
     ("engine.rewards",),
     ("engine.runner",),

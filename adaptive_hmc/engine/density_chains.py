@@ -25,6 +25,7 @@ from .replica_options import as_seed_sequence
 from ..samplers.adaptation import MIN_STEP, WindowAdaptation, lost_chains
 from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from ..samplers.settings import Action, HMCSettings, check_settings
+from .chain_set import ChainSetBase
 from .super_transition import SuperTransitionResult, iterations
 
 #: The chain-state arrays a checkpoint holds (a density has no hyperparameters).
@@ -105,7 +106,7 @@ def density_super_transition(setup: "DensityChains", state: DensityState, action
                                       kept * state.scale)
 
 
-class DensityChains:
+class DensityChains(ChainSetBase):
     """R chains of one :class:`~adaptive_hmc.models.density.LogDensity`, each
     with its own scaled target and random stream, a
     :class:`~adaptive_hmc.engine.runner.ChainSet` (what
@@ -240,11 +241,6 @@ class DensityChains:
         for j in range(self.R):
             self.draws[j].append(result.step[j])
         return result
-
-    def probe(self, action: Action, budget: int, k: int = 0) -> None:
-        """No trial (:meth:`~adaptive_hmc.engine.runner.ChainSet.probe`): a density's chains run every action
-        the tuner asks."""
-        return None
 
     # -- checkpoints (the chain-set interface of runner.ChainSet) -----------------------
     def checkpoint(self) -> dict:

@@ -38,6 +38,7 @@ from ..models.priors import PriorSpec
 from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from ..samplers.settings import Action, check_settings
 from ..samplers.starts import optimized_start
+from .chain_set import ChainSetBase
 from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds
 from .replica_state import KEPT_STATS, ReplicaState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, diagnostic_draws, super_transition
@@ -94,7 +95,7 @@ def _test_cases(spec: MLPSpec, test_sets: dict, n_targets: int) -> tuple:
         np.concatenate(tY) if tY else np.empty((0, n_targets))
 
 
-class ReplicaSet:
+class ReplicaSet(ChainSetBase):
     """k chains of a Bayesian MLP: of its posterior, or cross-validation
     replicas (Wang thesis section 3.2): the network ``spec`` on the training
     data (X, Y) (Y as for :class:`~adaptive_hmc.models.bnn.BayesianMLP`), the

@@ -1,0 +1,43 @@
+"""The defaults of a chain set's optional members (:class:`ChainSetBase`), which the network's replica set, a
+density's chains and a chain set of one's own inherit: the interface itself is
+:class:`~adaptive_hmc.engine.runner.ChainSet`.
+
+Flow position: super_transition -> **chain_set** -> replicas, density_chains, runner.
+"""
+from __future__ import annotations
+
+from ..samplers.settings import Action
+from .super_transition import SuperTransitionResult
+
+
+class ChainSetBase:
+    """Defaults of :class:`ChainSet`'s optional members, so that a new chain set writes its ``state`` (with its
+    ``n_super``) and :meth:`step` alone (NumPyro's ``MCMCKernel`` shape: ``init`` and ``sample``): :meth:`run`
+    advances the state by one step; nothing to compile or start; no probes (every action the tuner asks is
+    run); no checkpoints."""
+
+    @property
+    def n_super(self) -> int:
+        return self.state.n_super
+
+    def run(self, action: Action, budget: int) -> SuperTransitionResult:
+        self.state, result = self.step(self.state, action, budget)
+        return result
+
+    def compile(self) -> float:
+        return 0.0
+
+    def kernels_ready(self) -> bool:
+        return True
+
+    def start_chains(self) -> None:
+        return None
+
+    def probe(self, action: Action, budget: int, k: int = 0) -> None:
+        return None
+
+    def checkpoint(self) -> dict:
+        raise NotImplementedError(f"{type(self).__name__}: a chain set without checkpoints")
+
+    def restore(self, saved: dict, stored) -> None:
+        raise NotImplementedError(f"{type(self).__name__}: a chain set without checkpoints")
