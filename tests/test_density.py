@@ -650,7 +650,8 @@ def test_a_density_run_with_json_prints_one_json_object_and_exports_evenly_space
     cfg = _eight_schools(tmp_path, warmup=200, super_transitions=3)
     assert main(["run", str(cfg), "--out", str(tmp_path / "a"), "--json"]) == 0
     said = capsys.readouterr()
-    assert json.loads(said.out)["run_dir"] == str(tmp_path / "a") and "warm-up" in said.err
+    strict = json.loads(said.out, parse_constant=lambda c: pytest.fail(f"not standard JSON: {c}"))  # jq reads it
+    assert strict["run_dir"] == str(tmp_path / "a") and "warm-up" in said.err
     whole = az.from_netcdf(str(tmp_path / "a" / "posterior.nc"))
     n = whole.posterior.sizes["draw"]
     assert main(["export", str(tmp_path / "a"), "--draws", "7"]) == 0

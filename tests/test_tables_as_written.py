@@ -220,7 +220,7 @@ def test_other_encodings_are_named_and_read_when_named(tmp_path, capsys):
 
 def test_wording_of_refusals(tmp_path, capsys):
     """predict's non-finite message counts columns from 0 as the others do;
-    ``run --dry-run --json`` prints JSON; a changed sampler.precision on
+    ``run --dry-run --json`` prints standard JSON (no NaN or Infinity); a changed sampler.precision on
     --resume names the key and both values."""
     from cli_helpers import _checkpointed
     (tmp_path / "x.csv").write_text("a,b\n1,2\n3,inf\n")
@@ -229,7 +229,9 @@ def test_wording_of_refusals(tmp_path, capsys):
     cfg = _write(tmp_path, _small(_raw(), n=3))
     assert main(["run", str(cfg), "--dry-run", "--json"]) == 0
     out = capsys.readouterr().out
-    assert json.loads(out)["name"] == yaml.safe_load(cfg.read_text())["name"]
+    strict = json.loads(out, parse_constant=lambda c: pytest.fail(f"not standard JSON: {c}"))   # as jq reads it
+    assert strict["name"] == yaml.safe_load(cfg.read_text())["name"]
+    assert strict["model"]["priors"]["output_bias"]["shape"] == "inf"          # an infinity, as a string
     path, out_dir = _checkpointed(tmp_path)
     raw = yaml.safe_load(path.read_text())
     raw["sampler"]["precision"] = "float32"

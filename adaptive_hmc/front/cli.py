@@ -11,6 +11,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import signal
 import sys
 from pathlib import Path
@@ -59,13 +60,27 @@ def _validate(args) -> int:
     return 0
 
 
+def _strict_json(obj) -> str:
+    """``obj`` as one line of standard JSON, which every reader takes (``jq`` too): NaN as null, an infinity
+    as the string "inf" or "-inf" (Python's json would write NaN and Infinity)."""
+    def strict(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
+        if isinstance(v, dict):
+            return {k: strict(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [strict(x) for x in v]
+        return v
+    return json.dumps(strict(obj), allow_nan=False)
+
+
 def _print_config(cfg, args) -> None:
     """The resolved config on standard output: YAML, or one JSON object with --json."""
     import yaml
 
     from ..config import to_dict
     if getattr(args, "json", False):
-        print(json.dumps(to_dict(cfg)), flush=True)
+        print(_strict_json(to_dict(cfg)), flush=True)
     else:
         print(yaml.safe_dump(to_dict(cfg), sort_keys=False), end="", flush=True)
 
@@ -136,7 +151,7 @@ def _run(args) -> int:
             out = base.with_name(f"{base.name}-{n}")
     summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet, **extra)
     if args.json:
-        print(json.dumps({"run_dir": str(out), **summary}))
+        print(_strict_json({"run_dir": str(out), **summary}))
     else:
         print("\n".join(_summary_lines(out, summary)))
     return 0
