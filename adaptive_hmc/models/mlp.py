@@ -348,6 +348,17 @@ def _row(A, a0, ca, w, w0, stride, count, m, B):
     return w[w0 + r * stride] if m < count else _like(0.0, w), A[a0 + r, ca:ca + B]
 
 
+#: The flags of :func:`_affine`'s calls, typed as run-time values: a literal True or False (or 0, 1: see
+#: :func:`_int`) would compile one copy of it a combination (five, 0.7-1.1 s each on a first run).
+_YES, _NO = np.bool_(True), np.bool_(False)
+
+
+@njit(inline="always")
+def _int(v):
+    """``v`` as a run-time int64, not a literal (see :data:`_YES`)."""
+    return np.int64(v)
+
+
 @njit
 def _affine(z, A, a0, ca, w, w0, stride, count, b, add, tanh):
     """z[n] = f(b + sum_{m < count} w[w0 + m stride] A[a0 + m, ca + n]) for
@@ -449,15 +460,15 @@ def _forward_block(q, qh, arch, XT, work, c0, c1, dense_first):
             ca = c0 if l == 0 else 0
             for j in range(h):
                 # z = tanh(b_j + sum_i W_ij src_i)
-                _affine(hid[row + j, :B], A, a0, ca, qh, off + j, h, fan_in, qh[off + fan_in * h + j], False, True)
+                _affine(hid[row + j, :B], A, a0, ca, qh, off + j, h, fan_in, qh[off + fan_in * h + j], _NO, _YES)
         off += fan_in * h + h
         row += h
         fan_in = h
     for o in range(n_out):
         y = work.out[o, c0:c1]
-        _affine(y, hid, row - fan_in, 0, q, off + o, n_out, fan_in, q[off + fan_in * n_out + o], False, False)
+        _affine(y, hid, row - fan_in, _int(0), q, off + o, n_out, fan_in, q[off + fan_in * n_out + o], _NO, _NO)
         if has_io:
-            _affine(y, XT, 0, c0, q, off + fan_in * n_out + n_out + o, n_out, n_in, 0.0, True, False)
+            _affine(y, XT, _int(0), c0, q, off + fan_in * n_out + n_out + o, n_out, n_in, 0.0, _YES, _NO)
 
 
 @njit(inline="always")
@@ -583,7 +594,7 @@ def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
             for n in range(B):
                 dj[n] = w * _like(d[n], a) * (one - a[n] * a[n])
         else:
-            _affine(dj, dout, 0, 0, q, off + j * n_out, 1, n_out, 0.0, False, False)
+            _affine(dj, dout, _int(0), _int(0), q, off + j * n_out, _int(1), n_out, 0.0, _NO, _NO)
             for n in range(B):
                 dj[n] *= one - a[n] * a[n]
     # Backpropagate through the hidden layers: dU/db_j, dU/dW_ij = sum_n d_j src_i.
@@ -606,7 +617,7 @@ def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
                 di = hid[sum_h + below + i, :B]
                 a = hid[below + i, :B]
                 one = _like(1.0, a)
-                _affine(di, hid, sum_h + row, 0, qh, off + i * h, 1, h, _like(0.0, qh), False, False)
+                _affine(di, hid, sum_h + row, _int(0), qh, off + i * h, _int(1), h, _like(0.0, qh), _NO, _NO)
                 for n in range(B):
                     di[n] *= one - a[n] * a[n]
             row = below
