@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .tables import DataError, check_finite, read_table, single_row_classes
+from .tables import Columns, DataError, check_finite, read_table, single_row_classes
 from .tasks import LOADERS
 
 _SHIPPED = Path(__file__).parent / "datasets"
@@ -225,19 +225,19 @@ def _split_sizes(split: dict, n: int) -> int:
 
 
 def _read(dataset, file, path, base_dir, target_columns, header, delimiter, likelihood, categorical, encoding):
-    """(X, Y, input names, target names, classes, notes) of the named data set or table (:func:`load_split`)."""
+    """The :class:`~adaptive_hmc.tables.Columns` of the named data set or table (:func:`load_split`)."""
     if dataset == "robot_arm":
         try:
             arm = load_robot_arm()
         except (FileNotFoundError, ValueError) as e:
             raise DataError("data.dataset", "robot_arm", str(e)) from None
-        return arm.X, arm.Y, (), (), (), []
+        return Columns(arm.X, arm.Y, None, None, (), ())
     if dataset in LOADERS and file is None:
         try:
             X, y = LOADERS[dataset](data_dir(dataset))
         except (OSError, ValueError) as e:
             raise DataError("data.dataset", dataset, f"cannot read it: {e}") from None
-        return X, y[:, None], (), (), (), []
+        return Columns(X, y[:, None], None, None, (), ())
     if dataset is not None:
         try:
             p = data_dir(dataset) / file
@@ -249,8 +249,8 @@ def _read(dataset, file, path, base_dir, target_columns, header, delimiter, like
         if not p.is_absolute():
             p = Path(base_dir) / p
         key, value = "data.path", path
-    t = read_table(p, target_columns, key, value, delimiter, header, likelihood != "gaussian", categorical, encoding)
-    return t.X, t.Y, tuple(t.input_names or ()), tuple(t.target_names or ()), t.classes, list(t.notes)
+    return read_table(p, target_columns, key, value, delimiter, header, likelihood != "gaussian", categorical,
+                      encoding)
 
 
 def _check(X, Y, source, target_columns, missing, likelihood, input_names) -> np.ndarray:
@@ -341,6 +341,7 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     source = dataset or path
     X, Y, input_names, target_names, classes, notes = _read(dataset, file, path, base_dir, target_columns, header,
                                                             delimiter, likelihood, categorical, encoding)
+    input_names, target_names, notes = tuple(input_names or ()), tuple(target_names or ()), list(notes)
     incomplete = _check(X, Y, source, target_columns, missing, likelihood, input_names)
 
     def complete(idx, what):

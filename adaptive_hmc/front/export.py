@@ -16,7 +16,7 @@ from ..diagnostics import arviz
 from ..rundir.finished_run import Run, read_run
 from ..rundir.inference import evenly_spaced, inference_data
 from ..rundir.results import RunError
-from ..rundir.store import atomic_write
+from ..rundir.store import atomic_netcdf, atomic_write
 
 
 def prediction_table(run: Run, X, chains: str | None = None, level: float = 0.95) -> tuple:
@@ -65,9 +65,7 @@ def export(d, max_draws: int | None = EXPORT_DRAWS) -> Path:
         idata = idata.isel(draw=evenly_spaced(n, max_draws))
         for group in idata.groups():
             idata[group].attrs.update(draws_in_run=n, draws=idata.posterior.sizes["draw"])
-        tmp = out.with_name(out.name + ".tmp")
-        idata.to_netcdf(str(tmp))
-        tmp.replace(out)
+        atomic_netcdf(idata, out)
         return out
     s, P = run.samples, run.predictions
     if not len(s["weights"]):

@@ -40,7 +40,7 @@ from .metrics import density_summary, kept_samples, summarize
 from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 from ..engine.runner import LogEntry
-from .store import STORE, SampleStore, atomic_write, npz_bytes
+from .store import STORE, SampleStore, atomic_netcdf, atomic_write, npz_bytes
 from ..tuners.registry import tuner_from_state
 
 CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
@@ -242,9 +242,7 @@ class RunDir:
     def write_density_results(self, idata) -> dict:
         """A finished density run's draws (``posterior.nc``, ArviZ InferenceData) and its summary
         (:func:`~adaptive_hmc.rundir.metrics.density_summary`, ``summary.json``); returns the summary."""
-        tmp = self.file(POSTERIOR + ".tmp")           # written whole, then renamed (as atomic_write does)
-        idata.to_netcdf(str(tmp))
-        os.replace(tmp, self.file(POSTERIOR))
+        atomic_netcdf(idata, self.file(POSTERIOR))
         summary = density_summary(idata)
         atomic_write(self.file(SUMMARY), json.dumps(summary, indent=2).encode())
         return summary

@@ -70,6 +70,18 @@ def atomic_write(path: Path, data: bytes, previous: Path | None = None) -> None:
         raise
 
 
+def atomic_netcdf(idata, path: Path) -> None:
+    """ArviZ InferenceData ``idata`` written to ``path`` as :func:`atomic_write` writes bytes: whole, then
+    renamed (a failed write removes its temporary file)."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        idata.to_netcdf(str(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def npz_bytes(compress: bool = True, **arrays) -> bytes:
     buf = io.BytesIO()
     (np.savez_compressed if compress else np.savez)(buf, **arrays)
