@@ -133,14 +133,13 @@ def kernel_sources_hash() -> str:
 def _whole_package_stamp(get_source_stamp):
     """Numba keeps a cached kernel while its own file is unchanged, even when a
     kernel it calls (in another file) or jit.py changed: the cache then runs
-    stale code. For this package's files the stamp also carries a hash of all
-    kernel sources, so that any change to them recompiles every kernel."""
+    stale code. The stamp of every cached function also carries a hash of all
+    the package's kernel sources, so that any change to them recompiles every
+    kernel, and every compiled function outside the package that may call one
+    (a benchmark's timed loop, a user's own): the package can't tell which do."""
 
     def patched(self):
-        stamp = get_source_stamp(self)
-        if Path(self._py_file).resolve().is_relative_to(_PACKAGE):
-            return (stamp, kernel_sources_hash())
-        return stamp
+        return (get_source_stamp(self), kernel_sources_hash())
 
     patched.__wrapped__ = get_source_stamp
     return patched

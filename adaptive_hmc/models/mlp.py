@@ -336,7 +336,20 @@ def _sum_hidden(arch):
 #: pass to the next (instead of every hidden unit's row of all N cases streaming
 #: through memory); the sums over cases are taken block by block in a fixed
 #: order. A first layer read from sparse inputs takes all cases as one block.
+#: In float32 a block holds twice the cases (the same bytes: the fixed cost of
+#: each pass over a block falls by half; 2,000 rows and 32 hidden units 1.9 ->
+#: 1.6 ns a case and unit, benchmarks/bench_scale.py).
 BLOCK = 256
+
+
+def _block(XT):
+    """Cases per block for inputs ``XT`` (:data:`BLOCK` bytes of float64)."""
+
+
+@overload(_block, inline="always")
+def _block_impl(XT):
+    cases = BLOCK * 64 // XT.dtype.bitwidth
+    return lambda XT: cases
 
 
 @njit(inline="always")
@@ -392,6 +405,70 @@ def _affine(z, A, a0, ca, w, w0, stride, count, b, add, tanh):
                 z[n] += wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n]
 
 
+@njit
+def _affine3(z0, z1, z2, A, a0, ca, w, w0, stride, count, b0, b1, b2):
+    """:func:`_affine` with tanh of three units at once (weights w0, w0 + 1, w0 + 2 of each row), three rows a
+    pass: each load of a row carries three multiply-adds, each load and store of a unit's sum three."""
+    B = z0.size
+    passes = max((count + 2) // 3, 1)
+    for p in range(passes):
+        m = 3 * p
+        wa0, ra = _row(A, a0, ca, w, w0, stride, count, m, B)
+        wb0, rb = _row(A, a0, ca, w, w0, stride, count, m + 1, B)
+        wc0, rc = _row(A, a0, ca, w, w0, stride, count, m + 2, B)
+        wa1 = _row(A, a0, ca, w, w0 + 1, stride, count, m, B)[0]
+        wb1 = _row(A, a0, ca, w, w0 + 1, stride, count, m + 1, B)[0]
+        wc1 = _row(A, a0, ca, w, w0 + 1, stride, count, m + 2, B)[0]
+        wa2 = _row(A, a0, ca, w, w0 + 2, stride, count, m, B)[0]
+        wb2 = _row(A, a0, ca, w, w0 + 2, stride, count, m + 1, B)[0]
+        wc2 = _row(A, a0, ca, w, w0 + 2, stride, count, m + 2, B)[0]
+        first = p == 0
+        last = p == passes - 1
+        if first and last:
+            for n in range(B):
+                z0[n] = tanh_of(b0 + wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n])
+                z1[n] = tanh_of(b1 + wa1 * ra[n] + wb1 * rb[n] + wc1 * rc[n])
+                z2[n] = tanh_of(b2 + wa2 * ra[n] + wb2 * rb[n] + wc2 * rc[n])
+        elif first:
+            for n in range(B):
+                z0[n] = b0 + wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n]
+                z1[n] = b1 + wa1 * ra[n] + wb1 * rb[n] + wc1 * rc[n]
+                z2[n] = b2 + wa2 * ra[n] + wb2 * rb[n] + wc2 * rc[n]
+        elif last:
+            for n in range(B):
+                z0[n] = tanh_of(z0[n] + wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n])
+                z1[n] = tanh_of(z1[n] + wa1 * ra[n] + wb1 * rb[n] + wc1 * rc[n])
+                z2[n] = tanh_of(z2[n] + wa2 * ra[n] + wb2 * rb[n] + wc2 * rc[n])
+        else:
+            for n in range(B):
+                z0[n] += wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n]
+                z1[n] += wa1 * ra[n] + wb1 * rb[n] + wc1 * rc[n]
+                z2[n] += wa2 * ra[n] + wb2 * rb[n] + wc2 * rc[n]
+
+
+def _tanh_layer(hid, row, B, A, a0, ca, w, off, h, fan_in):
+    """The h units of a tanh layer on a block of B cases: hid[row + j, :B] = tanh(b_j + sum_i W_ij
+    A[a0 + i, ca:ca + B]), W_ij = w[off + i h + j], b_j = w[off + fan_in h + j]. In float32 three units a pass
+    (:func:`_affine3`); in float64 one (:func:`_affine`), whose sums round as they always have."""
+
+
+@overload(_tanh_layer, inline="always")
+def _tanh_layer_impl(hid, row, B, A, a0, ca, w, off, h, fan_in):
+    three = w.dtype == types.float32
+
+    def impl(hid, row, B, A, a0, ca, w, off, h, fan_in):
+        j = 0
+        if three:
+            while j + 3 <= h:
+                bo = off + fan_in * h + j
+                _affine3(hid[row + j, :B], hid[row + j + 1, :B], hid[row + j + 2, :B], A, a0, ca, w, off + j, h,
+                         fan_in, w[bo], w[bo + 1], w[bo + 2])
+                j += 3
+        for j in range(j, h):
+            _affine(hid[row + j, :B], A, a0, ca, w, off + j, h, fan_in, w[off + fan_in * h + j], _NO, _YES)
+    return impl
+
+
 @njit(inline="always")
 def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
     """grad[g0 + m stride] += sum_{n < d.size} d[n] A[a0 + m, ca + n] for m < count,
@@ -429,6 +506,77 @@ def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
         m += k
 
 
+@njit
+def _dot_rows3(d0, d1, d2, A, a0, ca, count, grad, g0, stride):
+    """:func:`_dot_rows` of three units' deltas at once (their gradients g0, g0 + 1, g0 + 2 of each row),
+    three rows a pass: each load of a row or a delta carries three multiply-adds."""
+    B = d0.size
+    m = 0
+    while m < count:
+        g = g0 + m * stride
+        ra = A[a0 + m, ca:ca + B]
+        if count - m >= 3:
+            rb, rc = A[a0 + m + 1, ca:ca + B], A[a0 + m + 2, ca:ca + B]
+            s00 = s01 = s02 = s10 = s11 = s12 = s20 = s21 = s22 = _like(0.0, d0)
+            for n in range(B):
+                s00 += d0[n] * ra[n]
+                s01 += d1[n] * ra[n]
+                s02 += d2[n] * ra[n]
+                s10 += d0[n] * rb[n]
+                s11 += d1[n] * rb[n]
+                s12 += d2[n] * rb[n]
+                s20 += d0[n] * rc[n]
+                s21 += d1[n] * rc[n]
+                s22 += d2[n] * rc[n]
+            grad[g + stride] += s10
+            grad[g + stride + 1] += s11
+            grad[g + stride + 2] += s12
+            grad[g + 2 * stride] += s20
+            grad[g + 2 * stride + 1] += s21
+            grad[g + 2 * stride + 2] += s22
+            k = 3
+        else:
+            s00 = s01 = s02 = _like(0.0, d0)
+            for n in range(B):
+                s00 += d0[n] * ra[n]
+                s01 += d1[n] * ra[n]
+                s02 += d2[n] * ra[n]
+            k = 1
+        grad[g] += s00
+        grad[g + 1] += s01
+        grad[g + 2] += s02
+        m += k
+
+
+def _grad_layer(hid, drow, B, A, a0, ca, grad, off, h, fan_in):
+    """Add a layer's weight and bias gradients from its units' deltas hid[drow + j, :B] and its inputs
+    A[a0 + i, ca:ca + B]: dU/dW_ij (at grad[off + i h + j]) += sum_n d_j src_i, dU/db_j += sum_n d_j. In float32
+    three units a pass (:func:`_dot_rows3`); in float64 one (:func:`_dot_rows`), whose sums round as they
+    always have."""
+
+
+@overload(_grad_layer, inline="always")
+def _grad_layer_impl(hid, drow, B, A, a0, ca, grad, off, h, fan_in):
+    three = hid.dtype == types.float32
+
+    def impl(hid, drow, B, A, a0, ca, grad, off, h, fan_in):
+        j = 0
+        if three:
+            while j + 3 <= h:
+                d0, d1, d2 = hid[drow + j, :B], hid[drow + j + 1, :B], hid[drow + j + 2, :B]
+                bo = off + fan_in * h + j
+                grad[bo] += _sum(d0)
+                grad[bo + 1] += _sum(d1)
+                grad[bo + 2] += _sum(d2)
+                _dot_rows3(d0, d1, d2, A, a0, ca, fan_in, grad, off + j, h)
+                j += 3
+        for j in range(j, h):
+            d = hid[drow + j, :B]
+            grad[off + fan_in * h + j] += _sum(d)
+            _dot_rows(d, A, a0, ca, fan_in, grad, off + j, h)
+    return impl
+
+
 @njit(inline="always")
 def _sum(d):
     s = _like(0.0, d)
@@ -458,9 +606,7 @@ def _forward_block(q, qh, arch, XT, work, c0, c1, dense_first):
             A = XT if l == 0 else hid
             a0 = 0 if l == 0 else row - fan_in
             ca = c0 if l == 0 else 0
-            for j in range(h):
-                # z = tanh(b_j + sum_i W_ij src_i)
-                _affine(hid[row + j, :B], A, a0, ca, qh, off + j, h, fan_in, qh[off + fan_in * h + j], _NO, _YES)
+            _tanh_layer(hid, row, B, A, a0, ca, qh, off, h, fan_in)
         off += fan_in * h + h
         row += h
         fan_in = h
@@ -481,7 +627,7 @@ def _first_layer(q, arch, XT, work, sparse):
         if sparse.indptr.size > 0:
             _sparse_first_layer(q, arch[HIDDEN], arch[N_IN], sparse, work.hidden, N)
             return N, False
-    return BLOCK, True
+    return _block(XT), True
 
 
 @njit
@@ -607,10 +753,7 @@ def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
             A = XT if l == 0 else hid
             a0 = 0 if l == 0 else row - fan_in
             ca = c0 if l == 0 else 0
-            for j in range(h):
-                d = hid[sum_h + row + j, :B]
-                grad[off + fan_in * h + j] += _sum(d)
-                _dot_rows(d, A, a0, ca, fan_in, grad, off + j, h)
+            _grad_layer(hid, sum_h + row, B, A, a0, ca, grad, off, h, fan_in)
         if l > 0:
             below = row - fan_in
             for i in range(fan_in):
