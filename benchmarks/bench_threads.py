@@ -28,7 +28,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "robot_arm_fixed_hype
 
 
 def measure(threads: int, k: int, super_transitions: int, budget: int) -> dict:
-    over = {"replicas.k": k, "run.threads": threads, "run.super_transitions": super_transitions,
+    over = {"chains": k, "run.threads": threads, "run.super_transitions": super_transitions,
             "run.budget": budget, "run.until": None, "run.burn_in": {"super_transitions": 0},
             "tuner.bounds": {"step_factor": [0.01, 1.01], "num_steps": [20, min(5020, budget)]}}
     cfg = read_config(CONFIG, over)

@@ -125,7 +125,7 @@ def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=(),
     for _, _, _, over, _ in out:
         over.update({"run.thin": thin, "run.threads": 1})
         if over.get("tuner.reward") == "cv":
-            over["replicas.full_data_chain"] = True
+            over.update({"chains": None, "cv.folds": 8, "cv.full_chain": True})   # the config's 8 chains as folds
         if quick:
             over.update({"run.super_transitions": 12, "run.budget": 2000, "run.burn_in": {"super_transitions": 3},
                          "tuner.warmup_super_transitions": 0 if over.get("tuner.kind") == "fixed" else 2})

@@ -310,12 +310,12 @@ def main(argv=None):
         return 2
     runs = args.runs / ("quick" if args.quick else "full")
     runs.mkdir(parents=True, exist_ok=True)
-    chains = {t: target_config(t, args.seeds[0], args.quick)[0].replicas.k for t in args.targets}
+    chains = {t: target_config(t, args.seeds[0], args.quick)[0].layout.k for t in args.targets}
     numpyro.set_host_device_count(max(chains.values()))    # NUTS's chains in parallel, as the package's
     results, references = {}, {}
     for target in args.targets:
         cfg, _ = target_config(target, args.seeds[0], args.quick)
-        chains = cfg.replicas.k
+        chains = cfg.layout.k
         total = cfg.run.super_transitions
         share = cfg.run.burn_in.super_transitions / total
         n_draws = 60 if args.quick else 2000

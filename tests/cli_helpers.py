@@ -27,6 +27,12 @@ def load_script(folder: str, name: str):
     return module
 
 
+def _cv(raw: dict, **cv) -> None:
+    """``raw``'s chains as cross-validation folds: ``cv`` (its keys given, None left out)."""
+    raw.pop("chains", None)
+    raw["cv"] = {k: v for k, v in cv.items() if v is not None}
+
+
 def _raw(name="robot_arm_bandit_quick.yaml"):
     return yaml.safe_load((CONFIGS / name).read_text())
 
@@ -102,9 +108,8 @@ CASES = {
                          "NaN or infinite values (first at row 2, column 0; rows counted from 1, columns from 0)"),
     "network does not fit data": (lambda r, t: r["model"].update(likelihood="logistic"),
                                   "classification needs one label column"),
-    "cv reward without replicas": (lambda r, t: (r["replicas"].update(k=0, full_data_chain=True),
-                                                 r["tuner"].update(reward="cv")),
-                                   "replicas.k = 0: the cv reward needs k >= 2"),
+    "cv reward without replicas": (lambda r, t: (_cv(r, folds=0, full_chain=True), r["tuner"].update(reward="cv")),
+                                   "cv.folds = 0: the cv reward reads held-out predictions: it needs >= 2"),
     "step calibration without warm-up": (lambda r, t: (r["sampler"].update(calibrate_steps=True),
                                                        r["tuner"].update(warmup_super_transitions=0)),
                                          "sampler.calibrate_steps = True: needs tuner.warmup_super_transitions >= 1"),
@@ -196,7 +201,7 @@ CASES.update({
                                                          r["data"].update(split={"train": 1.0, "test": 5})),
                                            "every one of the 600 complete rows trains, none is left to test"),
     "k above the training cases": (lambda r, t: r["data"].update(train_rows=[1, 5]),
-                                   "replicas.k = 8: at most the number of training cases (5)"),
+                                   "chains = 8: at most the number of training cases (5)"),
     "logistic on real targets": (lambda r, t: (_use_table(r, t, target_columns=[2]),
                                                r["model"].update(likelihood="logistic")),
                                  "model.likelihood = 'logistic': needs targets that are 0 or 1"),
@@ -212,19 +217,27 @@ CASES.update({
                                                                                          range(30)])),
                                               r["model"].update(likelihood="softmax")),
                                 "model.likelihood = 'softmax': needs class indices"),
-    "one fold": (lambda r, t: r["replicas"].update(data="folds", k=1),
-                 "replicas.k = 1: 0 (full-data chain only) or >= 2 folds"),
-    "no chain at all": (lambda r, t: (_fixed(r), r["replicas"].update(data="folds", k=0, full_data_chain=False)),
-                        "replicas.full_data_chain = False"),
-    "no chain of the posterior": (lambda r, t: r["replicas"].update(k=0), "replicas.k = 0: data full needs k >= 1"),
-    "full-data chain beside chains of one posterior": (lambda r, t: r["replicas"].update(full_data_chain=True),
-                                                       "replicas.full_data_chain = True: is for data: folds"),
-    "cv reward on chains of one posterior": (lambda r, t: (r["replicas"].update(data="full"),
-                                                           r["tuner"].update(reward="cv")),
-                                             "replicas.data = 'full': the cv reward reads held-out predictions"),
-    "unknown chains": (lambda r, t: r["replicas"].update(data="both"), "replicas.data = 'both'"),
-    "replicas from chains of one posterior": (lambda r, t: r["replicas"].update(predict_from="replicas"),
-                                              "replicas.predict_from = 'replicas': needs data: folds"),
+    "one fold": (lambda r, t: _cv(r, folds=1), "cv.folds = 1: 0 (the full-data chain alone) or >= 2 folds"),
+    "no chain at all": (lambda r, t: (_fixed(r), _cv(r, folds=0, full_chain=False)),
+                        "cv.full_chain = False: must be true with 0 folds"),
+    "no chain of the posterior": (lambda r, t: r.update(chains=0), "chains = 0: Input should be greater than or "
+                                                                   "equal to 1"),
+    "chains and folds both": (lambda r, t: r.update(cv={"folds": 4}),
+                              "chains = 8: give chains (of one posterior) or cv (cross-validation folds), not both"),
+    "cv reward on chains of one posterior": (lambda r, t: r["tuner"].update(reward="cv"),
+                                             "chains = 8: the cv reward reads held-out predictions: it needs "
+                                             "cross-validation folds: give cv"),
+    "folds as a number": (lambda r, t: _cv(r, folds=None) or r.update(cv=4), "cv = 4: Input should be a valid"),
+    "replicas from the full-data chain alone": (lambda r, t: _cv(r, folds=0, predict_from="replicas"),
+                                                "cv.predict_from = 'replicas': needs >= 2 folds"),
+    # the old section replicas (chains and cv now): read with a note, its errors in its own keys
+    "old replicas beside chains": (lambda r, t: r.update(replicas={"k": 3}),
+                                   "replicas = {'k': 3}: the old name of chains and cv: give chains or cv alone"),
+    "old replicas of unknown chains": (lambda r, t: (r.pop("chains"), r.update(replicas={"data": "both"})),
+                                       "replicas.data = 'both': full or folds"),
+    "old replicas with a full-data chain beside chains": (
+        lambda r, t: (r.pop("chains"), r.update(replicas={"k": 3, "full_data_chain": True})),
+        "replicas.full_data_chain = True: is for data: folds"),
     "unknown data set": (lambda r, t: r["data"].update(dataset="nosuch", file="x.data", target_columns=[-1]),
                          "data.dataset = 'nosuch': data set 'nosuch' not found"),
     "dataset and path": (lambda r, t: r["data"].update(path="x.csv"), "give exactly one of dataset and path"),
@@ -247,9 +260,8 @@ CASES.update({
     "integer bounds shown as integers": (lambda r, t: r["tuner"]["bounds"].update(num_steps=[20, 9000]),
                                          "tuner.bounds.num_steps = [20, 9000]: upper bound"),
     "zero budget": (lambda r, t: r["run"].update(budget=0), "run.budget = 0"),
-    "predictions from a chain that is not there": (lambda r, t: r["replicas"].update(data="folds", predict_from="full",
-                                                                                     full_data_chain=False),
-                                                   "replicas.predict_from = 'full': needs replicas.full_data_chain"),
+    "predictions from a chain that is not there": (lambda r, t: _cv(r, full_chain=False, predict_from="full"),
+                                                   "cv.predict_from = 'full': needs the full-data chain"),
     "zero checkpoint interval": (lambda r, t: r["run"].update(checkpoint_every=0), "run.checkpoint_every = 0"),
     # tables as spreadsheets write them
     "a column name given twice": (lambda r, t: _use_table(r, t, target_columns=["p"], path=_text(
@@ -321,7 +333,7 @@ def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run", y_scale=1.0,
     raw["data"].update(data)
     raw["model"]["likelihood"] = likelihood
     raw["model"]["priors"].pop("noise") if likelihood != "gaussian" else None
-    raw["replicas"].update(k=3)
+    raw["chains"] = 3
     raw["run"]["thin"] = thin
     if predict_steps is not None:
         raw["run"]["predict_steps"] = predict_steps           # 0: every iteration predicts, as every one is kept

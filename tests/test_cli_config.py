@@ -73,7 +73,7 @@ def test_relative_data_path_is_relative_to_the_config_file(tmp_path, monkeypatch
     (tmp_path / "t.csv").write_text("not,a,table\n")          # a decoy in the working directory
     raw = _small(_raw(), n=2)
     raw["data"] = {"path": "t.csv", "target_columns": [-1], "train_rows": [1, 20], "test_sets": {"rest": [21, 30]}}
-    raw["replicas"]["k"] = 4
+    raw["chains"] = 4
     path = _write(tmp_path / "sub", raw)
     monkeypatch.chdir(tmp_path)
     replicas = build(read_config(path), str(path))[0].replicas
@@ -141,7 +141,8 @@ def test_tables_as_people_have_them(tmp_path, capsys):
                    "split": {"train": 30, "test": 15, "seed": 4, "stratify": True}}
     raw["model"]["likelihood"] = "logistic"
     raw["model"]["priors"].pop("noise")
-    raw["replicas"].update(data="folds", k=3)
+    raw.pop("chains")
+    raw["cv"] = {"folds": 3}
     raw["tuner"]["cv_metric"] = "log_loss"
     path = _write(tmp_path, raw)
     cfg = read_config(path)
@@ -222,7 +223,7 @@ def test_rows_can_be_listed(tmp_path, capsys):
     raw = _small(_raw())
     raw["data"] = {"path": str(tmp_path / "t.csv"), "target_columns": [-1], "train_rows": {"rows": [1, 3, 5, 7, 9, 11]},
                    "test_sets": {"odd": {"rows": [2, 4, 6]}, "tail": [20, 30]}}
-    raw["replicas"]["k"] = 2
+    raw["chains"] = 2
     cfg = read_config(_write(tmp_path, raw))
     split = cfg.data.cases("gaussian", str(tmp_path / "c.yaml"))
     table = np.loadtxt(tmp_path / "t.csv", delimiter=",")
@@ -244,19 +245,20 @@ def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
     from adaptive_hmc.engine.runner import DEFAULT_WARMUP
     raw = _raw()
     raw["data"] = {"dataset": "robot_arm", "train_rows": [1, 200], "test_sets": {"t": [201, 300]}}
-    raw["replicas"] = {}
+    raw.pop("chains")
     raw["tuner"].pop("warmup_super_transitions")
     raw["run"].pop("burn_in")
     raw["run"]["super_transitions"] = 30
     cfg = read_config(_write(tmp_path, raw))
     assert cfg.run.burn_in.super_transitions == 10 == 30 // 3
     assert cfg.tuner.warmup_super_transitions == DEFAULT_WARMUP
-    assert cfg.replicas.data == "full" and cfg.replicas.predict_from == "full"
-    assert cfg.replicas.k == 4 == BNNRegressor().k                 # chains of the posterior: one default
+    assert cfg.layout.data == "full" and cfg.layout.predict_from == "full" and cfg.cv is None
+    assert cfg.chains == cfg.layout.k == 4 == BNNRegressor().k     # chains of the posterior: one default
     assert cfg.data.standardize_inputs and cfg.data.standardize_targets
     raw["tuner"]["reward"] = "cv"                                  # the thesis: folds, and a full-data chain predicts
-    thesis = read_config(_write(tmp_path, raw, "cv.yaml")).replicas
-    assert (thesis.data, thesis.full_data_chain, thesis.predict_from, thesis.k) == ("folds", True, "full", 8)
+    thesis = read_config(_write(tmp_path, raw, "cv.yaml"))
+    assert thesis.chains is None and thesis.cv.folds == 8
+    assert tuple(thesis.layout) == ("folds", 8, True, "full")
     assert BNNRegressor().burn_in_super_transitions is None         # resolved to super_transitions // 3 in fit
 
 
@@ -303,3 +305,37 @@ def test_hyperpriors_default_to_shape_2_for_the_weights_in_every_entry_point(tmp
         text = importlib.resources.files("adaptive_hmc").joinpath(f"front/templates/{kind}.yaml").read_text()
         priors = yaml.safe_load(text)["model"]["priors"]
         assert all(priors[g] == {"sd": 0.05, "shape": 2} for g in ("input_hidden", "hidden_bias", "hidden_output"))
+
+
+def test_chains_and_folds_are_two_keys_and_the_old_section_reads_with_one_note(tmp_path, capsys):
+    """chains: K and cv: {...} in every shipped config and template; an old config's replicas section runs
+    as the key that replaced it, with one note naming it."""
+    from adaptive_hmc.front.templates import KINDS, template_text
+    shipped = {p.name: p.read_text() for p in CONFIGS.glob("*.yaml")} | {k: template_text(k) for k in KINDS}
+    assert len(shipped) > 20 and not [name for name, text in shipped.items() if "replicas" in yaml.safe_load(text)]
+    for old, new, layout in (({"k": 3}, "chains: 3", ("full", 3, False, "full")),
+                             ({"data": "folds", "k": 4, "full_data_chain": False}, "cv: {folds: 4, full_chain: "
+                              "false}", ("folds", 4, False, "replicas"))):
+        raw = _small(_raw())
+        del raw["chains"]
+        raw["replicas"] = old
+        path = _write(tmp_path, raw)
+        assert main(["validate", str(path), "--no-estimate"]) == 0
+        out = capsys.readouterr()
+        notes = [line for line in out.err.splitlines() if "note:" in line]
+        assert notes == [f"adaptive-hmc validate {path}: note: replicas is the old name of chains and cv: read as "
+                         f"`{new}`; write that instead"], out.err
+        resolved = yaml.safe_load(out.out)
+        assert "replicas" not in resolved and tuple(read_config(path).layout) == layout
+        assert (resolved["chains"] == 3) if layout[0] == "full" else (resolved["cv"]["folds"] == 4)
+
+
+def test_the_rule_on_chains_and_folds_is_one_for_every_entry_point():
+    """Layout.problem decides for a config, ReplicaOptions and the runner alike (and can refuse)."""
+    from adaptive_hmc.engine.replica_options import Layout, ReplicaOptions
+    assert Layout.chains(3).problem() is None and Layout.cv().problem("cv") is None
+    assert Layout.cv(1).problem()[0] == "k" and Layout.chains().problem("cv")[0] == "data"
+    assert Layout.cv(0, full_chain=False).problem() == ("full_data_chain", False,
+                                                        "must be true with 0 folds (it is the only chain)")
+    with pytest.raises(ValueError, match="0 \\(the full-data chain alone\\) or >= 2 folds"):
+        ReplicaOptions(k=1, data="folds")

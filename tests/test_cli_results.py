@@ -53,13 +53,14 @@ def test_compare_tables_the_finished_runs_and_names_the_others(tmp_path, capsys)
 
 
 def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
-    """replicas.predict_from picks the chains of the summary's test errors, and
+    """cv.predict_from picks the chains of the summary's test errors, and
     compare --chains recomputes them from any run's per-chain sums."""
     raw = _small(_raw(), n=4)
-    raw["replicas"].update(data="folds", full_data_chain=True)
+    raw.pop("chains")
+    raw["cv"] = {"folds": 8, "full_chain": True}
     runs = {}
     for chains in ("all", "full"):
-        raw["replicas"]["predict_from"] = chains
+        raw["cv"]["predict_from"] = chains
         path = _write(tmp_path, raw, f"{chains}.yaml")
         runs[chains] = tmp_path / chains
         assert main(["run", str(path), "--out", str(runs[chains]), "--quiet"]) == 0
@@ -74,7 +75,7 @@ def test_predictions_from_the_chains_asked_for(tmp_path, capsys):
             assert row["test"][name] == pytest.approx(v, rel=1e-12)
             assert row["test_se"][name] == pytest.approx(s[chains]["test_mse_se"][name], rel=1e-9)
     capsys.readouterr()
-    raw["replicas"].update(full_data_chain=False, predict_from="all")
+    raw["cv"].update(full_chain=False, predict_from="all")
     path = _write(tmp_path, raw, "nofull.yaml")
     assert main(["run", str(path), "--out", str(tmp_path / "nofull"), "--quiet"]) == 0
     assert main(["compare", str(tmp_path / "nofull"), "--chains", "full"]) == 2
@@ -196,7 +197,8 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     from adaptive_hmc.front.reports import compare, table
     from adaptive_hmc.rundir.metrics import MIN_KEPT, prediction_draws, thin_limited
     raw = _small(_raw(), n=8)
-    raw["replicas"].update(data="folds", full_data_chain=False)      # the thesis's: the replicas predict
+    raw.pop("chains")
+    raw["cv"] = {"folds": 8, "full_chain": False}                     # the thesis's: the replicas predict
     path = _write(tmp_path, raw)
     raw = _small(_raw(), n=8)
     raw["run"]["thin"] = 1
@@ -427,7 +429,7 @@ def test_text_labels_are_classes_through_init_validate_run_and_predict(tmp_path,
                    "test_sets": {"rest": [46, 60]}, "standardize_inputs": True, "standardize_targets": False}
     raw["model"]["likelihood"] = "logistic"
     raw["model"]["priors"].pop("noise")
-    raw["replicas"].update(k=3)
+    raw["chains"] = 3
     raw["tuner"]["cv_metric"] = "log_loss"
     assert main(["run", str(_write(tmp_path, raw, "r.yaml")), "--out", str(tmp_path / "r"), "--quiet"]) == 0
     (tmp_path / "new.csv").write_text("a,b,c\n" + "".join(f"{u},{v},{w}\n" for u, v, w in X[:20]))
@@ -460,7 +462,7 @@ def test_kfold_elpd_is_exact_from_fold_chains_and_loo_says_when_it_is_unusable(t
     raw = _small(_raw(), n=5)
     raw["data"] = {"path": str(tmp_path / "d.csv"), "target_columns": [-1], "train_rows": [1, 45],
                    "test_sets": {"rest": [46, 60]}, "standardize_inputs": True}
-    raw["replicas"] = {"data": "full", "k": 2}
+    raw["chains"] = 2
     raw["run"]["thin"] = 2
     raw["tuner"]["reward"] = "esjd"
     assert main(["run", str(_write(tmp_path, raw, "f.yaml")), "--out", str(tmp_path / "f"), "--quiet"]) == 0
@@ -508,7 +510,8 @@ def test_kfold_elpd_is_exact_from_fold_chains_and_loo_says_when_it_is_unusable(t
     assert not nc.exists()
     assert main(["export", str(tmp_path / "f"), "--kfold", "1"]) == 2
     assert "--kfold 1: the number of folds, an integer >= 2" in capsys.readouterr().err
-    raw["replicas"] = {"data": "folds", "k": 3, "full_data_chain": True}                # its own CV replicas
+    raw.pop("chains")
+    raw["cv"] = {"folds": 3, "full_chain": True}                                          # its own CV replicas
     raw["tuner"]["reward"] = "cv"
     assert main(["run", str(_write(tmp_path, raw, "c.yaml")), "--out", str(tmp_path / "c"), "--quiet"]) == 0
     own = kfold_elpd(read_run(tmp_path / "c"))

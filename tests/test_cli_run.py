@@ -69,7 +69,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     assert idata.predictions["y_hat"].shape == (n_chains, n_draws, 400, 2)         # the test cases
     assert idata.predictions_constant_data["y_test"].shape == (400, 2)
     posterior = "log_likelihood" in idata.groups()             # the thesis's folds: no full-data chain
-    assert posterior == (raw["replicas"].get("full_data_chain") is not False)
+    assert posterior == ((raw.get("cv") or {}).get("full_chain") is not False)
     assert all(c.startswith("full" if posterior else "fold") for c in idata.posterior.chain.values)
     bnn = raw["model"].get("kind", "bnn") == "bnn"
     if bnn:                                    # the hyperparameters that vary; the fixed ones named apart
@@ -357,7 +357,7 @@ def test_other_transitions_run_on_the_replicas_from_a_config(kind, tmp_path, cap
     path = _write(tmp_path, raw)
     assert main(["run", str(path), "--out", str(tmp_path / "r"), "--quiet"]) == 0
     run = read_run(tmp_path / "r")
-    chains = raw["replicas"]["k"]
+    chains = raw["chains"]
     assert run.summary["leapfrog_steps"] == 4 * 600 * chains        # every chain spends the whole budget
     if kind == "metropolis":        # the share of proposals accepted, not of iterations
         assert 0.05 < run.summary["acceptance"] < 0.95 and np.isfinite(run.summary["test_mse"]["test_201_400"])

@@ -50,7 +50,7 @@ def small(tmp_path_factory):
     raw["tuner"].update(bounds={"step_factor": [0.01, 1.01], "num_steps": [10, 100]}, warmup_super_transitions=1,
                         maxfun=200)
     raw["sampler"]["initial_phase_steps"] = 200
-    raw["replicas"]["k"] = 3
+    raw["chains"] = 3
     cfg = tmp / "c.yaml"
     cfg.write_text(yaml.safe_dump(raw))
     done = _cli(tmp, "run", str(cfg), "--out", "whole", "--quiet")

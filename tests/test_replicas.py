@@ -597,7 +597,7 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
         s.run(Action(0.3, 10), 200)
     assert np.array_equal(one.chains[0].position, old.chains[0].position)
     assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
-    with pytest.raises(ValueError, match="full_data_chain is for data='folds'"):
+    with pytest.raises(ValueError, match="full_data_chain=True \\(data='full'\\): is for cross-validation folds"):
         ReplicaSet(spec, X, Y, k=2, data="full", full_data_chain=True)
 
 

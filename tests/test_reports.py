@@ -26,7 +26,7 @@ def _config(tmp_path, name, train_rows, test_sets=None, super_transitions=60):
                      "priors": {"input_hidden": fixed, "hidden_bias": fixed, "hidden_output": fixed,
                                 "output_bias": fixed, "noise": {"sd": 0.3, "shape": float("inf")}}},
            "sampler": {"window": 1, "initial_phase_steps": 0},
-           "replicas": {"k": 4},
+           "chains": 4,
            "tuner": {"kind": "fixed", "step_factor": 0.3, "num_steps": 20},
            "run": {"budget": 400, "super_transitions": super_transitions, "burn_in": {"super_transitions": 5},
                    "thin": 1, "seed": 3}}
@@ -97,7 +97,8 @@ def test_fold_chains_are_exported_as_what_they_are(tmp_path, capsys):
     _data(tmp_path)
     cfg = _config(tmp_path, "folds", [1, 9], {"rest": [10, N]}, super_transitions=12)
     raw = yaml.safe_load(cfg.read_text())
-    raw["replicas"] = {"k": 3, "data": "folds", "full_data_chain": False, "predict_from": "replicas"}
+    del raw["chains"]
+    raw["cv"] = {"folds": 3, "full_chain": False, "predict_from": "replicas"}
     cfg.write_text(yaml.safe_dump(raw))
     out = _run(tmp_path, cfg)
     assert main(["export", str(out)]) == 0
@@ -106,7 +107,7 @@ def test_fold_chains_are_exported_as_what_they_are(tmp_path, capsys):
     assert "log_likelihood" not in idata.groups() and "different posteriors" in idata.attrs["chains"]
     assert idata.predictions["y_hat"].shape[2:] == (3, 1)
     assert idata.predictions_constant_data["y_test"].shape == (3, 1)
-    raw["replicas"].update(full_data_chain=True, predict_from="full")
+    raw["cv"].update(full_chain=True, predict_from="full")
     cfg.write_text(yaml.safe_dump(raw))
     out = tmp_path / "with_full"
     assert main(["run", str(cfg), "--out", str(out), "--quiet"]) == 0
@@ -126,7 +127,8 @@ def test_the_running_error_plot_follows_the_prediction_setting(tmp_path):
     _data(tmp_path)
     cfg = _config(tmp_path, "f", [1, 9], {"rest": [10, N]}, super_transitions=12)
     raw = yaml.safe_load(cfg.read_text())
-    raw["replicas"] = {"k": 3, "data": "folds", "full_data_chain": True, "predict_from": "full"}
+    del raw["chains"]
+    raw["cv"] = {"folds": 3, "full_chain": True, "predict_from": "full"}
     cfg.write_text(yaml.safe_dump(raw))
     run = read_run(_run(tmp_path, cfg))
     grads, errors = running_errors(run)
@@ -205,7 +207,7 @@ def test_compare_warns_when_runs_are_not_like_for_like_and_names_units(tmp_path,
     a = _run(tmp_path, _config(tmp_path, "a", [1, 9], {"rest": [10, N]}, super_transitions=12))
     cfg = _config(tmp_path, "b", [1, 9], {"rest": [10, N]}, super_transitions=16)
     raw = yaml.safe_load(cfg.read_text())
-    raw["replicas"]["k"] = 2
+    raw["chains"] = 2
     cfg.write_text(yaml.safe_dump(raw))
     b = _run(tmp_path, cfg)
     capsys.readouterr()

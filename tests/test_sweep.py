@@ -23,7 +23,7 @@ def _base(tmp_path, n=4, budget=400):
     raw["tuner"].update(bounds={"step_factor": [0.01, 0.5], "num_steps": [10, 100]}, warmup_super_transitions=1,
                         maxfun=200)
     raw["sampler"]["initial_phase_steps"] = 100
-    raw["replicas"]["k"] = 2
+    raw["chains"] = 2
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(raw))
     return raw
 

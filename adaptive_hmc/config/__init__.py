@@ -14,9 +14,9 @@ Modules: ``base`` (the error, the strict model, shared types), ``sections``
 from .base import ConfigError
 from .parse import parse, read_config, reference, to_dict
 from .schema import Config, DensityConfig
-from .sections import (BurnInConfig, DataConfig, GammaPriorConfig, ModelConfig, PriorsConfig, ReplicasConfig,
+from .sections import (BurnInConfig, DataConfig, GammaPriorConfig, ModelConfig, PriorsConfig, CVConfig,
                        RunConfig, SamplerConfig, ScheduleConfig, SplitConfig, TunerConfig, UntilConfig)
 
 __all__ = ["ConfigError", "Config", "DensityConfig", "parse", "read_config", "reference", "to_dict",
-           "BurnInConfig", "DataConfig", "GammaPriorConfig", "ModelConfig", "PriorsConfig", "ReplicasConfig",
+           "BurnInConfig", "DataConfig", "GammaPriorConfig", "ModelConfig", "PriorsConfig", "CVConfig",
            "RunConfig", "SamplerConfig", "ScheduleConfig", "SplitConfig", "TunerConfig", "UntilConfig"]

@@ -15,10 +15,11 @@ from pydantic import BaseModel, ValidationError
 from ..samplers.settings import SettingsError, check_settings
 from ..tuners.bandit import OptionError
 from ..tasks import LOADERS
+from ..engine.replica_options import DEFAULT_CHAINS, default_data
 from .base import ConfigError, RowList
 from .schema import Config, DensityConfig, DensityModelConfig, DensityRunConfig, DensitySamplerConfig
-from .sections import (BurnInConfig, DataConfig, GammaPriorConfig, ModelConfig, PriorsConfig, ReplicasConfig,
-                       RunConfig, SamplerConfig, ScheduleConfig, SplitConfig, TunerConfig)
+from .sections import (OLD_REPLICAS_KEYS, BurnInConfig, CVConfig, DataConfig, GammaPriorConfig, ModelConfig,
+                       PriorsConfig, RunConfig, SamplerConfig, ScheduleConfig, SplitConfig, TunerConfig)
 
 
 def _fail(source, path, value, allowed):
@@ -30,7 +31,7 @@ def _check(cfg: Config, source: str):
     _check_data(cfg.data, source)
     _check_sampler(cfg, source)
     _check_tuner(cfg, source)
-    _check_replicas(cfg, source)
+    _check_layout(cfg, source)
     _check_settings(cfg, source)
 
 
@@ -84,7 +85,7 @@ def _check_sampler(cfg: Config, source: str):
 
 def _check_tuner(cfg: Config, source: str):
     """The tuner's kind and what it needs: a fixed action, or a bandit's bounds within the budget."""
-    t, r = cfg.tuner, cfg.replicas
+    t = cfg.tuner
     if t.kind == "fixed":
         if t.step_factor is None or t.num_steps is None:
             _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},
@@ -103,8 +104,6 @@ def _check_tuner(cfg: Config, source: str):
         if t.bounds["num_steps"][1] > cfg.run.budget:
             _fail(source, "tuner.bounds.num_steps", [int(v) for v in t.bounds["num_steps"]],
                   f"upper bound must be <= run.budget ({cfg.run.budget})")
-        if t.reward == "cv" and r.k < 2:
-            _fail(source, "replicas.k", r.k, "the cv reward needs k >= 2 cross-validation replicas")
         if t.step_factor is not None or t.num_steps is not None:
             _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},
                   "step_factor and num_steps are for kind: fixed (a bandit tunes them within bounds)")
@@ -115,28 +114,54 @@ def _check_tuner(cfg: Config, source: str):
               "calibration is made after the warm-up, at states the chains have reached)")
 
 
-def _check_replicas(cfg: Config, source: str):
-    """The chains: of one posterior (data full) or cross-validation folds, and what each allows."""
-    t, r = cfg.tuner, cfg.replicas
-    if r.data == "full":
-        if t.reward == "cv":
-            _fail(source, "replicas.data", "full", "the cv reward reads held-out predictions: needs data: folds")
-        if r.k < 1:
-            _fail(source, "replicas.k", r.k, "data full needs k >= 1 chains")
-        if r.full_data_chain is not None:
-            _fail(source, "replicas.full_data_chain", r.full_data_chain, "is for data: folds (with data: full "
-                  "every chain is on all the training cases); leave it out")
-        if r.predict_from == "replicas":
-            _fail(source, "replicas.predict_from", "replicas", "needs data: folds (data full has no CV replicas)")
+def _check_layout(cfg: Config, source: str):
+    """The chains: of one posterior (``chains``) or cross-validation folds (``cv``), by the one rule of
+    :meth:`~adaptive_hmc.engine.replica_options.Layout.problem`, in the config's keys."""
+    if cfg.chains is not None and cfg.cv is not None:
+        _fail(source, "chains", cfg.chains, "give chains (of one posterior) or cv (cross-validation folds), not both")
+    bad = cfg.layout.problem(cfg.tuner.reward)
+    if bad is not None:
+        field, value, allowed = bad
+        if field == "data":
+            _fail(source, "chains", cfg.chains, f"{allowed}: give cv (e.g. cv: {{folds: 8}}) instead")
+        key = "chains" if cfg.cv is None else {"k": "cv.folds", "full_data_chain": "cv.full_chain",
+                                               "predict_from": "cv.predict_from"}[field]
+        _fail(source, key, value, allowed)
+
+
+def old_replicas(raw: dict, source: str) -> str | None:
+    """Rewrite an old config's section ``replicas`` (data, k, full_data_chain, predict_from) in place as the
+    ``chains`` or ``cv`` that took its place; the note a run prints (None when there is nothing to rewrite)."""
+    r = raw.get("replicas")
+    if "replicas" not in raw:
+        return None
+    if not isinstance(r, dict):
+        _fail(source, "replicas", r, "the old name of chains (a number) and cv (a section): give one of those")
+    if "chains" in raw or "cv" in raw:
+        _fail(source, "replicas", r, "the old name of chains and cv: give chains or cv alone")
+    unknown = sorted(set(r) - set(OLD_REPLICAS_KEYS))
+    if unknown:
+        _fail(source, f"replicas.{unknown[0]}", r[unknown[0]], f"unknown key; replicas (the old name of chains "
+              f"and cv) had {', '.join(OLD_REPLICAS_KEYS)}")
+    tuner = raw.get("tuner") if isinstance(raw.get("tuner"), dict) else {}
+    data = r.get("data") or default_data(tuner.get("reward", TunerConfig.model_fields["reward"].default))
+    del raw["replicas"]
+    if data not in ("full", "folds"):
+        _fail(source, "replicas.data", data, "full or folds (chains or cv now)")
+    if data == "full":
+        if r.get("full_data_chain"):
+            _fail(source, "replicas.full_data_chain", True, "is for data: folds (written cv: now)")
+        if r.get("predict_from") == "replicas":
+            _fail(source, "replicas.predict_from", "replicas", "needs data: folds (written cv: now)")
+        if r.get("k") is not None:
+            raw["chains"] = r["k"]
+        new = f"chains: {r['k'] if r.get('k') is not None else DEFAULT_CHAINS}"
     else:
-        if r.k == 1:
-            _fail(source, "replicas.k", 1, "0 (full-data chain only) or >= 2 folds")
-        if r.k == 0 and not r.full_data_chain:
-            _fail(source, "replicas.full_data_chain", False, "must be true when replicas.k is 0")
-        if r.predict_from == "full" and not r.full_data_chain:
-            _fail(source, "replicas.predict_from", "full", "needs replicas.full_data_chain: true")
-        if r.predict_from == "replicas" and r.k == 0:
-            _fail(source, "replicas.predict_from", "replicas", "needs replicas.k >= 2")
+        cv = {name: r[old] for old, name in (("k", "folds"), ("full_data_chain", "full_chain"),
+                                             ("predict_from", "predict_from")) if r.get(old) is not None}
+        raw["cv"] = cv
+        new = "cv: {" + ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in cv.items()) + "}"
+    return f"replicas is the old name of chains and cv: read as `{new}`; write that instead"
 
 
 def _check_settings(cfg: Config, source: str):
@@ -250,7 +275,7 @@ def reference() -> str:
     generated from the schema (``adaptive-hmc reference``), so it cannot drift."""
     sections = [("top level", Config), ("data", DataConfig), ("data.split", SplitConfig), ("model", ModelConfig),
                 ("model.priors", PriorsConfig), ("model.priors.GROUP (each prior)", GammaPriorConfig),
-                ("sampler", SamplerConfig), ("replicas", ReplicasConfig), ("tuner", TunerConfig),
+                ("sampler", SamplerConfig), ("cv", CVConfig), ("tuner", TunerConfig),
                 ("tuner.schedule", ScheduleConfig), ("run", RunConfig), ("run.burn_in", BurnInConfig)]
     out = ["# Config reference", "",
            "Generated from the schema in `adaptive_hmc/config/` by `adaptive-hmc reference`; do not edit.",
@@ -297,6 +322,7 @@ def parse(raw, source: str = "<config>") -> Config | DensityConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}")
     density = isinstance(raw.get("model"), dict) and raw["model"].get("kind") == "density"
+    note = None if density else old_replicas(raw := dict(raw), source)
     try:
         root = DensityConfig if density else Config
         cfg = root.model_validate(raw)
@@ -304,11 +330,13 @@ def parse(raw, source: str = "<config>") -> Config | DensityConfig:
         raise ConfigError(_format(err, source, raw, root)) from None
     if not density:
         _check(cfg, source)
+        cfg.notes.extend([note] if note else [])
     return cfg
 
 
 def read_config(path, overrides: Optional[dict] = None) -> Config:
-    """Read and validate a YAML file; ``overrides`` maps "section.key" to values."""
+    """Read and validate a YAML file; ``overrides`` maps "section.key" (or a top-level key) to values. What
+    reading it noticed (an old key read under its new name) is in the config's ``notes``."""
     path = Path(path)
     if path.is_dir():
         raise ConfigError(f"{path}: is a directory; give a YAML config file")
@@ -327,6 +355,9 @@ def read_config(path, overrides: Optional[dict] = None) -> Config:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the top level must be a mapping of sections, got {type(raw).__name__}")
     for key, value in (overrides or {}).items():
+        if "." not in key:                    # a top-level key (chains)
+            raw[key] = value
+            continue
         sec, k = key.split(".")
         section = raw.setdefault(sec, {})
         if not isinstance(section, dict):
@@ -336,4 +367,5 @@ def read_config(path, overrides: Optional[dict] = None) -> Config:
 
 
 def to_dict(cfg: Config) -> dict:
-    return cfg.model_dump(mode="json")
+    """The resolved config as plain data (of ``chains`` and ``cv``, the one in use)."""
+    return cfg.model_dump(mode="json", exclude={k for k in ("chains", "cv") if getattr(cfg, k, 0) is None})

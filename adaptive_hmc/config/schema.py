@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Dict, List, Literal, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, PrivateAttr, model_validator
 
 from ..engine.density_chains import SAMPLE_DEFAULTS
-from ..engine.replica_options import DEFAULT_CHAINS, ReplicaOptions, chains_or_folds, default_data
+from ..engine.replica_options import DEFAULT_CHAINS, Layout, ReplicaOptions, default_data
 from ..engine.runner import MAX_SUPER_TRANSITIONS, RunOptions
 from .base import Number, NumberPair, _Strict
-from .sections import DataConfig, ModelConfig, ReplicasConfig, RunConfig, SamplerConfig, TunerConfig, UntilConfig
+from .sections import CVConfig, DataConfig, ModelConfig, RunConfig, SamplerConfig, TunerConfig, UntilConfig
 
 
 class Config(_Strict):
@@ -20,10 +20,18 @@ class Config(_Strict):
     data: DataConfig = Field(description="where the cases come from")
     model: ModelConfig = Field(description="the network and its priors")
     sampler: SamplerConfig = Field(default_factory=SamplerConfig, description="the [Gibbs, HMC] iteration")
-    replicas: ReplicasConfig = Field(default_factory=ReplicasConfig, description="CV replicas and the "
-                                     "full-data chain")
+    chains: Optional[int] = Field(None, ge=1, description="chains of one posterior, every one on all the "
+                                  "training cases; their samples are the answer (default 4, unless cv is given)")
+    cv: Optional[CVConfig] = Field(None, description="cross-validation replicas instead of chains (the thesis's "
+                                   "layout; the cv reward needs them): folds, the full-data chain, who predicts")
     tuner: TunerConfig = Field(description="who chooses (eps, L)")
     run: RunConfig = Field(description="budget, length, burn-in, seed, checkpoints")
+    _notes: list = PrivateAttr(default_factory=list)
+
+    @property
+    def notes(self) -> list:
+        """What reading the config noticed and a run prints (an old key read under its new name)."""
+        return self._notes
 
     @model_validator(mode="after")
     def _jitter_default(self):
@@ -35,25 +43,34 @@ class Config(_Strict):
         return self.model_copy(update={"sampler": s.model_copy(update={"jitter": on})})
 
     @model_validator(mode="after")
-    def _replicas_defaults(self):
-        """Fill replicas.data (by the reward), full_data_chain and predict_from, so the resolved config says
-        which chains ran and which predict."""
-        r = self.replicas
-        data = r.data or default_data(self.tuner.reward)
-        full = r.full_data_chain if r.full_data_chain is not None or data == "full" else True
-        predict = r.predict_from or ("full" if data == "full" or full else "replicas")
-        k = chains_or_folds(r.k, data)
-        if (data, full, predict, k) == (r.data, r.full_data_chain, r.predict_from, r.k):
+    def _layout_defaults(self):
+        """Fill the chains' layout: cv's predict_from, or without chains and cv, 4 chains (the cv reward: the
+        thesis's 8 folds and a full-data chain), so that the resolved config says which chains ran and which
+        predict (both given: refused by the checks)."""
+        if self.chains is not None and self.cv is not None:
             return self
-        return self.model_copy(update={"replicas": r.model_copy(update={"data": data, "full_data_chain": full,
-                                                                         "predict_from": predict, "k": k})})
+        if self.cv is not None:
+            cv = self.cv
+            return self if cv.predict_from else self.model_copy(
+                update={"cv": cv.model_copy(update={"predict_from": Layout.cv(cv.folds, cv.full_chain).predict_from})})
+        if self.chains is None:
+            if default_data(self.tuner.reward) == "folds":
+                return self.model_copy(update={"cv": CVConfig(predict_from="full")})
+            return self.model_copy(update={"chains": DEFAULT_CHAINS})
+        return self
 
+    @property
+    def layout(self) -> Layout:
+        """The chains the config asks for (:class:`~adaptive_hmc.engine.replica_options.Layout`)."""
+        if self.cv is None:
+            return Layout.chains(self.chains)
+        return Layout.cv(self.cv.folds, self.cv.full_chain, self.cv.predict_from)
 
     def replica_options(self) -> ReplicaOptions:
         """The ``replicas`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
         s, r, t, m = self.sampler, self.run, self.tuner, self.model
         return ReplicaOptions(
-            k=self.replicas.k, data=self.replicas.data, full_data_chain=bool(self.replicas.full_data_chain),
+            k=self.layout.k, data=self.layout.data, full_data_chain=self.layout.full_data_chain,
             priors=m.priors.prior_spec(), settings=s.settings(),
             initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
             init_scale=None if s.init_scale is None else float(s.init_scale), burn_in_samples=r.burn_in.samples,

@@ -14,7 +14,7 @@ from ..data import Split, load_split
 from ..tables import DataError
 from ..models.mlp import MLPSpec
 from ..models.priors import HYPER_MOVES, GammaPrior, PriorSpec
-from ..engine.replica_options import MODELS
+from ..engine.replica_options import DEFAULT_FOLDS, MODELS
 from ..engine.runner import DEFAULT_REWARD, DEFAULT_WARMUP
 from ..samplers.settings import KINDS, HMCSettings
 from ..tuners.options import BanditOptions, FixedOptions, bandit_default
@@ -193,7 +193,7 @@ class SamplerConfig(_Strict):
     initial_hyper: Optional[Number] = Field(_replica_default("initial_hyper"), gt=0, description="starting value of every free precision "
                                             "(null: the prior means)")
     init_scale: Optional[Number] = Field(_replica_default("init_scale"), ge=0, description="initial weights N(0, init_scale^2); 0 starts "
-                                         "at zero (FBM); default 0 with replicas.data folds, 0.1 with full (the "
+                                         "at zero (FBM); default 0 with cv folds, 0.1 with chains (the "
                                          "chains of one posterior start apart, so that R-hat can see them meet)")
     start: Literal["random", "optimized"] = Field(_replica_default("start"), description="random: the chains "
                                                  "start at their init_scale weights (FBM, the papers); optimized: "
@@ -242,23 +242,22 @@ class SamplerConfig(_Strict):
                            anneal=np.array(self.anneal, dtype=float).reshape(-1, 3))
 
 
-class ReplicasConfig(_Strict):
-    data: Optional[Literal["full", "folds"]] = Field(None, description="what the chains see: full (k chains of "
-                                                     "the one posterior, every chain on all training cases; their "
-                                                     "samples are the answer) or folds (k cross-validation replicas, "
-                                                     "for the thesis's cv reward); default: folds for tuner.reward "
-                                                     "cv, full otherwise")
-    k: Optional[int] = Field(_replica_default("k"), ge=0, description="data full: chains of the posterior (>= 1); "
-                             "data folds: cross-validation replicas (folds), >= 2, or 0 to run the full-data chain "
-                             "alone (no CV reward); default: 4 chains (as the estimators and density configs), 8 "
-                             "folds (the thesis)")
-    full_data_chain: Optional[bool] = Field(None, description="data folds: add a chain on all training cases "
-                                            "(predicts, never rewards); default true (not with data full)")
+class CVConfig(_Strict):
+    """Cross-validation replicas (the thesis's layout): ``folds`` replicas, each on the training cases of all
+    folds but its own, whose held-out predictions give the cv reward, and a chain on all the training cases."""
+
+    folds: int = Field(DEFAULT_FOLDS, ge=0, description="cross-validation replicas (folds), >= 2, or 0 to run "
+                       "the full-data chain alone (no cv reward); the split is seeded and, for classification, "
+                       "stratified")
+    full_chain: bool = Field(True, description="add a chain on all training cases (it predicts, never rewards)")
     predict_from: Optional[Literal["all", "full", "replicas"]] = Field(
-        None, description="the chains whose retained samples make the test predictions: full (the chains on all "
+        None, description="the chains whose retained samples make the test predictions: full (the chain on all "
         "training cases: the posterior), replicas (the CV replicas) or all (the thesis's pooling of replicas and "
-        "full-data chain, a wider, shifted distribution); default full, or replicas when data folds has no "
-        "full-data chain")
+        "full-data chain, a wider, shifted distribution); default full, or replicas without the full chain")
+
+
+#: The keys of the section ``replicas`` before ``chains:`` and ``cv:`` took its place (still read, with a note).
+OLD_REPLICAS_KEYS = ("data", "k", "full_data_chain", "predict_from")
 
 
 class ScheduleConfig(_Strict):

@@ -7,6 +7,7 @@ Flow position: samplers -> **replica_options** -> replica_state -> super_transit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -74,7 +75,7 @@ DEFAULT_WEIGHT_BY = "gradients"
 #: Leapfrog steps between predicting samples, at least (``predict_steps``).
 DEFAULT_PREDICT_STEPS = 100
 #: The number of chains of one posterior when none is given, whatever the entry point (a network config with
-#: ``replicas.data: full``, the estimators, a density config): as Stan's and ArviZ's, enough for R-hat to see
+#: ``chains:``, the estimators, a density config): as Stan's and ArviZ's, enough for R-hat to see
 #: chains that disagree. Cross-validation replicas (``data: folds``) default to the thesis's 8 folds.
 DEFAULT_CHAINS, DEFAULT_FOLDS = 4, 8
 
@@ -83,6 +84,68 @@ def chains_or_folds(k: int | None, data: str) -> int:
     """``k``, or when it is None the default for ``data``: :data:`DEFAULT_CHAINS` chains of one posterior
     ("full") or :data:`DEFAULT_FOLDS` folds ("folds")."""
     return (DEFAULT_CHAINS if data == "full" else DEFAULT_FOLDS) if k is None else k
+
+
+class Layout(NamedTuple):
+    """Which chains a run has, decided once: ``data`` "full" (``k`` chains of one posterior, every one on all
+    the training cases) or "folds" (``k`` cross-validation replicas, and a chain on all the training cases when
+    ``full_data_chain``), and whose samples are the answer (``predict_from``, one of :data:`CHAINS`). A config's
+    ``chains: K`` or ``cv: {folds, full_chain, predict_from}``, the estimators' ``k`` and ``reward``."""
+
+    data: str
+    k: int
+    full_data_chain: bool
+    predict_from: str
+
+    @classmethod
+    def chains(cls, k: int | None = None) -> "Layout":
+        """``k`` chains of one posterior (default :data:`DEFAULT_CHAINS`)."""
+        return cls("full", chains_or_folds(k, "full"), False, "full")
+
+    @classmethod
+    def cv(cls, folds: int | None = None, full_chain: bool = True, predict_from: str | None = None) -> "Layout":
+        """``folds`` cross-validation replicas (default :data:`DEFAULT_FOLDS`) and, with ``full_chain``, a chain
+        on all the training cases; ``predict_from`` by default that chain, or the replicas without it."""
+        return cls("folds", chains_or_folds(folds, "folds"), bool(full_chain),
+                   predict_from or ("full" if full_chain else "replicas"))
+
+    @property
+    def n_chains(self) -> int:
+        """Chains in all: the replicas and the full-data chain."""
+        return self.k + (self.full_data_chain and self.data == "folds")
+
+    def problem(self, reward: str | None = None) -> tuple | None:
+        """What is wrong with this layout (for ``reward``, when given), as (field, value, what is allowed) with
+        the field one of "k", "full_data_chain", "predict_from", "data"; None when nothing is. Every entry point
+        asks this one rule (:class:`ReplicaOptions`, a config's checks, the estimators)."""
+        data, k, full, predict = self
+        if data not in DATA:
+            return "data", data, f"allowed are {', '.join(DATA)}"
+        if predict not in CHAINS:
+            return "predict_from", predict, f"allowed are {', '.join(CHAINS)}"
+        if reward == "cv" and (data != "folds" or k < 2):
+            return ("k", k, "the cv reward reads held-out predictions: it needs >= 2 cross-validation folds") \
+                if data == "folds" else ("data", data, "the cv reward reads held-out predictions: it needs "
+                                                         "cross-validation folds")
+        if data == "full":
+            if k < 1:
+                return "k", k, "needs >= 1 chains"
+            if full:
+                return "full_data_chain", full, "is for cross-validation folds (every chain of one posterior is " \
+                                                "on all the training cases)"
+            if predict == "replicas":
+                return "predict_from", predict, "needs cross-validation folds (chains of one posterior are all " \
+                                                "on the full data)"
+            return None
+        if k == 1 or k < 0:
+            return "k", k, "0 (the full-data chain alone) or >= 2 folds"
+        if k == 0 and not full:
+            return "full_data_chain", full, "must be true with 0 folds (it is the only chain)"
+        if predict == "full" and not full:
+            return "predict_from", predict, "needs the full-data chain"
+        if predict == "replicas" and k == 0:
+            return "predict_from", predict, "needs >= 2 folds"
+        return None
 
 
 
@@ -209,12 +272,13 @@ class ReplicaOptions:
         if self.metric == "learned" and (self.settings.kind not in (0, "hmc") or np.size(self.settings.step_size)):
             raise ValueError("metric='learned' learns factors of the heuristic scales for kind hmc: not with "
                              f"kind {self.settings.kind!r} or an absolute step_size")
-        data, full = self.data, self.full_data_chain
-        if data not in DATA:
-            raise ValueError(f"data={data!r}: allowed are {', '.join(DATA)}")
-        k = chains_or_folds(self.k, data)
-        if data == "full" and (k < 1 or full):
-            raise ValueError(f"data='full' (k={k}, full_data_chain={full}): needs k >= 1 chains, every "
-                             f"one on all the training cases (full_data_chain is for data='folds')")
-        if data == "folds" and k == 0 and not full:
-            raise ValueError("k=0 (no cross-validation replicas) needs full_data_chain=True")
+        bad = self.layout.problem()
+        if bad is not None:
+            field, value, allowed = bad
+            raise ValueError(f"{field}={value!r} (data={self.data!r}): {allowed}")
+
+    @property
+    def layout(self) -> Layout:
+        """The chains these options make (:class:`Layout`)."""
+        return Layout(self.data, chains_or_folds(self.k, self.data), bool(self.full_data_chain),
+                      "full" if self.data == "full" or self.full_data_chain else "replicas")

@@ -309,14 +309,14 @@ def make_run(spec, X, Y, *, tuner, run: RunOptions,
     defaults for every option not given), a
     :class:`~adaptive_hmc.tuners.options.FixedOptions`, or a user's options
     type: ``tuner(seed)`` gives its :class:`~adaptive_hmc.tuners.base.Tuner`
-    and its ``bounds`` (or ``num_steps``) the longest L; the reward "cv" needs
-    ``replicas.data`` "folds" (:func:`~adaptive_hmc.engine.replica_options.default_data`)."""
+    and its ``bounds`` (or ``num_steps``) the longest L; the layout of the chains
+    must suit the reward (:meth:`~adaptive_hmc.engine.replica_options.Layout.problem`: "cv" needs folds)."""
     if not callable(getattr(tuner, "tuner", None)) or not (hasattr(tuner, "bounds") or hasattr(tuner, "num_steps")):
         raise TypeError(f"tuner={tuner!r}: a BanditOptions or a FixedOptions (adaptive_hmc.tuners.options), or "
                         f"options of one's own with tuner(seed) and bounds (or num_steps)")
-    if run.reward == "cv" and replicas.data != "folds":
-        raise ValueError(f"reward 'cv' reads held-out predictions: it needs replicas.data 'folds' (given "
-                         f"{replicas.data!r})")
+    bad = replicas.layout.problem(run.reward)
+    if bad is not None:
+        raise ValueError(f"reward {run.reward!r}: {bad[0]}={bad[1]!r}: {bad[2]}")
     longest = tuner.bounds["num_steps"][1] if hasattr(tuner, "bounds") else tuner.num_steps
     if longest > run.budget:
         raise ValueError(f"the tuner's longest trajectory, L = {longest}, must be <= the budget ({run.budget}), the "

@@ -22,13 +22,21 @@ from .. import COMPILE_TIME, EXPORT_DRAWS
 # `--help` answers at once (the compiled layers take a second or two to import).
 
 
+def _read(args, command: str):
+    """The config of ``args`` (its seed overridden by --seed), its notes said on stderr."""
+    from ..config import read_config
+    cfg = read_config(args.config, {} if args.seed is None else {"run.seed": args.seed})
+    for note in getattr(cfg, "notes", ()):
+        print(f"adaptive-hmc {command} {args.config}: note: {note}", file=sys.stderr, flush=True)
+    return cfg
+
+
 def _validate(args) -> int:
     """Check a config and its data as a run would, without running: the verdict first, then the resolved
     config, then how long the run will take."""
-    from ..config import Config, read_config
+    from ..config import Config
     from .experiment import build
-    overrides = {} if args.seed is None else {"run.seed": args.seed}
-    cfg = read_config(args.config, overrides)
+    cfg = _read(args, "validate" if not getattr(args, "dry_run", False) else "run")
     if not isinstance(cfg, Config):                      # model.kind: density
         from .density_run import check
         fn, _, starts = check(cfg, args.config)
@@ -130,11 +138,10 @@ def _starting(args) -> None:
 def _run(args) -> int:
     if args.dry_run:
         return _validate(args)
-    from ..config import Config, read_config
+    from ..config import Config
     from .experiment import run_experiment
     from ..rundir.results import RunError
-    overrides = {} if args.seed is None else {"run.seed": args.seed}
-    cfg = read_config(args.config, overrides)
+    cfg = _read(args, "run")
     run = run_experiment
     extra = {"extend": args.extend} if args.extend is not None else {}
     if args.extend is not None and args.extend < 1:
@@ -330,7 +337,7 @@ def _add_compare(sub) -> None:
     c.add_argument("dirs", nargs="+", help="run directories or sweep directories")
     c.add_argument("--markdown", help="also write the table as markdown to this file")
     c.add_argument("--chains", choices=["all", "full", "replicas"],
-                   help="test errors of these chains' samples (default: each run's replicas.predict_from)")
+                   help="test errors of these chains' samples (default: each run's cv.predict_from, or its chains)")
     c.set_defaults(fn=_compare)
 
 
@@ -343,7 +350,7 @@ def _add_predict(sub) -> None:
                                  "their levels); the delimiter is detected")
     q.add_argument("--out", help="write the CSV here (default: standard output)")
     q.add_argument("--chains", choices=["all", "full", "replicas"],
-                   help="whose samples predict (default: the run's replicas.predict_from)")
+                   help="whose samples predict (default: the run's cv.predict_from, or its chains)")
     q.add_argument("--level", type=float, default=0.95, help="central interval probability (regression)")
     q.add_argument("--encoding", help="the input table's text encoding, e.g. latin-1 (default: UTF-8, or UTF-16 with "
                                       "its byte-order mark)")

@@ -33,13 +33,13 @@ PARETO_K_LIMIT = 0.7
 
 def kfold_elpd(run) -> dict:
     """Exact K-fold elpd of a run whose cross-validation replicas sampled the
-    fold posteriors (``replicas.data: folds``): per case the log weighted
+    fold posteriors (a config's ``cv``): per case the log weighted
     mean of p(y_i | draw) over its fold chain's kept draws after the burn-in;
     the sum, its standard error sqrt(N var), the mean per case."""
     P, s = run.predictions, run.samples
     if run.n_cv < 2 or "fold_of_case" not in P:
-        raise RunError(f"{run.dir}: has no cross-validation replicas with their folds stored (replicas.data: folds, "
-                       f"k >= 2, by this version); export --kfold K runs them")
+        raise RunError(f"{run.dir}: has no cross-validation replicas with their folds stored (cv: {{folds: K}}, "
+                       f"K >= 2, by this version); export --kfold K runs them")
     fold_of, X, Y = P["fold_of_case"], P["X_train"], P["Y_train"]
     pointwise = np.full(len(Y), np.nan)
     draws = []
@@ -93,11 +93,12 @@ def kfold_config(run, k: int):
     source = RunDir(run.dir).read_metadata().get("config_source", "")
     if raw["data"].get("path") and not Path(raw["data"]["path"]).is_absolute():      # relative to the config
         raw["data"]["path"] = str((Path(source).parent / raw["data"]["path"]).resolve())
-    raw["replicas"].update(data="folds", k=int(k), full_data_chain=False, predict_from="replicas")
+    raw.pop("chains", None)
+    raw["cv"] = {"folds": int(k), "full_chain": False, "predict_from": "replicas"}
     raw["run"].update(super_transitions=int(run.summary["super_transitions"]), until=None,
                       seed=int(run.summary["seed"]))
     raw["name"] = f"{raw.get('name') or 'run'}-kfold{k}"
-    return parse(raw, f"{run.dir}/config.resolved.yaml with replicas.data folds, k {k}")
+    return parse(raw, f"{run.dir}/config.resolved.yaml with cv.folds {k}")
 
 
 def check_kfold(d, k) -> None:

@@ -55,13 +55,15 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
 
 def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int, classes: tuple = ()) -> None:
     """Checks of the config against its data, each naming its key."""
-    m, k = cfg.model, cfg.replicas.k
+    m, layout = cfg.model, cfg.layout
+    k = layout.k
     if classes and m.likelihood == "logistic" and len(classes) != 2:
         raise ConfigError(f"{source}: model.likelihood = 'logistic': needs two classes; the labels are "
                           f"{', '.join(map(repr, classes[:10]))}{', ...' if len(classes) > 10 else ''} "
                           f"({len(classes)} classes: use softmax)")
     if k > len(X):
-        raise ConfigError(f"{source}: replicas.k = {k}: at most the number of training cases ({len(X)})")
+        key = "chains" if layout.data == "full" else "cv.folds"
+        raise ConfigError(f"{source}: {key} = {k}: at most the number of training cases ({len(X)})")
     if m.likelihood == "logistic" and not np.isin(Y, (0.0, 1.0)).all():
         labels = np.unique(Y)
         found = ", ".join(f"{v:g}" for v in labels[:10]) + (", ..." if labels.size > 10 else "")
@@ -83,7 +85,7 @@ def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int, clas
     spec = m.spec(X.shape[1], n_outputs)
     t, run = cfg.tuner, cfg.run
     shortest = t.num_steps if t.kind == "fixed" else int(t.bounds["num_steps"][0])
-    chains = k + bool(cfg.replicas.full_data_chain)
+    chains = layout.n_chains
     kept = run.super_transitions * (iterations(run.budget, shortest, bool(cfg.sampler.jitter)) // run.thin + 1) * chains \
         if run.thin else 0
     need = memory_estimate(spec, len(X), sum(len(a) for a, _ in tests.values()), chains, kept)
@@ -194,7 +196,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     def say(line):
         print(f"{rd.path}: {line}", file=sys.stderr, flush=True)
     rule = Until(first, until.max_seconds, lambda n, seconds: convergence(
-        replica_diagnostics(replicas, log, seconds, cfg.replicas.predict_from), until.target_ess),
+        replica_diagnostics(replicas, log, seconds, cfg.layout.predict_from), until.target_ess),
         "run.until.max_seconds", None if quiet else say) if until else None
     try:
         done = drive(setup._replace(tuner=tuner).plan(), first, until=rule, log=log, wall=wall,

@@ -118,7 +118,7 @@ def running_errors(run: Run) -> tuple:
     is the summary's test error) at the end of each super-transition with
     retained samples, against the gradients the run had computed by then
     (every chain, warm-up and burn-in included)."""
-    rows = run.chain_indices(run.config.replicas.predict_from)
+    rows = run.chain_indices(run.config.layout.predict_from)
     P, C = run.predictions["history_pred"][:, rows], run.predictions["history_count"][:, rows]
     Y = run.predictions["Y_test"]
     cum_p = np.cumsum(P.sum(axis=1), axis=0)                  # (S, out, N)
@@ -150,7 +150,7 @@ def running_error(run: Run, path):
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("gradients computed (every chain, warm-up and burn-in included)")
     ax.set_ylabel("test mean squared error" if gaussian else "test error rate")
-    ax.set_title(f"Test error of the running model average of the {run.config.replicas.predict_from!r} "
+    ax.set_title(f"Test error of the running model average of the {run.config.layout.predict_from!r} "
                  f"chains\n{_who(run)}", fontsize=10)
     if not gaussian:
         ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(6))
@@ -184,7 +184,7 @@ def hyper_rhats(run: Run) -> tuple:
     the kept samples, as the export holds them, or each super-transition's last
     sample when too few were kept)."""
     burn = run.config.run.burn_in.super_transitions
-    rows = run.chain_indices(run.config.replicas.predict_from)
+    rows = run.chain_indices(run.config.layout.predict_from)
     names = [str(n) for n in run.predictions["hyper_names"]]
     h, varying = hyper_draws(run.samples, rows, run.predictions["history_hyper"][burn:], names)
     if h.ndim != 3 or h.shape[1] < 4 or len(rows) < 2:
@@ -236,7 +236,7 @@ def predictive_check(run: Run, path):
                 ax.set_ylabel("accuracy")
                 ax.set_title(f"{name}: expected calibration error {ece:.3f}", fontsize=9)
                 ax.legend(fontsize=8, loc="upper left")
-    fig.suptitle(f"Test predictions of the {run.config.replicas.predict_from!r} chains\n{_who(run, fig)}",
+    fig.suptitle(f"Test predictions of the {run.config.layout.predict_from!r} chains\n{_who(run, fig)}",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -293,7 +293,7 @@ def hyperparameters(run: Run, path, most: int = 6):
     if not varying:
         return False
     burn = run.config.run.burn_in.super_transitions
-    rows = run.chain_indices(run.config.replicas.predict_from)
+    rows = run.chain_indices(run.config.layout.predict_from)
     by_name, draws = hyper_rhats(run)
     rhat = np.array([by_name.get(names[h], np.nan) for h in varying])
     order = np.argsort(np.where(np.isfinite(rhat), -rhat, np.inf), kind="stable")[:most]
@@ -332,7 +332,7 @@ def robot_arm_outputs(run: Run, path, train_box=((-1.932, -0.453), (0.534, 3.142
     """Output space of the robot arm (Neal 1992 Fig 5): the image of the
     training input region outlined, true noise-free outputs for a grid of
     inputs (circles), outputs of sampled networks (dots)."""
-    mine = np.isin(run.samples["chain"], run.chain_indices(run.config.replicas.predict_from))
+    mine = np.isin(run.samples["chain"], run.chain_indices(run.config.layout.predict_from))
     Q, spec = run.samples["weights"][mine], run.spec                 # the predicting chains' samples
     (a0, a1), (b0, b1) = train_box
     fig, ax = plt.subplots(figsize=(6.5, 6.5))

@@ -24,7 +24,7 @@ def diagnostics(run: Run) -> dict:
     directory for a summary written without them."""
     if "diagnostics" in run.summary:
         return run.summary["diagnostics"]
-    chains = run.config.replicas.predict_from
+    chains = run.config.layout.predict_from
     return run_diagnostics(run.spec, run.samples, run.chain_indices(chains), chains, run.predictions,
                            dict(run.test_sets()), run.predictions["history_hyper"],
                            run.summary.get("gradients", run.summary["leapfrog_steps"]), run.summary["wall_s"])
@@ -32,7 +32,7 @@ def diagnostics(run: Run) -> dict:
 
 def case_errors(run: Run, chains: str | None = None) -> dict:
     """{test set: error of each case} of the model average of ``chains``
-    ("all", "full", "replicas"; default the run's ``replicas.predict_from``,
+    ("all", "full", "replicas"; default the run's ``cv.predict_from``, or its chains,
     whose averages its summary reports): squared error summed over outputs in
     the targets' original units (regression), or 0/1 (classification)."""
     P, Y = run.predictions, run.predictions["Y_test"]
@@ -80,7 +80,7 @@ def _metric(metric: str) -> str:
 def _setup(run: Run) -> dict:
     """What must match for two runs to be compared like for like (their tuner may differ)."""
     c, s = run.config, run.summary
-    r = c.replicas
+    r = c.layout
     chains = (f"{r.k} chains of one posterior (every training case)" if r.data == "full" else
               f"{r.k} CV replicas" + (" + a full-data chain" if r.full_data_chain else ""))
     return {"data": f"{s['data']}, test sets " + (", ".join(f"{n} ({sl.stop - sl.start} cases)"
@@ -111,7 +111,7 @@ def compare(dirs, chains: str | None = None) -> list:
     (:func:`diagnostics`: R-hat, ESS of the test predictions per 1000 of every
     gradient the run computed and per second of sampling, smallest and median
     over outputs), and the setup that must match for a like-for-like
-    comparison. Test errors are of each run's ``replicas.predict_from``
+    comparison. Test errors are of each run's predicting chains (``cv.predict_from``)
     chains, or, with ``chains``, of those chains' samples."""
     rows = []
     for d in dirs:

@@ -405,6 +405,14 @@ def _affine(z, A, a0, ca, w, w0, stride, count, b, add, tanh):
                 z[n] += wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n]
 
 
+@njit(inline="always")
+def _weights3(w, w0, stride, count, m):
+    """The weights of row m for the three units w0, w0 + 1, w0 + 2 (stride apart by row), 0 past ``count``."""
+    k = w0 + min(m, count - 1) * stride
+    zero = _like(0.0, w)
+    return (w[k], w[k + 1], w[k + 2]) if m < count else (zero, zero, zero)
+
+
 @njit
 def _affine3(z0, z1, z2, A, a0, ca, w, w0, stride, count, b0, b1, b2):
     """:func:`_affine` with tanh of three units at once (weights w0, w0 + 1, w0 + 2 of each row), three rows a
@@ -413,17 +421,13 @@ def _affine3(z0, z1, z2, A, a0, ca, w, w0, stride, count, b0, b1, b2):
     passes = max((count + 2) // 3, 1)
     for p in range(passes):
         m = 3 * p
-        wa0, ra = _row(A, a0, ca, w, w0, stride, count, m, B)
-        wb0, rb = _row(A, a0, ca, w, w0, stride, count, m + 1, B)
-        wc0, rc = _row(A, a0, ca, w, w0, stride, count, m + 2, B)
-        wa1 = _row(A, a0, ca, w, w0 + 1, stride, count, m, B)[0]
-        wb1 = _row(A, a0, ca, w, w0 + 1, stride, count, m + 1, B)[0]
-        wc1 = _row(A, a0, ca, w, w0 + 1, stride, count, m + 2, B)[0]
-        wa2 = _row(A, a0, ca, w, w0 + 2, stride, count, m, B)[0]
-        wb2 = _row(A, a0, ca, w, w0 + 2, stride, count, m + 1, B)[0]
-        wc2 = _row(A, a0, ca, w, w0 + 2, stride, count, m + 2, B)[0]
-        first = p == 0
-        last = p == passes - 1
+        ra = _row(A, a0, ca, w, w0, stride, count, m, B)[1]
+        rb = _row(A, a0, ca, w, w0, stride, count, m + 1, B)[1]
+        rc = _row(A, a0, ca, w, w0, stride, count, m + 2, B)[1]
+        wa0, wa1, wa2 = _weights3(w, w0, stride, count, m)
+        wb0, wb1, wb2 = _weights3(w, w0, stride, count, m + 1)
+        wc0, wc1, wc2 = _weights3(w, w0, stride, count, m + 2)
+        first, last = p == 0, p == passes - 1
         if first and last:
             for n in range(B):
                 z0[n] = tanh_of(b0 + wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n])
@@ -452,21 +456,30 @@ def _tanh_layer(hid, row, B, A, a0, ca, w, off, h, fan_in):
     (:func:`_affine3`); in float64 one (:func:`_affine`), whose sums round as they always have."""
 
 
+@njit(inline="always")
+def _tanh_units(hid, row, B, A, a0, ca, w, off, h, fan_in, j):
+    """Units j..h of :func:`_tanh_layer`, one a pass (:func:`_affine`)."""
+    for j in range(j, h):
+        _affine(hid[row + j, :B], A, a0, ca, w, off + j, h, fan_in, w[off + fan_in * h + j], _NO, _YES)
+
+
+def _tanh_layer_one(hid, row, B, A, a0, ca, w, off, h, fan_in):
+    _tanh_units(hid, row, B, A, a0, ca, w, off, h, fan_in, 0)
+
+
+def _tanh_layer_three(hid, row, B, A, a0, ca, w, off, h, fan_in):
+    j = 0
+    while j + 3 <= h:
+        bo = off + fan_in * h + j
+        _affine3(hid[row + j, :B], hid[row + j + 1, :B], hid[row + j + 2, :B], A, a0, ca, w, off + j, h, fan_in,
+                 w[bo], w[bo + 1], w[bo + 2])
+        j += 3
+    _tanh_units(hid, row, B, A, a0, ca, w, off, h, fan_in, j)
+
+
 @overload(_tanh_layer, inline="always")
 def _tanh_layer_impl(hid, row, B, A, a0, ca, w, off, h, fan_in):
-    three = w.dtype == types.float32
-
-    def impl(hid, row, B, A, a0, ca, w, off, h, fan_in):
-        j = 0
-        if three:
-            while j + 3 <= h:
-                bo = off + fan_in * h + j
-                _affine3(hid[row + j, :B], hid[row + j + 1, :B], hid[row + j + 2, :B], A, a0, ca, w, off + j, h,
-                         fan_in, w[bo], w[bo + 1], w[bo + 2])
-                j += 3
-        for j in range(j, h):
-            _affine(hid[row + j, :B], A, a0, ca, w, off + j, h, fan_in, w[off + fan_in * h + j], _NO, _YES)
-    return impl
+    return _tanh_layer_three if w.dtype == types.float32 else _tanh_layer_one
 
 
 @njit(inline="always")
@@ -555,26 +568,33 @@ def _grad_layer(hid, drow, B, A, a0, ca, grad, off, h, fan_in):
     always have."""
 
 
+@njit(inline="always")
+def _grad_units(hid, drow, B, A, a0, ca, grad, off, h, fan_in, j):
+    """Units j..h of :func:`_grad_layer`, one a pass (:func:`_dot_rows`)."""
+    for j in range(j, h):
+        d = hid[drow + j, :B]
+        grad[off + fan_in * h + j] += _sum(d)
+        _dot_rows(d, A, a0, ca, fan_in, grad, off + j, h)
+
+
+def _grad_layer_one(hid, drow, B, A, a0, ca, grad, off, h, fan_in):
+    _grad_units(hid, drow, B, A, a0, ca, grad, off, h, fan_in, 0)
+
+
+def _grad_layer_three(hid, drow, B, A, a0, ca, grad, off, h, fan_in):
+    j = 0
+    while j + 3 <= h:
+        d0, d1, d2 = hid[drow + j, :B], hid[drow + j + 1, :B], hid[drow + j + 2, :B]
+        for u, d in enumerate((d0, d1, d2)):
+            grad[off + fan_in * h + j + u] += _sum(d)
+        _dot_rows3(d0, d1, d2, A, a0, ca, fan_in, grad, off + j, h)
+        j += 3
+    _grad_units(hid, drow, B, A, a0, ca, grad, off, h, fan_in, j)
+
+
 @overload(_grad_layer, inline="always")
 def _grad_layer_impl(hid, drow, B, A, a0, ca, grad, off, h, fan_in):
-    three = hid.dtype == types.float32
-
-    def impl(hid, drow, B, A, a0, ca, grad, off, h, fan_in):
-        j = 0
-        if three:
-            while j + 3 <= h:
-                d0, d1, d2 = hid[drow + j, :B], hid[drow + j + 1, :B], hid[drow + j + 2, :B]
-                bo = off + fan_in * h + j
-                grad[bo] += _sum(d0)
-                grad[bo + 1] += _sum(d1)
-                grad[bo + 2] += _sum(d2)
-                _dot_rows3(d0, d1, d2, A, a0, ca, fan_in, grad, off + j, h)
-                j += 3
-        for j in range(j, h):
-            d = hid[drow + j, :B]
-            grad[off + fan_in * h + j] += _sum(d)
-            _dot_rows(d, A, a0, ca, fan_in, grad, off + j, h)
-    return impl
+    return _grad_layer_three if hid.dtype == types.float32 else _grad_layer_one
 
 
 @njit(inline="always")

@@ -54,7 +54,8 @@ class Run(NamedTuple):
     @property
     def n_cv(self) -> int:
         """Cross-validation replicas: the first ``n_cv`` chains; the others sample the posterior."""
-        return self.config.replicas.k if self.config.replicas.data == "folds" else 0
+        layout = self.config.layout
+        return layout.k if layout.data == "folds" else 0
 
     def chain_role(self, r: int) -> str:
         """What chain ``r`` samples: "full j" (the posterior given every training
@@ -69,7 +70,7 @@ class Run(NamedTuple):
         """The kept samples of ``chains`` (default: the config's
         ``replicas.predict_from``), or those ``keep`` picks (a mask or indices
         into samples.npz's rows), as a :class:`~adaptive_hmc.rundir.posterior.Posterior`."""
-        chains = chains or self.config.replicas.predict_from
+        chains = chains or self.config.layout.predict_from
         if keep is None:
             keep = np.isin(self.samples["chain"], self.chain_indices(chains))
         if not np.asarray(keep).any():

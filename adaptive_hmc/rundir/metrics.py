@@ -382,7 +382,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
     (:func:`log_gradients`, every chain), wall time (sampling only) and compile time, final action, and
     the multi-chain diagnostics of the predicting chains
     (:func:`run_diagnostics`; ``kept``: :func:`kept_samples`, when the caller has them)."""
-    chains = cfg.replicas.predict_from
+    chains = cfg.layout.predict_from
     rows = replicas.chain_indices(chains)
     metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
     gradients = int(log_gradients(log).sum())

@@ -371,7 +371,7 @@ class RunDir:
                                            for n in replicas.test_names]).reshape(-1, 2),
                   "hyper_names": np.array(replicas.hyper_names),
                   "fold_of_case": fold_of_case(replicas)}
-        chains = cfg.replicas.predict_from
+        chains = cfg.layout.predict_from
         if replicas.test_count[replicas.chain_indices(chains)].sum() > 0:
             for n in replicas.test_names:
                 pr = replicas.prediction(n, chains=chains)
