@@ -132,9 +132,9 @@ def _check_layout(cfg: Config, source: str):
 def old_replicas(raw: dict, source: str) -> str | None:
     """Rewrite an old config's section ``replicas`` (data, k, full_data_chain, predict_from) in place as the
     ``chains`` or ``cv`` that took its place; the note a run prints (None when there is nothing to rewrite)."""
-    r = raw.get("replicas")
     if "replicas" not in raw:
         return None
+    r = raw["replicas"]
     if not isinstance(r, dict):
         _fail(source, "replicas", r, "the old name of chains (a number) and cv (a section): give one of those")
     if "chains" in raw or "cv" in raw:

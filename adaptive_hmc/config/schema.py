@@ -55,7 +55,7 @@ class Config(_Strict):
                 update={"cv": cv.model_copy(update={"predict_from": Layout.cv(cv.folds, cv.full_chain).predict_from})})
         if self.chains is None:
             if default_data(self.tuner.reward) == "folds":
-                return self.model_copy(update={"cv": CVConfig(predict_from="full")})
+                return self.model_copy(update={"cv": CVConfig(predict_from=Layout.cv().predict_from)})
             return self.model_copy(update={"chains": DEFAULT_CHAINS})
         return self
 
@@ -68,9 +68,9 @@ class Config(_Strict):
 
     def replica_options(self) -> ReplicaOptions:
         """The ``replicas`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
-        s, r, t, m = self.sampler, self.run, self.tuner, self.model
+        s, r, t, m, layout = self.sampler, self.run, self.tuner, self.model, self.layout
         return ReplicaOptions(
-            k=self.layout.k, data=self.layout.data, full_data_chain=self.layout.full_data_chain,
+            k=layout.k, data=layout.data, full_data_chain=layout.full_data_chain,
             priors=m.priors.prior_spec(), settings=s.settings(),
             initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
             init_scale=None if s.init_scale is None else float(s.init_scale), burn_in_samples=r.burn_in.samples,
