@@ -4,6 +4,7 @@ Flow position: used by every layer that runs compiled code (model, samplers, rep
 """
 import functools
 import hashlib
+import importlib
 import math
 from pathlib import Path
 
@@ -164,6 +165,30 @@ def is_ready(dispatcher, *args) -> bool | None:
         return cache._index_key(sig, dispatcher.targetctx.codegen()) in cache._cache_file._load_index()
     except Exception:   # a private numba interface: any change there makes the answer unknown, not an error
         return None
+
+
+def threadsafe_layer() -> bool:
+    """Whether numba's threading layer lets several threads run parallel loops at once: its tbb and omp
+    layers do, its own workqueue (the one left where neither is installed) does not."""
+    layer = numba.config.THREADING_LAYER
+    if layer != "default":
+        return layer != "workqueue"       # "tbb", "omp", "safe", "threadsafe": numba refuses them if absent
+    for module in ("numba.np.ufunc.tbbpool", "numba.np.ufunc.omppool"):
+        try:
+            importlib.import_module(module)
+            return True
+        except ImportError:
+            continue
+    return False
+
+
+def threads_within(threads: int, chains: int) -> int:
+    """Threads that share each of ``chains`` chains' energy and gradient when a run has ``threads``: those
+    the chains leave over (``threads // chains``, at least 1). Several chains sharing theirs run parallel
+    loops at once, which needs a thread-safe layer (:func:`threadsafe_layer`); without one, 1. Results do not
+    depend on it (:class:`~adaptive_hmc.models.mlp.ThreadScratch`)."""
+    within = max(1, int(threads) // max(int(chains), 1))
+    return 1 if within > 1 and chains > 1 and not threadsafe_layer() else within
 
 
 def njit(*args, **kwargs):

@@ -8,12 +8,18 @@ super-transition from summary.json's wall_s (sampling alone, compiling
 apart). A template without the keys ``sampler.start`` or ``sampler.precision``
 (an older version's) runs as it is: random starts, float64. ``--tree DIR`` runs another checkout of the package instead of this
 one (its own `init` template), so that two versions compare on the same
-table, alternating (`--repeats`, the best of each).
+table, alternating (`--repeats`, the best of each). ``--threads 1 2``
+runs this checkout on each thread count instead (``run.threads``; with
+``--chains 1``, one chain on more than one thread: its blocks of cases
+shared), alternating, and checks that every thread count kept the same
+samples, byte for byte.
 
 Run: python benchmarks/bench_template.py [--rows 800 20000] [--precision float64] [--tree OTHER]
-     (the last line is JSON: seconds a super-transition by rows and tree)
+     [--chains K] [--threads 1 2]
+     (the last line is JSON: seconds a super-transition by rows and tree or threads)
 """
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -44,8 +50,10 @@ def cli(tree: Path, *args, cwd: Path) -> None:
         raise SystemExit(f"{tree}: adaptive-hmc {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
 
 
-def seconds_per_super(tree: Path, csv: Path, work: Path, n: int, precision: str | None) -> float:
-    """One run of ``tree``'s template on ``csv``: seconds of sampling a super-transition."""
+def seconds_per_super(tree: Path, csv: Path, work: Path, n: int, precision: str | None, chains: int | None = None,
+                      threads: int | None = None) -> tuple:
+    """One run of ``tree``'s template on ``csv`` (with ``chains`` and ``run.threads`` when given): (seconds of
+    sampling a super-transition, the SHA-256 of its kept samples)."""
     config = work / f"{tree.name}.yaml"
     cli(tree, "init", "regression", "--csv", str(csv), "--out", str(config), "--force", cwd=work)
     raw = yaml.safe_load(config.read_text())
@@ -55,12 +63,18 @@ def seconds_per_super(tree: Path, csv: Path, work: Path, n: int, precision: str 
         raw["sampler"]["start"] = "random"
     if precision and "precision" in raw["sampler"]:   # nor a precision (float64 only)
         raw["sampler"]["precision"] = precision
+    if chains:
+        raw["chains"] = chains
+    if threads:
+        raw["run"]["threads"] = threads
     config.write_text(yaml.safe_dump(raw))
     out = work / f"run-{tree.name}"
     cli(tree, "run", str(config), "--out", str(out), "--quiet", cwd=work)
     summary = json.loads((out / "summary.json").read_text())
+    with np.load(out / "samples.npz") as z:
+        digest = hashlib.sha256(b"".join(z[k].tobytes() for k in sorted(z.files))).hexdigest()
     subprocess.run(["rm", "-rf", str(out)])
-    return summary["wall_s"] / summary["super_transitions"]
+    return summary["wall_s"] / summary["super_transitions"], digest
 
 
 def main(argv=None):
@@ -70,24 +84,37 @@ def main(argv=None):
     ap.add_argument("--precision", choices=["float32", "float64"], help="default: the template's")
     ap.add_argument("--tree", type=Path, help="another checkout to compare with, alternating")
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--chains", type=int, help="default: the template's")
+    ap.add_argument("--threads", type=int, nargs="+", help="thread counts to compare (this checkout)")
     args = ap.parse_args(argv)
+    if args.tree and args.threads:
+        ap.error("--tree compares checkouts, --threads thread counts: one of them")
     trees = [ROOT] + ([args.tree.resolve()] if args.tree else [])
-    best = {}
+    variants = [(tree, None) for tree in trees] if not args.threads else [(ROOT, t) for t in args.threads]
+    best, digests = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for rows in args.rows:
             csv = table(work / f"t{rows}.csv", rows)
             for _ in range(args.repeats):
-                for tree in trees:
-                    s = seconds_per_super(tree, csv, work, args.super_transitions, args.precision)
-                    key = f"{rows} {tree}"
+                for tree, threads in variants:
+                    s, digest = seconds_per_super(tree, csv, work, args.super_transitions, args.precision,
+                                                  args.chains, threads)
+                    key = f"{rows} {tree}" if threads is None else f"{rows} threads {threads}"
                     best[key] = min(best.get(key, np.inf), s)
-                    print(f"{rows:>6} rows  {tree}: {s:.3f} s a super-transition", flush=True)
-    if args.tree:
-        for rows in args.rows:
+                    digests.setdefault(rows, set()).add(digest)
+                    print(f"{rows:>6} rows  {key.split(' ', 1)[1]}: {s:.3f} s a super-transition", flush=True)
+    for rows in args.rows:
+        if args.tree:
             print(f"{rows:>6} rows: {best[f'{rows} {args.tree.resolve()}'] / best[f'{rows} {ROOT}']:.2f}x faster "
                   f"than {args.tree} (best of {args.repeats} each)")
-    print(json.dumps(best))
+        if args.threads:
+            one = best[f"{rows} threads {args.threads[0]}"]
+            faster = ", ".join(f"{t} threads {one / best[f'{rows} threads {t}']:.2f}x" for t in args.threads[1:])
+            print(f"{rows:>6} rows: {faster} as fast as {args.threads[0]} (best of {args.repeats} each); the same "
+                  f"samples on every thread count: {len(digests[rows]) == 1}")
+    print(json.dumps({**best, "identical": {rows: len(d) == 1 for rows, d in digests.items()} if args.threads
+                      else None}))
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def test_kernel_matches_numpy_reference(spec):
     noise = rng.uniform(1, 3, size=spec.n_outputs)
     g = np.empty_like(q)
     e = mlp_energy_grad(q, g, spec.arch, np.ascontiguousarray(X.T), np.ascontiguousarray(Y.T),
-                        prec, noise, spec.workspace(len(X)), None)
+                        prec, noise, spec.workspace(len(X)), None, None)
     e_ref, g_ref = reference.energy_grad(spec, q, X, Y, prec, noise)
     assert abs(e - e_ref) < 1e-10 * max(1.0, abs(e_ref))
     np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10)

@@ -380,8 +380,9 @@ class RunConfig(_Strict):
         _replica_default("weight_by"), description="how retained samples weigh in the predictions: gradients (each by its "
         "iteration's leapfrog steps, so every super-transition weighs its compute whatever its L; the default, "
         "docs/RESULTS.md: tuning study) or iterations (each retained iteration once, the thesis)")
-    threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores); results do not "
-                                   "depend on it")
+    threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores): the chains run "
+                                   "on them, and those the chains leave over share each chain's blocks of cases; "
+                                   "results do not depend on it")
 
     @model_validator(mode="after")
     def _burn_in_default(self):

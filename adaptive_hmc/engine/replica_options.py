@@ -193,7 +193,9 @@ class ReplicaOptions:
         (with jitter, their mean), so a super-transition at L = 20 and one at
         L = 5000 weigh the same (their compute) instead of 250 : 1; the kept
         rows carry the same weights (:meth:`ReplicaSet.kept_weights`).
-    threads : worker threads (default: the cores available); results do not depend on it.
+    threads : worker threads (default: the cores available): the chains run on them, and those the chains
+        leave over share each chain's blocks of cases (:func:`~adaptive_hmc.jit.threads_within`); results do
+        not depend on it.
     standardize_targets : regression only: the chains sample a network for
         the targets standardised by the training cases' mean and sd per output
         (:attr:`ReplicaSet.target_mean`, :attr:`ReplicaSet.target_sd`); predictions, metrics and the

@@ -28,6 +28,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..data import kfold
+from ..jit import threads_within
 from ..models.base import energy_grad, gibbs, hyper_values
 from ..models.bnn import BayesianMLP, check_data
 from ..models.mlp import MLPSpec
@@ -56,11 +57,11 @@ def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, n_chains: int, kep
                 + kept_rows * (spec.n_params + spec.n_outputs))
 
 
-def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec, precision: str = "float64"):
+def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec, precision: str = "float64", threads: int = 1):
     """The model ``kind`` (one of :data:`MODELS`) of network ``spec`` on (X, Y), the
-    network's hidden units in ``precision`` (model bnn)."""
+    network's hidden units in ``precision`` and its blocks of cases shared by ``threads`` (model bnn)."""
     if kind == "bnn":
-        return BayesianMLP(spec, X, Y, priors, precision=precision)
+        return BayesianMLP(spec, X, Y, priors, precision=precision, threads=threads)
     if kind == "neal1992":
         return Neal92MLP(spec, X, Y)
     if kind == "neal1993":
@@ -140,8 +141,10 @@ class ReplicaSet(ChainSetBase):
         parts = [(np.setdiff1d(np.arange(X.shape[0]), f), f) for f in self.folds]
         parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(o.full_data_chain))
         self.replicas, chains = [], []
+        #: Threads that share each chain's energy and gradient: those the chains leave over.
+        self.threads_within = threads_within(self.threads, len(parts))
         for train, held in parts:
-            m = build_model(o.model, spec, X[train], Y[train], o.priors, o.precision)
+            m = build_model(o.model, spec, X[train], Y[train], o.priors, o.precision, self.threads_within)
             chains.append(new_chain(m.initial_position(init_rng, init_scale), m.initial_hyper(o.initial_hyper)))
             self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test))
         self.hyper_names = self.replicas[0].model.hyper_names()

@@ -344,7 +344,8 @@ _COMMON_DOC = """
     seed : decides every random number; threads do not change results.
     random_state : scikit-learn's name for the seed: an int, a numpy RandomState or Generator (which draws
         one), or None (the default: ``seed`` decides).
-    threads : worker threads for the chains (default: every core available).
+    threads : worker threads for the chains (default: every core available); those the chains leave over
+        share each chain's blocks of cases. The draws do not depend on it.
     warm_start : a second ``fit`` on the same data continues the chains of the first, to
         ``super_transitions`` in all (or, running until the chains meet, until they do): the same
         draws as one fit asked for that length at the start. Only super_transitions, max_seconds,

@@ -14,7 +14,7 @@ import numpy as np
 from ..tables import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
-from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, Workspace, forward, mlp_data_energy,
+from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, ThreadScratch, Workspace, forward, mlp_data_energy,
                   mlp_energy_grad, mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
 from .predictive import accumulate
 from .priors import (Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper, log_precision_prior,
@@ -56,11 +56,12 @@ class MLPTarget(NamedTuple):
     sumsq: np.ndarray   # (n_in,) sum over training cases of each squared input
     sparse: SparseInputs | None  # the nonzero training inputs (None: the first layer reads XT)
     scale_dirs: np.ndarray  # (n, S) directions of the interweaving moves (priors.scale_directions; n 0: none)
+    threads: ThreadScratch | None  # the threads that share the blocks of cases (None: the calling thread alone)
 
 
 @njit(inline="always")
 def _energy_grad(q, grad, t, hyper):
-    return mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
+    return mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse, t.threads)
 
 
 @njit(inline="always")
@@ -89,7 +90,7 @@ def _line_log_density(x, q, d, t, hyper, logtau, qn, factor):
         factor[s] = math.exp(x * d[s])
     for k in range(q.size):
         qn[k] = q[k] * factor[prior.param_slot[k]]
-    lp = -mlp_data_energy(qn, t.arch, t.XT, t.YT, hyper.noise, t.work, t.sparse)
+    lp = -mlp_data_energy(qn, t.arch, t.XT, t.YT, hyper.noise, t.work, t.sparse, t.threads)
     for s in range(d.size):
         if math.isfinite(prior.slot_shape[s]):
             lp += log_precision_prior(prior, hyper.top, s, logtau[s] - 2.0 * x * d[s])
@@ -161,7 +162,7 @@ def scale_moves(q, t, hyper, rng):
 
 @njit(inline="always")
 def _gibbs(q, t, hyper, rng):
-    out = forward(q, t.arch, t.XT, t.work, t.sparse) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work.out[:0]
+    out = forward(q, t.arch, t.XT, t.work, t.sparse, t.threads) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     scale_moves(q, t, hyper, rng)
 
@@ -172,10 +173,10 @@ def _gibbs_energy_grad(q, grad, t, hyper, rng, moves):
     # an evaluation like the moves'): the gradient runs its own forward pass block
     # by block, since the activations of all cases are not kept.
     noise = t.arch[LIKELIHOOD] == GAUSSIAN
-    out = forward(q, t.arch, t.XT, t.work, t.sparse) if noise else t.work.out[:0]
+    out = forward(q, t.arch, t.XT, t.work, t.sparse, t.threads) if noise else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     moved = scale_moves(q, t, hyper, rng) if moves else 0
-    energy = mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse)
+    energy = mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse, t.threads)
     return energy, 1 + int(noise) + moved
 
 
@@ -192,7 +193,7 @@ def _hyper_values(hyper, out):
 
 @njit(inline="always")
 def _accumulate(q, t, hyper, acc):
-    accumulate(acc, forward(q, t.arch, acc.XT, acc.work, None), hyper.noise, t.arch[LIKELIHOOD])
+    accumulate(acc, forward(q, t.arch, acc.XT, acc.work, None, None), hyper.noise, t.arch[LIKELIHOOD])
 
 
 MLPTarget.kernels = TargetKernels(_energy_grad, _step_scales, _gibbs, _hyper_values, _accumulate, _gibbs_energy_grad)
@@ -207,11 +208,13 @@ class BayesianMLP(Model):
     ``precision``: of the hidden units' arithmetic (:data:`~adaptive_hmc.models.mlp.PRECISIONS`);
     with "float32" the target is the network computed so, a function of the
     weights as exact as the float64 one (the energy, the likelihood and the
-    Metropolis test in float64 on both sides).
+    Metropolis test in float64 on both sides). ``threads``: how many threads
+    share each energy and gradient's blocks of cases (the same numbers
+    whatever their number; :class:`~adaptive_hmc.models.mlp.ThreadScratch`).
     """
 
     def __init__(self, spec: MLPSpec, X, Y, priors: PriorSpec = PriorSpec(), sparse: bool | None = None,
-                 precision: str = "float64"):
+                 precision: str = "float64", threads: int = 1):
         X, Y = check_data(spec, X, Y, "training data")
         self.spec, self.priors = spec, priors
         self.X, self.Y = X, Y
@@ -224,7 +227,8 @@ class BayesianMLP(Model):
         self.target = MLPTarget(spec.arch, XT.astype(precision), np.ascontiguousarray(Y.T), work,
                                 self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero,
                                 scale_directions(spec, self.prior) if priors.hyper_moves == "interweave"
-                                else np.zeros((0, self.prior.slot_shape.size)))
+                                else np.zeros((0, self.prior.slot_shape.size)),
+                                spec.thread_scratch(XT.shape[1], precision, threads))
         self.n_cases = X.shape[0]
         self.dim = spec.n_params
 

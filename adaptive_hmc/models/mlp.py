@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from numba import types
+from numba import prange, types
 from numba.extending import overload
 
 from ..jit import fast_tanh, fast_tanh32, njit
@@ -149,6 +149,18 @@ class MLPSpec:
         return Workspace(np.empty((2 * sum(self.hidden), cols), precision), np.empty((2 * self.n_outputs, cols)),
                          np.empty(self.n_params if precision != "float64" else 0, precision))
 
+    def thread_scratch(self, n_cases: int, precision: str, threads: int) -> "ThreadScratch | None":
+        """The scratch of ``threads`` threads sharing the blocks of ``n_cases`` cases (padded) of one network
+        (:class:`ThreadScratch`); None where one thread does it all (``threads`` 1, or a single block)."""
+        step = cases_per_block(8 * np.dtype(precision).itemsize)
+        blocks = -(-max(n_cases, 1) // step)
+        threads = min(int(threads), blocks)
+        if threads <= 1:
+            return None
+        return ThreadScratch(np.empty((threads, 2 * sum(self.hidden), step), precision),
+                             np.empty((threads, 2 * self.n_outputs, step)), np.empty((blocks, self.n_params)),
+                             np.empty(blocks))
+
 
 #: The precisions of the hidden units' arithmetic: "float32" runs the inputs,
 #: the hidden layers' weights, activations and deltas and the sums within a
@@ -170,6 +182,20 @@ class Workspace(NamedTuple):
     hidden: np.ndarray
     out: np.ndarray
     weights: np.ndarray
+
+
+class ThreadScratch(NamedTuple):
+    """What the threads that share one network's blocks of cases need (:func:`_threaded_blocks`): each
+    thread's scratch, as :class:`Workspace`'s ``hidden`` and ``out``'s rows n_out.. for one block
+    (``hidden`` (T, 2 sum(H), block), ``dout`` (T, 2 n_out, block)), and each block's own terms, added up
+    in the blocks' order afterwards: ``partial`` (blocks, D) of the gradient, ``energy`` (blocks,) of minus
+    the log likelihood. Every gradient entry takes one term a block, and -0.0 + x is x, so the sums round
+    exactly as one thread's running sums do, whatever the number of threads."""
+
+    hidden: np.ndarray
+    dout: np.ndarray
+    partial: np.ndarray
+    energy: np.ndarray
 
 
 #: Case arrays are padded with zero columns to a multiple of this, so that every
@@ -342,13 +368,18 @@ def _sum_hidden(arch):
 BLOCK = 256
 
 
+def cases_per_block(bits: int) -> int:
+    """Cases per block of inputs of ``bits`` bits (:data:`BLOCK` cases of float64: the same bytes)."""
+    return BLOCK * 64 // bits
+
+
 def _block(XT):
-    """Cases per block for inputs ``XT`` (:data:`BLOCK` bytes of float64)."""
+    """Cases per block for inputs ``XT`` (:func:`cases_per_block`)."""
 
 
 @overload(_block, inline="always")
 def _block_impl(XT):
-    cases = BLOCK * 64 // XT.dtype.bitwidth
+    cases = cases_per_block(XT.dtype.bitwidth)
     return lambda XT: cases
 
 
@@ -653,12 +684,13 @@ def _first_layer(q, arch, XT, work, sparse):
 
 
 @njit
-def forward(q, arch, XT, work, sparse):
+def forward(q, arch, XT, work, sparse, threads):
     """Network outputs for the cases in ``XT`` (n_in, N), N possibly padded
     (:func:`pad_cases`); with ``sparse`` (the :class:`SparseInputs` of the
     same cases, non-empty) the first layer reads its nonzeros instead, with
     None the dense inputs (every caller passes it, so that all dense calls
-    share one compiled version).
+    share one compiled version); with ``threads`` (a :class:`ThreadScratch`)
+    the blocks shared by its threads, with None on this one.
 
     Returns the view ``work.out[:n_out]`` holding the outputs (n_out, N),
     computed block of cases by block (:data:`BLOCK`); the hidden units in the
@@ -667,6 +699,10 @@ def forward(q, arch, XT, work, sparse):
     N = XT.shape[1]
     qh = _in_precision(q, XT, work)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
+    if threads is not None:
+        if dense_first and N > step:
+            _threaded_blocks(_OUTPUTS, q, qh, arch, XT, work.out, work.out[0], work, threads, N, step)
+            return work.out[:arch[N_OUT]]
     for c0 in range(0, N, step):
         _forward_block(q, qh, arch, XT, work, c0, min(c0 + step, N), dense_first)
     return work.out[:arch[N_OUT]]
@@ -731,16 +767,16 @@ def _likelihood_block(out, YT, noise, lik, dout, c0, c1):
 
 
 @njit
-def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
+def _backward_block(q, qh, grad, arch, XT, work, dout, c0, c1, dense_first):
     """Add the terms of the cases [c0, c1) to dU/dq in ``grad``, from the
-    derivatives with respect to the outputs (``work.out`` rows n_out..) and the
+    derivatives with respect to the outputs (``dout``, columns from 0) and the
     activations of :func:`_forward_block`, leaving the block's deltas
     dU/d(summed input) in ``work.hidden`` rows sum(H)..2 sum(H); the first
     layer's weights only when ``dense_first``."""
     n_in, n_out, has_io, n_layers = arch[N_IN], arch[N_OUT], arch[HAS_IO], arch[N_LAYERS]
     B = c1 - c0
     sum_h = _sum_hidden(arch)
-    hid, dout = work.hidden, work.out[n_out:]
+    hid = work.hidden
     off = _layer_offset(arch, n_layers)
     h = arch[HIDDEN - 1 + n_layers]
     top = sum_h - h
@@ -788,6 +824,53 @@ def _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first):
             row = below
 
 
+#: What :func:`_threaded_blocks` computes of each block: the outputs, also minus the log likelihood, also the
+#: gradient's terms.
+_OUTPUTS, _ENERGY, _GRADIENT = 0, 1, 2
+
+
+@njit(inline="always")
+def _blocks(N, step):
+    return (N + step - 1) // step
+
+
+@njit
+def _thread_blocks(what, q, qh, arch, XT, YT, noise, hidden, out, weights, scratch_out, partial, energy, b0, b1, N,
+                   step):
+    """One thread's share of :func:`_threaded_blocks`: the blocks b0..b1, in its own scratch (``hidden`` and
+    ``scratch_out`` as :class:`Workspace`'s), each block's terms in ``partial[b]`` and ``energy[b]``."""
+    work = Workspace(hidden, out, weights)
+    n_out = arch[N_OUT]
+    dout = scratch_out[n_out:]
+    for b in range(b0, b1):
+        c0 = b * step
+        c1 = min(c0 + step, N)
+        _forward_block(q, qh, arch, XT, work, c0, c1, _YES)
+        if what >= _ENERGY:
+            energy[b] = _likelihood_block(out[:n_out], YT, noise, arch[LIKELIHOOD], dout, c0, c1)
+        if what == _GRADIENT:
+            g = partial[b]
+            for k in range(g.size):
+                g[k] = -0.0
+            _backward_block(q, qh, g, arch, XT, work, dout, c0, c1, _YES)
+
+
+@njit(parallel=True)
+def _threaded_blocks(what, q, qh, arch, XT, YT, noise, work, threads, N, step):
+    """The blocks of the N cases shared by the threads of ``threads`` (a :class:`ThreadScratch`), each
+    thread a run of consecutive blocks: the outputs into ``work.out`` (each block its own columns), and
+    (``what``) each block's terms of the energy and the gradient in ``threads``; the caller adds them up
+    in the blocks' order. The threads' arrays are taken apart here: written through a tuple's field inside
+    the parallel loop, numba loses the writes."""
+    hidden, scratch_out, partial, energy = threads.hidden, threads.dout, threads.partial, threads.energy
+    out, weights = work.out, work.weights
+    nb = _blocks(N, step)
+    T = min(hidden.shape[0], nb)
+    for t in prange(T):
+        _thread_blocks(what, q, qh, arch, XT, YT, noise, hidden[t], out, weights, scratch_out[t], partial, energy,
+                       t * nb // T, (t + 1) * nb // T, N, step)
+
+
 @njit(inline="always")
 def _prior_energy_grad(q, grad, prec):
     """grad = prec * q, and returns sum_k prec_k q_k^2 / 2."""
@@ -800,7 +883,7 @@ def _prior_energy_grad(q, grad, prec):
 
 
 @njit
-def mlp_data_energy(q, arch, XT, YT, noise, work, sparse):
+def mlp_data_energy(q, arch, XT, YT, noise, work, sparse, threads):
     """Minus log likelihood at ``q`` (no prior term; up to the constant of
     :func:`mlp_energy_grad`), by one forward pass and no backward pass."""
     N = XT.shape[1]
@@ -809,6 +892,12 @@ def mlp_data_energy(q, arch, XT, YT, noise, work, sparse):
     qh = _in_precision(q, XT, work)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
     e = 0.0
+    if threads is not None:
+        if dense_first and N > step:
+            _threaded_blocks(_ENERGY, q, qh, arch, XT, YT, noise, work, threads, N, step)
+            for b in range(_blocks(N, step)):
+                e += threads.energy[b]
+            return e
     for c0 in range(0, N, step):
         c1 = min(c0 + step, N)
         _forward_block(q, qh, arch, XT, work, c0, c1, dense_first)
@@ -817,7 +906,7 @@ def mlp_data_energy(q, arch, XT, YT, noise, work, sparse):
 
 
 @njit
-def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
+def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse, threads):
     """Potential energy U(q) = -log p(q | hyperparameters, data) + const and its
     gradient (written into ``grad``), by one forward and one backward pass over
     each block of cases in turn (:data:`BLOCK`).
@@ -828,6 +917,8 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
     columns (:func:`pad_cases`); the N cases are those of ``YT`` (n_targets, N).
     With ``sparse`` (non-empty :class:`SparseInputs` of the same cases) the
     first layer's forward and backward passes read only the nonzero inputs.
+    With ``threads`` (a :class:`ThreadScratch`) the blocks are shared by its
+    threads, to the same bits (None: all on this thread).
     Leaves the outputs of all cases in ``work.out`` as :func:`forward` does;
     the hidden units in the precision of ``XT`` (:data:`PRECISIONS`).
     """
@@ -837,11 +928,20 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse):
     qh = _in_precision(q, XT, work)
     energy = _prior_energy_grad(q, grad, prec)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
+    if threads is not None:
+        if dense_first and N > step:
+            _threaded_blocks(_GRADIENT, q, qh, arch, XT, YT, noise, work, threads, N, step)
+            for b in range(_blocks(N, step)):
+                energy += threads.energy[b]
+                g = threads.partial[b]
+                for k in range(grad.size):
+                    grad[k] += g[k]
+            return energy
     for c0 in range(0, N, step):
         c1 = min(c0 + step, N)
         _forward_block(q, qh, arch, XT, work, c0, c1, dense_first)
         energy += _likelihood_block(out, YT, noise, arch[LIKELIHOOD], dout, c0, c1)
-        _backward_block(q, qh, grad, arch, XT, work, c0, c1, dense_first)
+        _backward_block(q, qh, grad, arch, XT, work, dout, c0, c1, dense_first)
     if sparse is not None:
         if not dense_first:
             _sparse_first_layer_grad(grad, arch[HIDDEN], arch[N_IN], sparse, work.hidden, _sum_hidden(arch), N)
@@ -854,7 +954,7 @@ def mlp_predict(Q, arch, XT, work):
     S = Q.shape[0]
     res = np.empty((S, arch[N_OUT], XT.shape[1]))
     for s in range(S):
-        res[s] = forward(Q[s], arch, XT, work, None)
+        res[s] = forward(Q[s], arch, XT, work, None, None)
     return res
 
 

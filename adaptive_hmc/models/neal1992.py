@@ -76,7 +76,7 @@ def fill_weights(q, group, w):
 def _energy_grad(q, grad, t, hyper):
     D = t.w.size
     fill_weights(q, t.group, t.w)
-    half = mlp_energy_grad(t.w, t.gw, t.arch, t.XT, t.YT, t.zero_prec, t.unit_noise, t.work, None)
+    half = mlp_energy_grad(t.w, t.gw, t.arch, t.XT, t.YT, t.zero_prec, t.unit_noise, t.work, None, None)
     m = t.YT.shape[0] * t.YT.shape[1]
     sse = 2.0 * half
     c = (t.m0 + m) / (t.s0 + sse)          # dU/dw = c * d(S/2)/dw
@@ -110,7 +110,7 @@ def log_predictive(s_train, s_new, m, n_out, m0, s0):
 @njit
 def _training_sse(t):
     """Total squared error on the training cases of the weights in ``t.w`` (a forward pass)."""
-    out = forward(t.w, t.arch, t.XT, t.work, None)
+    out = forward(t.w, t.arch, t.XT, t.work, None, None)
     sse = 0.0
     for o in range(t.YT.shape[0]):
         for n in range(t.YT.shape[1]):
@@ -127,7 +127,7 @@ def accumulate_eq35(t, acc):
     fields arch, XT, YT, work, w, m0, s0.)"""
     m = t.YT.shape[0] * t.YT.shape[1]
     sse = _training_sse(t)
-    out = forward(t.w, t.arch, acc.XT, acc.work, None)
+    out = forward(t.w, t.arch, acc.XT, acc.work, None, None)
     n_out, N = acc.pred.shape
     acc.count[0] += 1.0
     for n in range(N):

@@ -60,7 +60,7 @@ def fill_weights(q, group, w):
 def _energy_grad(q, grad, t, hyper):
     D = t.w.size
     fill_weights(q, t.group, t.w)
-    half = mlp_energy_grad(t.w, t.gw, t.arch, t.XT, t.YT, t.zero_prec, t.unit_noise, t.work, None)
+    half = mlp_energy_grad(t.w, t.gw, t.arch, t.XT, t.YT, t.zero_prec, t.unit_noise, t.work, None, None)
     m = t.YT.shape[0] * t.YT.shape[1]
     sse = 2.0 * half
     c = (t.m0 + m) / (t.s0 + sse)
