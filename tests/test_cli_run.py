@@ -112,7 +112,7 @@ def test_resume_after_interruption_gives_the_same_summary(tmp_path):
     # A kill after a super-transition but before its checkpoint: log has one entry too many.
     with open(part / "log.jsonl", "a") as f:
         f.write(json.dumps({"i": 3}) + "\n")
-    assert RunDir(part).load_checkpoint()[0].replicas["n_super"] == 3
+    assert RunDir(part).load_checkpoint()[0].chains["n_super"] == 3
     assert run_experiment(cfg, part, source=str(path), quiet=True, resume=True, stop_after=2) == {}
     resumed = run_experiment(cfg, part, source=str(path), quiet=True, resume=True)
     assert untimed(resumed) == untimed(full)

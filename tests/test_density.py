@@ -419,7 +419,7 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_draws(tmp_pa
     starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
     kw = dict(warmup=200, super_transitions=6, budget=300, seed=5)
     whole = sample(gaussian, starts, **kw)
-    path = tmp_path / "run.npz"
+    path = tmp_path / "run"
     assert sample(gaussian, starts, checkpoint=path, stop_after=2, **kw) is None
     assert sample(gaussian, starts, checkpoint=path, stop_after=3, **kw) is None
     for resumed in (sample(gaussian, starts, checkpoint=path, **kw), sample(gaussian, starts, checkpoint=path, **kw)):
@@ -431,9 +431,16 @@ def test_an_interrupted_run_resumes_from_its_checkpoint_to_the_same_draws(tmp_pa
     with pytest.raises(ValueError, match=r"written by a run with other seed; resume with the same arguments, or "
                                          r"give another checkpoint path \(a run's --out\)"):
         sample(gaussian, starts, checkpoint=path, **dict(kw, seed=6))
-    (tmp_path / "junk.npz").write_bytes(b"not a checkpoint")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "checkpoint.npz").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a checkpoint of sample"):
-        sample(gaussian, starts, checkpoint=tmp_path / "junk.npz", **kw)
+        sample(gaussian, starts, checkpoint=tmp_path / "junk", **kw)
+    with pytest.raises(ValueError, match="a folder for the run's checkpoint.npz.*and this is a file"):
+        sample(gaussian, starts, checkpoint=tmp_path / "junk" / "checkpoint.npz", **kw)
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "thesis.tex").write_text("x")
+    with pytest.raises(ValueError, match=r"holds files that are not a run's \(thesis.tex\)"):
+        sample(gaussian, starts, checkpoint=tmp_path / "notes", **kw)
 
 
 def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory_is_locked(tmp_path, capsys,
@@ -444,20 +451,21 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     locked, refuses a folder of someone else's files, and reports a damaged
     checkpoint with exit 2, never a traceback."""
     from adaptive_hmc.front.cli import main
-    from adaptive_hmc.rundir.density_checkpoint import CheckpointError, previous_checkpoint
+    from adaptive_hmc.rundir.density_checkpoint import CheckpointError
     from adaptive_hmc.rundir.results import RunDir
     starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
     kw = dict(warmup=200, super_transitions=5, budget=300, seed=5)
     whole = sample(gaussian, starts, **kw)
-    path = tmp_path / "run.npz"
+    path = tmp_path / "run"
     assert sample(gaussian, starts, checkpoint=path, stop_after=3, **kw) is None
-    path.write_bytes(path.read_bytes()[:100])
+    (path / "checkpoint.npz").write_bytes((path / "checkpoint.npz").read_bytes()[:100])
     resumed = sample(gaussian, starts, checkpoint=path, **kw)
     np.testing.assert_array_equal(resumed.posterior["q"].values, whole.posterior["q"].values)
     assert "resuming from the previous checkpoint" in capsys.readouterr().err
-    for p in (path, previous_checkpoint(path)):
-        p.write_bytes(b"junk")
-    with pytest.raises(CheckpointError, match="run.npz: not a checkpoint of sample.*run.prev.npz: not a checkpoint"):
+    for name in ("checkpoint.npz", "checkpoint.prev.npz"):
+        (path / name).write_bytes(b"junk")
+    with pytest.raises(CheckpointError, match="checkpoint.npz: not a checkpoint of sample.*checkpoint.prev.npz: not a "
+                                              "checkpoint"):
         sample(gaussian, starts, checkpoint=path, **kw)
 
     cfg = _eight_schools(tmp_path, warmup=100, super_transitions=3)
@@ -485,18 +493,48 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_and_a_run_directory
     with monkeypatch.context() as m:                                  # a damaged shard of the draws
         _interrupted_after(m, 1)
         assert main(["run", str(cfg), "--out", str(tmp_path / "e"), "--quiet"]) == 130
-    shard = tmp_path / "e" / "checkpoint.draws" / "000001.npz"
+    shard = tmp_path / "e" / "store" / "000001.npz"
     shard.write_bytes(shard.read_bytes()[:100])
     capsys.readouterr()
     assert main(["run", str(cfg), "--out", str(tmp_path / "e"), "--quiet", "--resume"]) == 2
     err = capsys.readouterr().err
     assert "000001.npz: damaged" in err and "the draws are missing or damaged" in err and "Traceback" not in err, err
-    named = ("checkpoint.npz", "checkpoint.prev.npz", "checkpoint.draws")      # the advice leads somewhere:
+    named = ("checkpoint.npz", "checkpoint.prev.npz", "store")                 # the advice leads somewhere:
     assert all(str(tmp_path / "e" / n) in err for n in named), err              # removing what it names
     for n in named:
         p = tmp_path / "e" / n
         shutil.rmtree(p) if p.is_dir() else p.unlink()
     assert main(["run", str(cfg), "--out", str(tmp_path / "e"), "--quiet"]) == 0   # starts the run again
+
+
+def test_a_density_run_keeps_the_run_directory_of_a_network_run_and_an_old_one_is_refused_or_read(
+        tmp_path, capsys, monkeypatch):
+    """sample(checkpoint=DIR) and a configured density run write the layout of a network run (checkpoint.npz,
+    checkpoint.prev.npz, store/, log.jsonl; no checkpoint.draws/), through the one sink and one restore; a
+    directory of the earlier layout (its draws in checkpoint.draws/) is refused on resume with exit 2 and a
+    message saying so, and its finished results still read."""
+    from adaptive_hmc.front.cli import main
+    from adaptive_hmc.rundir.finished_run import read_run
+    starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
+    sample(gaussian, starts, checkpoint=tmp_path / "s", warmup=100, super_transitions=3, budget=300, seed=1)
+    assert {p.name for p in (tmp_path / "s").iterdir()} == {"checkpoint.npz", "checkpoint.prev.npz", "store",
+                                                            "log.jsonl"}
+    assert len((tmp_path / "s" / "log.jsonl").read_text().splitlines()) == 3
+    cfg = _eight_schools(tmp_path, warmup=100, super_transitions=3)
+    with monkeypatch.context() as m:
+        _interrupted_after(m, 1)
+        assert main(["run", str(cfg), "--out", str(tmp_path / "old"), "--quiet"]) == 130
+    (tmp_path / "old" / "store").rename(tmp_path / "old" / "checkpoint.draws")      # as an earlier version left it
+    capsys.readouterr()
+    assert main(["run", str(cfg), "--out", str(tmp_path / "old"), "--quiet", "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "written by an earlier version, which kept the draws in checkpoint.draws/" in err, err
+    assert "Traceback" not in err
+    assert main(["run", str(cfg), "--out", str(tmp_path / "done"), "--quiet"]) == 0
+    assert not (tmp_path / "done" / "checkpoint.draws").exists() and (tmp_path / "done" / "store").is_dir()
+    (tmp_path / "done" / "store").rename(tmp_path / "done" / "checkpoint.draws")
+    assert read_run(tmp_path / "done") is not None
+    assert main(["export", str(tmp_path / "done")]) == 0
 
 
 def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):
@@ -505,21 +543,21 @@ def test_a_checkpointed_run_writes_each_draw_once(tmp_path, monkeypatch):
     times what their checkpoint files end at (rewriting every draw so far
     at each would write about 20 times), about as much at the last as at
     the first."""
-    from adaptive_hmc.rundir import density_checkpoint, store
+    from adaptive_hmc.rundir import results, store
     written = []
     real = store.atomic_write
 
     def counting(path, data, previous=None):
         written.append(len(data))
         return real(path, data, previous)
-    monkeypatch.setattr(density_checkpoint, "atomic_write", counting)    # the checkpoints
-    monkeypatch.setattr(store, "atomic_write", counting)                 # the draws' shards
+    monkeypatch.setattr(results, "atomic_write", counting)      # the checkpoints (and the log's first write)
+    monkeypatch.setattr(store, "atomic_write", counting)        # the draws' shards
     starts = MEAN + SD * np.random.default_rng(3).normal(size=(3, 4))
-    sample(gaussian, starts, checkpoint=tmp_path / "c.npz", warmup=100, super_transitions=40, budget=1000, seed=1)
+    sample(gaussian, starts, checkpoint=tmp_path / "c", warmup=100, super_transitions=40, budget=1000, seed=1)
     final = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
-    assert len(list((tmp_path / "c.draws").glob("*.npz"))) == 40
+    assert len(list((tmp_path / "c" / "store").glob("*.npz"))) == 40
     assert sum(written) <= 1.5 * final, (sum(written), final)
-    per_super_transition = np.add.reduceat(written[1:], np.arange(0, 80, 2))      # a shard and a checkpoint each
+    per_super_transition = np.add.reduceat(written[2:], np.arange(0, 80, 2))      # a shard and a checkpoint each
     assert per_super_transition[-5:].mean() < 1.2 * per_super_transition[:5].mean(), per_super_transition
 
 

@@ -106,6 +106,11 @@ def density_super_transition(setup: "DensityChains", state: DensityState, action
                                       kept * state.scale)
 
 
+#: The per-draw statistics of a density run (the fields of the chains' :class:`Record`): acceptance
+#: probability, divergence, L, U and the kinetic temperature.
+RECORD_STATS = ("accept_prob", "divergent", "num_steps", "energy", "temperature")
+
+
 class DensityChains(ChainSetBase):
     """R chains of one :class:`~adaptive_hmc.models.density.LogDensity`, each
     with its own scaled target and random stream, a
@@ -130,7 +135,7 @@ class DensityChains(ChainSetBase):
         self.state = DensityState(tuple(new_chain(q.copy(), NoHyper.empty()) for q in positions), np.ones(model.dim),
                                   tuple(np.random.PCG64(s).state for s in as_seed_sequence(seed).spawn(self.R)), 0, 0)
         self.draws = [[] for _ in range(self.R)]
-        self.draws_stored = 0          # super-transitions whose draws a checkpoint's shards hold
+        self.stats: list = []          # each super-transition's per-draw statistics ({field: (R, n)})
 
     # -- the current state's parts, by name
     n_super = property(lambda self: self.state.n_super)
@@ -236,11 +241,20 @@ class DensityChains(ChainSetBase):
         return density_super_transition(self, state, action, budget)
 
     def run(self, action: Action, budget: int) -> SuperTransitionResult:
-        """One :meth:`step` from :attr:`state`, which it replaces; its draws go to :attr:`draws`."""
+        """One :meth:`step` from :attr:`state`, which it replaces; its draws go to :attr:`draws`, its
+        per-draw statistics to :attr:`stats`."""
         self.state, result = self.step(self.state, action, budget)
+        draws, stats = self.unit(result)
         for j in range(self.R):
-            self.draws[j].append(result.step[j])
+            self.draws[j].append(draws[j])
+        self.stats.append(stats)
         return result
+
+    @staticmethod
+    def unit(result: SuperTransitionResult) -> tuple:
+        """What a super-transition adds to the run (the sample store's unit): its draws (R, n, D) and per-draw
+        statistics ({field: (R, n)}, :data:`RECORD_STATS`)."""
+        return np.stack(result.step), {f: getattr(result.record, f) for f in RECORD_STATS}
 
     # -- checkpoints (the chain-set interface of runner.ChainSet) -----------------------
     def checkpoint(self) -> dict:
@@ -252,9 +266,9 @@ class DensityChains(ChainSetBase):
                     scale=st.scale.copy(), n_super=st.n_super, streams=list(st.streams),
                     warmup_gradients=st.warmup_gradients, reference_step=st.reference_step)
 
-    def restore(self, saved: dict, draws) -> None:
-        """The state of :meth:`checkpoint` ``saved`` and the ``draws`` of its super-transitions
-        (R lists of (n, D) arrays in q's units, or None before the first) put back."""
+    def restore(self, saved: dict, units: list) -> None:
+        """The state of :meth:`checkpoint` ``saved`` and the units (:meth:`unit`) of its super-transitions
+        put back."""
         chains = [copy_chain(c) for c in self.state.chains]
         for c, arrays in zip(chains, saved["chains"], strict=True):
             for f, a in zip(CHAIN_ARRAYS, arrays, strict=True):
@@ -264,8 +278,8 @@ class DensityChains(ChainSetBase):
         self.state = DensityState(tuple(chains), np.asarray(saved["scale"], dtype=np.float64),
                                   tuple(saved["streams"]), int(saved["n_super"]), int(saved["warmup_gradients"]),
                                   float(saved["reference_step"]))
-        if draws is not None:
-            self.draws = draws
+        self.draws = [[u[0][j] for u in units] for j in range(self.R)]
+        self.stats = [u[1] for u in units]
 
     def log_densities(self, chains=None) -> np.ndarray:
         """Each chain's log density after its last iteration (up to a constant shared by the chains)."""

@@ -79,9 +79,10 @@ class Sink(Protocol):
     """Where a driven run's super-transitions go: ``append`` gets each one's
     log entry and result as it ends, ``checkpoint`` is called after it with the
     number done, whether the run ends there and the run's seconds so far. A
-    run directory (a configured run), a checkpoint file
-    (:func:`~adaptive_hmc.front.general.sample`) or memory (:data:`MEMORY`: the
-    estimators, whose chains keep their samples)."""
+    run directory (:class:`~adaptive_hmc.rundir.results.RunDirSink`: a
+    configured run, and :func:`~adaptive_hmc.front.general.sample` given a
+    checkpoint folder) or memory (:data:`MEMORY`: the estimators, whose chains
+    keep their samples)."""
 
     def append(self, entry: dict, result) -> None: ...
 

@@ -2,9 +2,9 @@
 the function from its file, check it at the starts, sample it with
 :func:`~adaptive_hmc.front.general.sample` into a run directory (``checkpoint.npz``
 after warm-up and every super-transition, the one before it kept as
-``checkpoint.prev.npz``, the draws appended to ``checkpoint.draws/``, the
-tuner's log to ``log.jsonl`` as a network run's, then ``posterior.nc`` and
-``summary.json``), resume an interrupted one, and extend a
+``checkpoint.prev.npz``, the draws appended to the sample store ``store/``,
+the tuner's log to ``log.jsonl``, all as a network run's; then
+``posterior.nc`` and ``summary.json``), resume an interrupted one, and extend a
 finished one (``metadata.json`` records when it started and each extension).
 
 Flow position: config -> **density_run** (general + results' run-directory conventions).
@@ -94,20 +94,6 @@ def check(cfg: DensityConfig, source: str) -> tuple:
     return fn, constrain, q0
 
 
-def _log_writer(rd: RunDir):
-    """``sample()``'s callback that keeps ``rd``'s log.jsonl: rewritten when the run starts or resumes, then
-    appended one entry a super-transition."""
-    logged = [None]
-
-    def to_log(log):
-        if logged[0] is not None and len(log) == logged[0] + 1:
-            rd.append_log(log[-1])
-        else:
-            rd.write_log(log)
-        logged[0] = len(log)
-    return to_log
-
-
 def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quiet: bool = False,
                 extend: int = 0) -> dict:
     """Run ``cfg`` into directory ``out`` (or resume it from its checkpoint);
@@ -128,13 +114,12 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
             rd.clear_start()
             rd.start(cfg, source, cfg.run.threads)
         extended_to = rd.begin_extension(extend) if extend else rd.extended_to()   # the length an --extend set
-        to_log = _log_writer(rd)
         try:
             # the progress lines on stderr: stdout is the results' (run --json pipes)
             with warnings.catch_warnings(record=True) as said, contextlib.redirect_stdout(sys.stderr):
                 warnings.simplefilter("always", ConvergenceWarning)
                 idata = sample(fn, q0, names=cfg.model.names and {k: tuple(v) for k, v in cfg.model.names.items()},
-                               constrain=constrain, checkpoint=out / CHECKPOINT, verbose=not quiet, callback=to_log,
+                               constrain=constrain, checkpoint=out, verbose=not quiet,
                                **{**cfg.sample_options(),
                                   **({"super_transitions": extended_to, "until": None} if extended_to else {})})
         except KeyboardInterrupt:

@@ -18,7 +18,7 @@ from ..engine.replicas import memory_estimate
 from ..engine.super_transition import iterations
 from ..diagnostics import more_super_transitions
 from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
-from ..rundir.results import RunDir, RunError
+from ..rundir.results import RunDir, RunDirSink, RunError
 from ..engine.driver import Until, drive, end_warnings
 from ..engine.progress import compile_kernels, start_chains
 from ..engine.runner import MAX_SUPER_TRANSITIONS, make_run
@@ -151,7 +151,7 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
     """(tuner, log, wall seconds, metadata) of a run started or resumed in ``rd``, its kernels compiled and
     its chains started."""
     if resuming:
-        tuner, log, wall, note = rd.restore(replicas)
+        tuner, log, wall, note, _ = rd.restore(replicas)
         if note:
             print(f"{rd.path}: {note}", file=sys.stderr, flush=True)
         meta = rd.read_metadata()
@@ -170,24 +170,6 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
     return tuner, log, wall, meta
 
 
-class _RunDirSink:
-    """The driver's sink of a configured run (:class:`~adaptive_hmc.engine.driver.Sink`): each
-    super-transition's entry appended to ``log.jsonl`` and its steps kept for the sample store, a
-    checkpoint every ``every`` super-transitions and at the end."""
-
-    def __init__(self, rd, replicas, tuner, log, every: int):
-        self.rd, self.replicas, self.tuner, self.log, self.every = rd, replicas, tuner, log, every
-        self.unsaved: list = []     # the steps of the super-transitions not yet in the sample store
-
-    def append(self, entry, result):
-        self.rd.append_log(entry)
-        self.unsaved.append(result.step)
-
-    def checkpoint(self, n: int, end: bool, wall: float):
-        if n % self.every == 0 or end:
-            self.rd.save_checkpoint(self.replicas, self.tuner, self.log, wall, self.unsaved)
-
-
 def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) -> dict:
     replicas = setup.replicas
     tuner, log, wall, meta = _begin(rd, cfg, source, resuming, quiet, replicas, setup.tuner)
@@ -200,10 +182,10 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
         "run.until.max_seconds", None if quiet else say) if until else None
     try:
         done = drive(setup._replace(tuner=tuner).plan(), first, until=rule, log=log, wall=wall,
-                     sink=_RunDirSink(rd, replicas, tuner, log, cfg.run.checkpoint_every), quiet=quiet,
+                     sink=RunDirSink(rd, replicas, tuner, log, cfg.run.checkpoint_every), quiet=quiet,
                      stop_after=stop_after, say=say)
     except KeyboardInterrupt:
-        saved = rd.load_checkpoint()[0].replicas["n_super"] if rd.has_checkpoint else 0
+        saved = rd.load_checkpoint()[0].chains["n_super"] if rd.has_checkpoint else 0
         raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "
                           f"{'at least ' if until else ''}{first}; the last checkpoint holds {saved}; resume with: "
                           f"adaptive-hmc run {source} --out {rd.path} --resume") from None

@@ -24,18 +24,19 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..diagnostics import chain_statistics, draws_convergence, more_super_transitions, summary_line, trust_warnings
-from ..engine.density_chains import SAMPLE_DEFAULTS as D, TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
+from ..engine.density_chains import (SAMPLE_DEFAULTS as D, TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains,
+                                     RECORD_STATS)
 from ..models.density import LogDensity
 from ..engine.replica_options import as_seed_sequence
 from ..engine.driver import Until, drive, end_warnings
 from ..engine.progress import can_draw_bar, compile_kernels
 from ..engine.runner import Plan
-from ..rundir.density_checkpoint import CheckpointError, previous_checkpoint, restore, run_key, save
+from ..rundir.density_checkpoint import DRAWS, CheckpointError, key_problem, run_key
+from ..rundir.results import RunDir, RunDirSink, RunError
 from ..tuners.options import BanditOptions
 
-#: Per-draw statistics in InferenceData's names, from the record's fields.
-STATS = (("acceptance_rate", "accept_prob"), ("diverging", "divergent"), ("n_steps", "num_steps"), ("lp", "energy"),
-         ("energy", "temperature"))
+#: Per-draw statistics in InferenceData's names, from the record's fields (:data:`RECORD_STATS`).
+STATS = tuple(zip(("acceptance_rate", "diverging", "n_steps", "lp", "energy"), RECORD_STATS))
 
 
 def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain=None, warmup: int = D.warmup,
@@ -59,9 +60,11 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     The result: every post-warm-up draw; each draw's ``acceptance_rate``, ``diverging``, ``n_steps``, ``lp``,
     ``energy`` (the Hamiltonian), ``step_size`` (posterior sds); in ``attrs`` the tuner's log, the reference
     step, the metric's scale, every gradient evaluation, the seconds of compiling, warm-up and sampling.
-    ``checkpoint``: a file the state is written to after warm-up and every super-transition (the one before
-    kept as ``NAME.prev.npz``), the draws appended once to ``NAME.draws/``; the same arguments resume from it
-    to the draws of an uninterrupted run, more ``super_transitions`` extend a finished run. ``stop_after``:
+    ``checkpoint``: a folder (made if its parent exists) kept as a run directory is: the state written to
+    ``checkpoint.npz`` after warm-up and every super-transition (the one before kept as
+    ``checkpoint.prev.npz``), the draws appended once to the sample store ``store/``, the tuner's log to
+    ``log.jsonl``; the same arguments resume from it to the draws of an uninterrupted run, more
+    ``super_transitions`` extend a finished run. ``stop_after``:
     return None after that many super-transitions, leaving the checkpoint. ``until`` ({"max_seconds": s,
     "target_ess": e}): go on until the chains meet (R-hat of every coordinate at most 1.01, bulk ESS at least
     e; checked when :func:`~adaptive_hmc.engine.driver.check_due`) or s seconds have passed;
@@ -77,46 +80,64 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
     key = run_key(q0, seed, warmup=int(warmup), budget=budget, step_factor_bounds=[flo, fhi],
                   trajectory_bounds=[tlo, thi], target_accept=float(target_accept), step_factor="of the reference step",
                   tuner=None if tuner is None else repr(tuner))
-    path = None if checkpoint is None else Path(checkpoint)
-    if path is not None and (path.exists() or previous_checkpoint(path).exists()):
-        run, bandit, log, stats = _resumed(path, key, chains, super_transitions)
+    rd = None if checkpoint is None else RunDir(checkpoint)
+    if rd is not None and rd.has_checkpoint:
+        run, bandit, log = _resumed(rd, key, chains, super_transitions)
     else:
         run, bandit = _warmed_up(chains, warmup, target_accept, budget, (flo, fhi), (tlo, thi), tuner,
                                  seed_tuner, verbose)
-        log, stats = [], []
-        if path is not None:
-            save(path, key, chains, run, bandit, log, stats)
+        log = _started(rd, chains, bandit, key, run)
     if callback is not None:
         callback(log)
-    rule = Until(super_transitions, limit[0], lambda n, seconds: draws_convergence(
-        chain_statistics(np.stack([np.concatenate(d) for d in chains.draws])), limit[1]), "until max_seconds",
-        (lambda line: print(line, flush=True)) if verbose else None,
-        stopped=run.get("stopped") if chains.n_super >= super_transitions else None) if limit else None
+    rule = _until_rule(chains, super_transitions, limit, run, verbose)
     done = drive(Plan(chains, bandit, run["budget"]), super_transitions, until=rule, log=log,
                  wall=run["warmup_seconds"] + sum(e["seconds"] for e in log), quiet=not verbose, stop_after=stop_after,
-                 sink=_CheckpointSink(path, key, chains, run, bandit, log, stats, rule, callback))
+                 sink=_Sink(rd and RunDirSink(rd, chains, bandit, log, 1, chains.unit, DRAWS,
+                                              lambda: {"key": key, "run": run}), run, rule, callback, log))
     if not done.finished:
         return None
-    return _inference_data(chains, model, constrain, run, log, stats, compile_s, limit, rule, verbose)
+    return _inference_data(chains, model, constrain, run, log, compile_s, limit, rule, verbose)
 
 
-class _CheckpointSink:
-    """:func:`sample`'s sink (:class:`~adaptive_hmc.engine.driver.Sink`): each super-transition's per-draw
-    statistics kept, the run's state saved to its checkpoint file (when there is one: ``path``), then the
-    user's ``callback`` given the log."""
+def _started(rd: RunDir | None, chains: DensityChains, bandit, key: dict, run: dict) -> list:
+    """The log of a run that starts: empty, and in run directory ``rd`` (when there is one) the first
+    checkpoint, after warm-up, the store and the log file begun anew."""
+    if rd is not None:
+        rd.path.mkdir(exist_ok=True)
+        rd.sample_store(DRAWS).remove()
+        rd.write_log([])
+        rd.save_checkpoint(chains, bandit, [], run["warmup_seconds"], [], DRAWS, {"key": key, "run": run})
+    return []
 
-    def __init__(self, path, key, chains, run, bandit, log, stats, rule, callback):
-        self.path, self.key, self.chains, self.run, self.bandit = path, key, chains, run, bandit
-        self.log, self.stats, self.rule, self.callback = log, stats, rule, callback
+
+def _until_rule(chains: DensityChains, super_transitions: int, limit, run: dict, verbose: bool) -> Until | None:
+    """:func:`sample`'s ``until`` as the driver's rule (None without one): the chains met when R-hat and ESS
+    of every coordinate say so; a resumed run that it stopped stays stopped."""
+    if not limit:
+        return None
+    return Until(super_transitions, limit[0], lambda n, seconds: draws_convergence(
+        chain_statistics(np.stack([np.concatenate(d) for d in chains.draws])), limit[1]), "until max_seconds",
+        (lambda line: print(line, flush=True)) if verbose else None,
+        stopped=run.get("stopped") if chains.n_super >= super_transitions else None)
+
+
+class _Sink:
+    """:func:`sample`'s sink (:class:`~adaptive_hmc.engine.driver.Sink`): the run directory's
+    (:class:`~adaptive_hmc.rundir.results.RunDirSink`, when there is one: ``inner``), with the rule's stop kept
+    in the run's state at the end, then the user's ``callback`` given the log."""
+
+    def __init__(self, inner, run, rule, callback, log):
+        self.inner, self.run, self.rule, self.callback, self.log = inner, run, rule, callback, log
 
     def append(self, entry, result):
-        self.stats.append({field: getattr(result.record, field) for _, field in STATS})
+        if self.inner is not None:
+            self.inner.append(entry, result)
 
     def checkpoint(self, n: int, end: bool, wall: float):
         if end and self.rule is not None and self.rule.stopped is not None:
             self.run["stopped"] = self.rule.stopped
-        if self.path is not None:
-            save(self.path, self.key, self.chains, self.run, self.bandit, self.log, self.stats)
+        if self.inner is not None:
+            self.inner.checkpoint(n, end, wall)
         if self.callback is not None:
             self.callback(self.log)
 
@@ -140,22 +161,39 @@ def _checked(warmup, super_transitions, budget, threads, until, initial_position
     tlo, thi = (float(v) for v in trajectory_bounds)
     if not 0 < tlo < thi:
         raise ValueError(f"trajectory_bounds={tuple(trajectory_bounds)}: need 0 < low < high")
-    if checkpoint is not None and not Path(checkpoint).parent.is_dir():
-        raise ValueError(f"checkpoint={str(checkpoint)!r}: its folder {str(Path(checkpoint).parent)!r} does not "
-                         f"exist (make it first; the checkpoint file itself is written by the run)")
+    if checkpoint is not None:
+        folder = Path(checkpoint)
+        if not folder.parent.is_dir():
+            raise ValueError(f"checkpoint={str(checkpoint)!r}: its folder {str(folder.parent)!r} does not exist "
+                             f"(make it first; the checkpoint's own folder is made by the run)")
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"checkpoint={str(checkpoint)!r}: a folder for the run's checkpoint.npz, store/ and "
+                             f"log.jsonl (as a run directory's), and this is a file")
+        if RunDir(folder).status() == "foreign":
+            names = sorted(p.name for p in folder.iterdir())[:5]
+            raise ValueError(f"checkpoint={str(checkpoint)!r}: holds files that are not a run's ({', '.join(names)}):"
+                             f" give a new or empty folder")
     return limit, np.atleast_2d(raw.astype(np.float64)), (flo, fhi), (tlo, thi)
 
 
-def _resumed(path: Path, key: str, chains: DensityChains, super_transitions: int) -> tuple:
-    """(run, tuner, log, stats) of the run in checkpoint ``path``, its state restored into ``chains``."""
-    run, bandit, log, stats, note = restore(path, key, chains)
+def _resumed(rd: RunDir, key: dict, chains: DensityChains, super_transitions: int) -> tuple:
+    """(run, tuner, log) of the run checkpointed in ``rd``, its state and draws restored into ``chains``
+    (the log file cut back to the checkpoint's entries); CheckpointError when it cannot go on as this run."""
+    def check(state):
+        problem = key_problem(state["key"], key)
+        return problem and f"{problem}; resume with the same arguments, or give another checkpoint path (a run's --out)"
+    try:
+        bandit, log, _, note, state = rd.restore(chains, DRAWS, check, "a checkpoint of sample()")
+    except RunError as e:
+        raise CheckpointError(str(e)) from None
     if note:
         print(note, file=sys.stderr, flush=True)
+    rd.write_log(log)
     if chains.n_super > super_transitions:
-        raise CheckpointError(f"checkpoint {path}: holds {chains.n_super} super-transitions, more than the "
+        raise CheckpointError(f"checkpoint {rd.path}: holds {chains.n_super} super-transitions, more than the "
                               f"super_transitions={super_transitions} asked for; ask for at least "
                               f"{chains.n_super} (more extend the run), or give another checkpoint path")
-    return run, bandit, log, stats
+    return state["run"], bandit, log
 
 
 def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget, step_factor_bounds,
@@ -183,15 +221,15 @@ def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget,
     return run, bandit
 
 
-def _inference_data(chains: DensityChains, model: LogDensity, constrain, run: dict, log: list, stats: list,
-                    compile_s: float, limit, rule, verbose: bool):
+def _inference_data(chains: DensityChains, model: LogDensity, constrain, run: dict, log: list, compile_s: float,
+                    limit, rule, verbose: bool):
     """The InferenceData :func:`sample` returns, from the finished run (saying what it must)."""
     import arviz as az
     Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
     step_size = np.concatenate([np.full(st["num_steps"].shape, e["step_factor"] * run["step"])
-                                for st, e in zip(stats, log)],
+                                for st, e in zip(chains.stats, log)],
                                axis=1)                       # each draw's super-transition's step (posterior sds)
-    stats = {name: np.concatenate([st[field] for st in stats], axis=1) for name, field in STATS}
+    stats = {name: np.concatenate([st[field] for st in chains.stats], axis=1) for name, field in STATS}
     stats["step_size"] = step_size
     R, n, D = Q.shape
     stats["energy"] = stats["lp"] + 0.5 * D * stats["energy"]     # the Hamiltonian: U + K (K = D T / 2)

@@ -25,7 +25,7 @@ CHECKPOINT_FORMAT = 4
 class Checkpoint(NamedTuple):
     """What a run needs, beside its sample store and log, to go on exactly where it stopped."""
 
-    replicas: dict     # replicas.checkpoint_state: the chains, counters, step calibration
+    chains: dict       # the chain set's checkpoint(): its chains, counters, step calibration (and a run's extras)
     tuner: dict        # the tuner's state_dict()
     n_log: int         # entries of log.jsonl that belong to it
     wall_s: float      # sampling time so far
@@ -45,7 +45,7 @@ def pack_checkpoint(ck: Checkpoint) -> bytes:
     rest (its scalars, the tuner, the log's length), a checksum. The state's
     fields are walked, not listed: :class:`ReplicaState` is their one list."""
     arrays, scalars = {}, {}
-    for key, value in ck.replicas.items():
+    for key, value in ck.chains.items():
         if key == "chains":
             arrays.update({f"chain/{r}/{i}": a for r, chain in enumerate(value) for i, a in enumerate(chain)})
             scalars["chain_arrays"] = [len(c) for c in value]

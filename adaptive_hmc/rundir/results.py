@@ -33,14 +33,13 @@ import numpy as np
 import yaml
 
 from .checkpoint import Checkpoint, NoIntactCheckpoint, newest_intact, pack_checkpoint
-from .density_checkpoint import draws_dir
 from ..config import Config, to_dict
 from ..data import Standardizer
 from .metrics import density_summary, kept_samples, summarize
 from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
 from ..engine.runner import LogEntry
-from .store import STORE, SampleStore, atomic_netcdf, atomic_write, npz_bytes
+from .store import STEPS, STORE, SampleStore, atomic_netcdf, atomic_write, npz_bytes
 from ..tuners.registry import tuner_from_state
 
 CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
@@ -49,8 +48,9 @@ PREDICTIONS, SAMPLES = "predictions.npz", "samples.npz"
 TUNER, SUMMARY, PLOTS, LOCK = "tuner.json", "summary.json", "plots", ".lock"
 #: A density run's draws (``model.kind: density``): ArviZ InferenceData, beside its summary.
 POSTERIOR = "posterior.nc"
-#: A density run's draws while it runs, a shard per super-transition beside its checkpoint.
-DRAWS = draws_dir(Path(CHECKPOINT)).name
+#: Where a density run kept its draws before they went to the sample store as a network run's do: a run
+#: directory holding it is refused on resume (its finished results still read).
+OLD_DRAWS = "checkpoint.draws"
 #: What ``export --kfold K`` writes: the elpd figures, and the run of the fold posteriors (a run directory).
 ELPD, KFOLD = "elpd.json", "kfold-{k}"
 #: Files a run writes when it starts, before its first checkpoint.
@@ -103,6 +103,27 @@ def versions() -> dict:
         except importlib_metadata.PackageNotFoundError:
             out[pkg] = "not installed"
     return out
+
+
+class RunDirSink:
+    """The driver's sink (:class:`~adaptive_hmc.engine.driver.Sink`) of every kind of run that keeps a run
+    directory: each super-transition's log entry appended to ``log.jsonl`` and its unit (``unit(result)``,
+    encoded by ``codec``) kept for the sample store; a checkpoint of ``chains`` (with ``extra()``, a dict)
+    and ``tuner`` every ``every`` super-transitions and at the end (:meth:`RunDir.save_checkpoint`)."""
+
+    def __init__(self, rd: "RunDir", chains, tuner, log: list, every: int = 1, unit=lambda result: result.step,
+                 codec=STEPS, extra=dict):
+        self.rd, self.chains, self.tuner, self.log, self.every = rd, chains, tuner, log, every
+        self.unit, self.codec, self.extra = unit, codec, extra
+        self.unsaved: list = []     # the units of the super-transitions not yet in the sample store
+
+    def append(self, entry, result):
+        self.rd.append_log(entry)
+        self.unsaved.append(self.unit(result))
+
+    def checkpoint(self, n: int, end: bool, wall: float):
+        if n % self.every == 0 or end:
+            self.rd.save_checkpoint(self.chains, self.tuner, self.log, wall, self.unsaved, self.codec, self.extra())
 
 
 class RunDir:
@@ -286,26 +307,35 @@ class RunDir:
                     raise
         return out
 
-    # -- checkpoints ------------------------------------------------------------------------
-    def save_checkpoint(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, unsaved: list) -> None:
-        """Append the ``unsaved`` steps (the super-transitions since the last
-        checkpoint; the list is emptied) to the sample store, keep the last
-        checkpoint as the previous one, then write the new one (state only).
-        Each step is atomic, and a kill between them leaves a checkpoint the
-        store holds every row of."""
-        self.store.append(unsaved, first=replicas.n_super - len(unsaved))
-        unsaved.clear()
-        atomic_write(self.file(CHECKPOINT),
-                     pack_checkpoint(Checkpoint(replicas.checkpoint(), tuner.state_dict(), len(log), wall_s)),
-                     previous=self.file(PREVIOUS))
+    # -- checkpoints (every kind of run: a network's chains or a density's) --------------------
+    def sample_store(self, codec=STEPS) -> SampleStore:
+        """The sample store of units that ``codec`` writes (:data:`~adaptive_hmc.rundir.store.STEPS`: a
+        network run's; a density run's draws, :data:`~adaptive_hmc.rundir.density_checkpoint.DRAWS`)."""
+        return SampleStore(self.file(STORE), codec)
 
-    def load_checkpoint(self) -> tuple:
+    def save_checkpoint(self, chains, tuner, log: list, wall_s: float, unsaved: list, codec=STEPS,
+                        extra: dict | None = None) -> None:
+        """Append the ``unsaved`` units (the super-transitions since the last
+        checkpoint; the list is emptied) to the sample store, keep the last
+        checkpoint as the previous one, then write the new one (state only:
+        ``chains.checkpoint()`` and ``extra``, the tuner's state, the log's
+        length, the seconds). Each step is atomic, and a kill between them
+        leaves a checkpoint the store holds every row of."""
+        self.sample_store(codec).append(unsaved, first=chains.n_super - len(unsaved))
+        unsaved.clear()
+        atomic_write(self.file(CHECKPOINT), pack_checkpoint(Checkpoint(
+            {**chains.checkpoint(), **(extra or {})}, tuner.state_dict(), len(log), wall_s)),
+            previous=self.file(PREVIOUS))
+
+    def load_checkpoint(self, what: str = "an intact checkpoint of this package") -> tuple:
         """(the newest intact checkpoint, a note: "" or why the newest was not
-        used); a :class:`RunError` when neither it nor the previous one is intact."""
+        used); a :class:`RunError` when neither it nor the previous one is
+        intact (each named as not ``what``)."""
         try:
-            return newest_intact(self.file(CHECKPOINT), self.file(PREVIOUS))
+            return newest_intact(self.file(CHECKPOINT), self.file(PREVIOUS), what)
         except NoIntactCheckpoint as e:
-            raise RunError(f"{e}; it cannot be resumed: start the run again in a new directory") from None
+            raise RunError(f"{e}; it cannot be resumed: remove {self.file(CHECKPOINT)} and {self.file(PREVIOUS)}, "
+                           f"or start the run again in a new directory") from None
 
     def progress(self) -> tuple:
         """(super-transitions the newest intact checkpoint holds, the run's
@@ -315,7 +345,7 @@ class RunDir:
             total = self.extended_to() or yaml.safe_load(self.file(CONFIG).read_text())["run"]["super_transitions"]
         except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError) as e:
             raise RunError(f"{self.file(CONFIG)}: cannot be read ({e})") from None
-        return ck.replicas["n_super"], total
+        return ck.chains["n_super"], total
 
     def extended_to(self) -> int | None:
         """The length an ``--extend`` set (the metadata's last extension), or None for a run never extended."""
@@ -328,27 +358,38 @@ class RunDir:
         remove the summary (the mark of a finished run; the other results are
         rewritten at the end). Returns the new length. A kill after this leaves
         a run that ``--resume`` continues to the new length."""
-        n = self.load_checkpoint()[0].replicas["n_super"]
+        n = self.load_checkpoint()[0].chains["n_super"]
         meta = self.read_metadata()
         meta.setdefault("extended", []).append({"from": n, "to": n + by, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
         self.write_metadata(meta)
         self.file(SUMMARY).unlink()
         return n + by
 
-    def restore(self, replicas: ReplicaSet) -> tuple:
-        """(tuner, log, wall_s, note) from the newest intact checkpoint, with
-        ``replicas`` restored in place from it and the sample store, which is
-        cut back to it (as is the log)."""
-        ck, note = self.load_checkpoint()
-        n_super = ck.replicas["n_super"]
+    def restore(self, chains, codec=STEPS, check=None, what: str = "an intact checkpoint of this package") -> tuple:
+        """(tuner, log, wall_s, note, the checkpoint's state) from the newest
+        intact checkpoint, with ``chains`` (a network's or a density's)
+        restored in place from it and the sample store of ``codec``'s units,
+        which is cut back to it (as is the log); ``check(state)``: why the
+        state cannot go on as this run (None: it can)."""
+        if self.file(OLD_DRAWS).is_dir():
+            raise RunError(f"{self.path}: written by an earlier version, which kept the draws in {OLD_DRAWS}/; it "
+                           f"cannot be resumed (its finished results still read): start the run again in a new "
+                           f"directory")
+        ck, note = self.load_checkpoint(what)
+        problem = check(ck.chains) if check is not None else None
+        if problem:
+            raise RunError(f"{self.file(CHECKPOINT)}: {problem}")
+        n_super, store = ck.chains["n_super"], self.sample_store(codec)
         try:
-            self.store.truncate(n_super)
-            steps = self.store.read(n_super)
+            store.truncate(n_super)
+            units = store.read(n_super)
         except (OSError, ValueError) as e:
-            raise RunError(f"{self.file(STORE)}: the sample store does not hold the checkpoint's "
-                           f"{n_super} super-transitions ({e}); start the run again in a new directory") from None
+            raise RunError(f"{self.file(STORE)}: the sample store does not hold the checkpoint's {n_super} "
+                           f"super-transitions ({e}): the draws are missing or damaged; remove "
+                           f"{self.file(CHECKPOINT)}, {self.file(PREVIOUS)} and {self.file(STORE)} to start again, "
+                           f"or start the run again in a new directory") from None
         try:
-            replicas.restore(ck.replicas, steps)
+            chains.restore(ck.chains, units)
             tuner = tuner_from_state(ck.tuner)
         except Exception as e:
             raise RunError(f"{self.file(CHECKPOINT)}: does not fit this run's config ({type(e).__name__}: {e}); "
@@ -358,7 +399,7 @@ class RunDir:
             raise RunError(f"{self.file(LOG)}: holds {len(log)} entries, the checkpoint {ck.n_log}; start the run "
                            f"again in a new directory")
         self.remove_tmp()
-        return tuner, log[:ck.n_log], ck.wall_s, note
+        return tuner, log[:ck.n_log], ck.wall_s, note, ck.chains
 
     def write_results(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, cfg: Config,
                       x_scale: Standardizer, compile_s: float = 0.0, convergence: dict | None = None) -> dict:
