@@ -40,7 +40,7 @@ share of the run's gradients spent on actions whose reward was under a tenth
 of the best reward told (the warm-up's, from a cold start, are not told).
 
 Run: python experiments/hierarchical_mixing.py [--data breast_cancer diabetes]
-     [--rows default neal] [--docs] [--quick]
+     [--rows default neal] [--seeds 0 1 2 3] [--super-transitions N] [--docs] [--quick]
 --docs writes docs/hierarchical_mixing.md and .json; --quick (the tests) runs
 a small fit of each row on 120 diabetes cases and writes no docs.
 """
@@ -94,8 +94,9 @@ def load(name: str):
     return X, y, BNNRegressor if name in ("diabetes", "fair") else BNNClassifier
 
 
-def measure(data: str, row: str, quick: bool) -> dict:
-    """One fit of ``row`` on ``data`` and what it buys."""
+def measure(data: str, row: str, quick: bool, seed: int | None = None, fixed: int | None = None) -> dict:
+    """One fit of ``row`` on ``data`` and what it buys; with ``seed``, that seed's; with ``fixed``, exactly
+    that many super-transitions (no run until the chains meet: the first third burned in)."""
     from sklearn.model_selection import train_test_split
     X, y, cls = load(data)
     if quick:
@@ -103,7 +104,9 @@ def measure(data: str, row: str, quick: bool) -> dict:
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
     until = quick and row in ("default", "neal", "half-burn")
     options = dict(ROWS[row], **QUICK, **({"max_seconds": 5.0, "target_ess": 20} if until else {})) if quick \
-        else ROWS[row]
+        else dict(ROWS[row])
+    options.update({} if seed is None else {"seed": seed},
+                   **({} if fixed is None else {"super_transitions": fixed, "max_seconds": None}))
     model = cls(**options)
     from adaptive_hmc.front import estimator
     saved = {k: getattr(estimator, k) for k in MODULE_SETTINGS.get(row, {})}
@@ -127,7 +130,7 @@ def measure(data: str, row: str, quick: bool) -> dict:
     grads = np.array([e["gradients"] for e in model.log_], dtype=float)
     told = np.array([e["told"] is not None for e in model.log_])
     best = rewards[told].max() if told.any() else -np.inf      # the best told: a warm-up transient is no action's
-    out = {"data": data, "row": row, "super_transitions": n, "burn_in": burn, "rhat_test": test["rhat_max"],
+    out = {"data": data, "row": row, "seed": options.get("seed", 0), "super_transitions": n, "burn_in": burn, "rhat_test": test["rhat_max"],
            "rhat_hyper": hyper["rhat_max"] if hyper else None, "ess_test_min": test["ess_bulk"]["min"],
            "ess_test_median": test["ess_bulk"]["median"], "ess_hyper_min": hyper["ess_bulk"]["min"] if hyper else None,
            "gradients": d["gradients"], "sampling_s": d["sampling_s"], "wall_s": round(wall, 1),
@@ -187,13 +190,17 @@ def main(argv=None) -> int:
     p.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
     p.add_argument("--docs", action="store_true", help="write docs/hierarchical_mixing.md and .json")
     p.add_argument("--quick", action="store_true", help="small fits (the tests); writes no docs")
+    p.add_argument("--seeds", type=int, nargs="+", help="fit each row with each of these seeds (default: 0)")
+    p.add_argument("--super-transitions", type=int, help="a fixed length (ESS per second of runs of equal length, "
+                   "not stopped where their check first passes)")
     a = p.parse_args(argv)
     t0 = time.perf_counter()
     results = []
     for data in (["diabetes"] if a.quick else a.data):
         for row in a.rows:
-            results.append(measure(data, row, a.quick))
-            print(json.dumps(results[-1]), flush=True)
+            for seed in a.seeds or [None]:
+                results.append(measure(data, row, a.quick, seed, a.super_transitions))
+                print(json.dumps(results[-1]), flush=True)
     if a.docs and not a.quick:
         (ROOT / "docs" / "hierarchical_mixing.json").write_text(json.dumps(results, indent=1) + "\n")
         (ROOT / "docs" / "hierarchical_mixing.md").write_text(markdown(results, time.perf_counter() - t0, a.rows))

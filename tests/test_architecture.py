@@ -37,7 +37,7 @@ LAYERS = [
     ("rundir.inference",),
     ("rundir.results",),
     ("rundir.finished_run",),
-    ("front.general", "front.templates"),
+    ("front.general", "front.templates", "front.user_files"),
     ("front.experiment", "front.estimator"),
     ("front.density_run",),
     ("front.reports", "front.plots", "front.export", "front.elpd"),

@@ -34,13 +34,13 @@ class RandomSearch:
         return [dict(h) for h in self._history]
 
     def state_dict(self) -> dict:
-        return {"kind": "random", "bounds": self.bounds, "seed": self.seed, "history": self.history}
+        return {"kind": "random", "bounds": self.bounds, "seed": self.seed, "history": self.history,
+                "stream": self._rng.bit_generator.state}       # asks outnumber tells (warm-up, probes)
 
     @classmethod
     def from_state(cls, state: dict) -> "RandomSearch":
         t = cls(state["bounds"], state["seed"])
-        for _ in state["history"]:
-            t.ask()
+        t._rng.bit_generator.state = state["stream"]
         t._history = [dict(h) for h in state["history"]]
         return t
 
@@ -116,3 +116,56 @@ def test_a_tuner_of_ones_own_runs_the_estimators():
     assert len(actions) == 5 and len(set(actions)) == 5
     assert all(0.05 <= f <= 0.5 and 5 <= L <= 50 for f, L in actions)
     assert np.isfinite(m.predict(X)).all() and m.get_params()["tuner"] is options
+
+
+#: The same random search as a user's file a config names (tuner.file), registering its kind itself.
+TUNER_FILE = '''
+from dataclasses import dataclass, field
+import numpy as np
+from adaptive_hmc.tuners import register_tuner
+from adaptive_hmc.tuners.base import TellInfo
+
+''' + "".join(__import__("inspect").getsource(c) + "\n\n" for c in (RandomSearch, RandomSearchOptions)).replace(
+    '"kind": "random"', '"kind": "random_file"') + '''
+register_tuner("random_file", RandomSearch)
+'''
+
+
+def test_a_tuner_of_ones_own_runs_a_configured_run_and_its_resume(tmp_path, capsys):
+    """A config names a tuner of one's own (tuner.kind, file, options_type, settings): validate and run use it,
+    its log shows its actions, and a run stopped after 3 super-transitions resumes from the checkpoint to the
+    summary and log of the run straight through; a kind the file does not register, or options its type
+    refuses, are refused with exit 2 naming the key."""
+    import json
+    import yaml
+    from cli_helpers import _raw, _small, _write
+    from adaptive_hmc.config import read_config
+    from adaptive_hmc.front.cli import main
+    from adaptive_hmc.front.experiment import run_experiment
+    from adaptive_hmc.rundir.metrics import untimed
+    (tmp_path / "my_tuner.py").write_text(TUNER_FILE)
+    raw = _small(_raw(), n=6)
+    raw["tuner"] = {"kind": "random_file", "file": "my_tuner.py", "options_type": "RandomSearchOptions",
+                    "bounds": {"step_factor": [0.05, 0.5], "num_steps": [10, 60]}, "warmup_super_transitions": 1}
+    path = _write(tmp_path, raw)
+    assert main(["validate", str(path), "--no-estimate"]) == 0
+    cfg = read_config(path)
+    full = run_experiment(cfg, tmp_path / "full", source=str(path), quiet=True)
+    assert run_experiment(cfg, tmp_path / "part", source=str(path), quiet=True, stop_after=3) == {}
+    resumed = run_experiment(cfg, tmp_path / "part", source=str(path), quiet=True, resume=True)
+    assert untimed(resumed) == untimed(full)
+    logs = [[untimed(json.loads(x)) for x in (tmp_path / d / "log.jsonl").read_text().splitlines()]
+            for d in ("full", "part")]
+    assert logs[0] == logs[1] and len({(e["step_factor"], e["num_steps"]) for e in logs[0]}) > 3   # random actions
+    assert json.loads((tmp_path / "full" / "tuner.json").read_text())["kind"] == "random_file"
+    capsys.readouterr()
+    for change, message in (({"kind": "unregistered"}, "tuner.kind = 'unregistered': my_tuner.py did not register"),
+                            ({"settings": {"nope": 1}}, "tuner.settings = {'nope': 1}: RandomSearchOptions(bounds=..."),
+                            ({"options_type": "Missing"}, "tuner.options_type = 'Missing': my_tuner.py defines no"),
+                            ({"file": None}, "tuner.kind = 'random_file': bandit, fixed, or the kind of a tuner")):
+        bad = yaml.safe_load(path.read_text())
+        bad["tuner"].update(change)
+        assert main(["run", str(_write(tmp_path, bad, "bad.yaml")), "--out", str(tmp_path / "bad")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+        assert not (tmp_path / "bad").exists()

@@ -86,6 +86,13 @@ def _check_sampler(cfg: Config, source: str):
 def _check_tuner(cfg: Config, source: str):
     """The tuner's kind and what it needs: a fixed action, or a bandit's bounds within the budget."""
     t = cfg.tuner
+    own = t.kind not in ("bandit", "fixed")
+    if own and (t.file is None or t.options_type is None):
+        _fail(source, "tuner.kind", t.kind, "bandit, fixed, or the kind of a tuner of your own, with tuner.file "
+              "and tuner.options_type")
+    if not own and (t.file, t.options_type, t.settings) != (None, None, {}):
+        _fail(source, "tuner.file", t.file, f"tuner.file, options_type and settings are for a tuner of your own "
+              f"kind, not {t.kind}")
     if t.kind == "fixed":
         if t.step_factor is None or t.num_steps is None:
             _fail(source, "tuner", {"step_factor": t.step_factor, "num_steps": t.num_steps},
@@ -94,7 +101,8 @@ def _check_tuner(cfg: Config, source: str):
             _fail(source, "tuner.bounds", t.bounds, "bounds are for kind: bandit")
     else:
         if t.bounds is None or set(t.bounds) != {"step_factor", "num_steps"}:
-            _fail(source, "tuner.bounds", t.bounds, "a bandit needs bounds for both step_factor and num_steps")
+            _fail(source, "tuner.bounds", t.bounds, f"a {'bandit' if not own else 'tuner of your own'} needs "
+                  f"bounds for both step_factor and num_steps")
         for name, (lo, hi) in t.bounds.items():
             if not (math.isfinite(lo) and math.isfinite(hi) and 0 < lo < hi):
                 shown = [int(v) if name == "num_steps" and math.isfinite(v) and v == int(v) else v for v in (lo, hi)]

@@ -35,11 +35,11 @@ class Config(_Strict):
 
     @model_validator(mode="after")
     def _jitter_default(self):
-        """Fill sampler.jitter: on for the bandit-tuned HMC sampler, off otherwise."""
+        """Fill sampler.jitter: on for the HMC sampler tuned by the bandit or a tuner of ones own, off otherwise."""
         s = self.sampler
         if s.jitter is not None:
             return self
-        on = self.tuner.kind == "bandit" and s.kind == "hmc" and not s.anneal
+        on = self.tuner.kind != "fixed" and s.kind == "hmc" and not s.anneal
         return self.model_copy(update={"sampler": s.model_copy(update={"jitter": on})})
 
     @model_validator(mode="after")

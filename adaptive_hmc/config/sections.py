@@ -5,7 +5,7 @@ keyword arguments."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Dict, List, Literal, Optional, Union
+from typing import Annotated, Any, Dict, List, Literal, Optional, Union
 
 import numpy as np
 from pydantic import Field, field_validator, model_validator
@@ -270,8 +270,16 @@ class ScheduleConfig(_Strict):
 
 
 class TunerConfig(_Strict):
-    kind: Literal["bandit", "fixed"] = Field(description="bandit (tunes eps and L within bounds) or fixed "
-                                             "(hand-tuned: step_factor and num_steps)")
+    kind: str = Field(description="bandit (tunes eps and L within bounds), fixed (hand-tuned: step_factor and "
+                      "num_steps), or the kind of a tuner of your own (with tuner.file and tuner.options_type)")
+    file: Optional[str] = Field(None, description="your own kind: a Python file (relative to this config) that "
+                                "defines your tuner and its options type and registers the tuner under tuner.kind "
+                                "(adaptive_hmc.tuners.register_tuner(kind, YourTuner))")
+    options_type: Optional[str] = Field(None, description="your own kind: the name, in tuner.file, of its options "
+                                        "type: called with bounds= (tuner.bounds) and tuner.settings, its "
+                                        "tuner(seed) makes the tuner (docs/ARCHITECTURE.md, a new tuner)")
+    settings: Dict[str, Any] = Field(default_factory=dict, description="your own kind: more keyword arguments of "
+                                     "its options type")
     step_factor: Optional[Number] = Field(None, gt=0, description="fixed: eps, multiplying FBM's heuristic "
                                           "step scales")
     num_steps: Optional[int] = Field(None, ge=1, description="fixed: trajectory length L")

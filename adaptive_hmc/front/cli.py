@@ -35,7 +35,7 @@ def _validate(args) -> int:
     """Check a config and its data as a run would, without running: the verdict first, then the resolved
     config, then how long the run will take."""
     from ..config import Config
-    from .experiment import build
+    from .experiment import build, tuner_options
     cfg = _read(args, "validate" if not getattr(args, "dry_run", False) else "run")
     if not isinstance(cfg, Config):                      # model.kind: density
         from .density_run import check
@@ -62,7 +62,7 @@ def _validate(args) -> int:
         print(f"# {args.config}: measuring the sampler on this machine for a time estimate ...", file=sys.stderr,
               flush=True)
         until = cfg.run.until
-        e = estimate(replicas, cfg.tuner.options(), cfg.run.budget, cfg.run.super_transitions)
+        e = estimate(replicas, tuner_options(cfg, args.config), cfg.run.budget, cfg.run.super_transitions)
         said = describe(e, cfg.run.super_transitions, until.max_seconds if until else None)
         print(f"# {args.config}: the run will take {said}", file=sys.stderr)
     return 0

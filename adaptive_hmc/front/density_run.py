@@ -12,7 +12,6 @@ Flow position: config -> **density_run** (general + results' run-directory conve
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import sys
 import warnings
 from pathlib import Path
@@ -25,6 +24,7 @@ from .experiment import Interrupted
 from ..rundir.density_checkpoint import CheckpointError
 from ..engine.density_chains import WarmupError
 from .general import sample
+from .user_files import callable_in, import_file
 from ..models.density import DensityError, LogDensity
 from ..rundir.results import CHECKPOINT, RunDir, RunError
 
@@ -32,32 +32,9 @@ from ..rundir.results import CHECKPOINT, RunDir, RunError
 def load(cfg: DensityConfig, source: str) -> tuple:
     """(the log density, the constrain function or None) named by ``cfg.model``; ConfigError naming the key."""
     m = cfg.model
-    path = Path(m.file) if Path(m.file).is_absolute() else Path(source).resolve().parent / m.file
-    if path.suffix != ".py":
-        raise ConfigError(f"{source}: model.file = {m.file!r}: a Python file (NAME.py) defining the function")
-    if not path.is_file():
-        raise ConfigError(f"{source}: model.file = {m.file!r}: no such file ({path})")
-    spec = importlib.util.spec_from_file_location(f"adaptive_hmc_density_{path.stem}", path)
-    # registered before it runs, as an import would: Numba's cache (a user's @njit(cache=True)) records a
-    # function's module by its registered name, and a later process imports that name to load the entry
-    module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(module)
-    except Exception as e:                               # noqa: BLE001 - any error of the user's file, named
-        sys.modules.pop(spec.name, None)
-        raise ConfigError(f"{source}: model.file = {m.file!r}: importing it raised {type(e).__name__}: {e}") from None
-    out = []
-    for key, name in (("function", m.function), ("constrain", m.constrain)):
-        if name is None:
-            out.append(None)
-            continue
-        fn = getattr(module, name, None)
-        if not callable(fn):
-            found = sorted(k for k, v in vars(module).items() if callable(v) and not k.startswith("_"))
-            raise ConfigError(f"{source}: model.{key} = {name!r}: {m.file} defines no such function (its "
-                              f"functions: {', '.join(found) or 'none'})")
-        out.append(fn)
-    return tuple(out)
+    module = import_file(m.file, source, "model.file", "adaptive_hmc_density_")
+    return tuple(None if name is None else callable_in(module, name, source, f"model.{key}", m.file)
+                 for key, name in (("function", m.function), ("constrain", m.constrain)))
 
 
 def starts(cfg: DensityConfig) -> np.ndarray:

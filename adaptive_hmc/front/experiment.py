@@ -22,6 +22,8 @@ from ..rundir.results import RunDir, RunDirSink, RunError
 from ..engine.driver import Until, drive, end_warnings
 from ..engine.progress import compile_kernels, start_chains
 from ..engine.runner import MAX_SUPER_TRANSITIONS, make_run
+from ..tuners.registry import TUNERS
+from .user_files import callable_in, import_file
 
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
@@ -47,10 +49,36 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
     tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     _check_fit(cfg, source, X, Y, tests, split.n_outputs, split.classes)
     try:
-        return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=cfg.tuner.options(),
+        return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=tuner_options(cfg, source),
                         run=cfg.run_options(), replicas=cfg.replica_options(), test_sets=tests), sc
     except ValueError as e:
         raise ConfigError(f"{source}: model/data: {e}") from None
+
+
+def tuner_options(cfg: Config, source: str):
+    """The ``tuner`` of :func:`~adaptive_hmc.engine.runner.make_run` that ``cfg.tuner`` names: the package's
+    (:meth:`~adaptive_hmc.config.TunerConfig.options`), or a tuner of one's own: its options type from
+    ``tuner.file`` called with the bounds and ``tuner.settings``, the file having registered its kind (so that
+    a resume restores it); ConfigError naming the key."""
+    t = cfg.tuner
+    if t.kind in ("bandit", "fixed"):
+        return t.options()
+    module = import_file(t.file, source, "tuner.file", "adaptive_hmc_tuner_")
+    options_type = callable_in(module, t.options_type, source, "tuner.options_type", t.file)
+    if t.kind not in TUNERS:
+        raise ConfigError(f"{source}: tuner.kind = {t.kind!r}: {t.file} did not register a tuner of this kind "
+                          f"(adaptive_hmc.tuners.register_tuner({t.kind!r}, YourTuner) in it; registered: "
+                          f"{', '.join(sorted(TUNERS))})")
+    bounds = {"step_factor": tuple(float(v) for v in t.bounds["step_factor"]),
+              "num_steps": tuple(int(v) for v in t.bounds["num_steps"])}
+    try:
+        options = options_type(bounds=bounds, **t.settings)
+    except Exception as e:                               # noqa: BLE001 - any error of the user's type, named
+        raise ConfigError(f"{source}: tuner.settings = {t.settings!r}: {t.options_type}(bounds=..., **settings) "
+                          f"raised {type(e).__name__}: {e}") from None
+    if not callable(getattr(options, "tuner", None)):
+        raise ConfigError(f"{source}: tuner.options_type = {t.options_type!r}: its value has no tuner(seed) method")
+    return options
 
 
 def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int, classes: tuple = ()) -> None:
