@@ -158,6 +158,9 @@ def test_a_tuner_of_ones_own_runs_a_configured_run_and_its_resume(tmp_path, caps
             for d in ("full", "part")]
     assert logs[0] == logs[1] and len({(e["step_factor"], e["num_steps"]) for e in logs[0]}) > 3   # random actions
     assert json.loads((tmp_path / "full" / "tuner.json").read_text())["kind"] == "random_file"
+    assert main(["plot", str(tmp_path / "full")]) == 0             # its figures, but the bandit's reward model
+    assert (tmp_path / "full" / "plots" / "traces.png").is_file()
+    assert not (tmp_path / "full" / "plots" / "reward_surface.png").exists()
     capsys.readouterr()
     for change, message in (({"kind": "unregistered"}, "tuner.kind = 'unregistered': my_tuner.py did not register"),
                             ({"settings": {"nope": 1}}, "tuner.settings = {'nope': 1}: RandomSearchOptions(bounds=..."),

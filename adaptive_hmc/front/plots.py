@@ -250,7 +250,8 @@ def traces(run: Run, path):
     fig, ax = plt.subplots(4, 1, figsize=(6.5, 8), sharex=True)
     ax[0].plot(i, [e["step_factor"] for e in log], ".-", ms=3)
     ax[0].set_ylabel("ε")
-    if "step_factor" in getattr(run.tuner(), "log_axes", ()):       # the axis the tuner works on
+    saved = run.tuner_state.get("options", run.tuner_state)         # read, not rebuilt: any kind of tuner
+    if "step_factor" in (saved.get("log_axes") or ()):              # the axis the tuner works on
         ax[0].set_yscale("log")
     ax[1].plot(i, [e["num_steps"] for e in log], ".-", ms=3)
     ax[1].set_ylabel("L")
