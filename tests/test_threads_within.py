@@ -103,3 +103,22 @@ def test_one_chain_on_two_threads_draws_what_one_thread_draws(precision="float32
     for x, y in zip(ra, rb):
         for p, q in zip(x.record, y.record):
             assert _bits(p) == _bits(q)
+
+
+def test_two_chains_sharing_their_blocks_at_once_draw_what_one_thread_draws():
+    """Two chains on four threads (two each, their parallel loops launched at once from the chains' threads:
+    the thread-safe layer's case; one thread each without one) against one thread: the same bits."""
+    spec = MLPSpec(3, (4,), 1)
+    X, Y = _data(spec, 600, seed=3)
+
+    def go(threads):
+        rs = ReplicaSet(spec, X, Y, k=2, seed=7, thin=1, threads=threads, precision="float32", start="random",
+                        settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
+        return rs, rs.run(Action(0.3, 10), 90)
+    (a, ra), (b, rb) = go(1), go(4)
+    assert b.threads_within == threads_within(4, 2)
+    for x, y in zip(a.chains, b.chains):
+        for u, v in zip(chain_arrays(x), chain_arrays(y)):
+            assert _bits(u) == _bits(v)
+    for p, q in zip(ra.record, rb.record):
+        assert _bits(p) == _bits(q)

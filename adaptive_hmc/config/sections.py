@@ -333,8 +333,13 @@ class TunerConfig(_Strict):
                                           "rewards are not told to the tuner (a cold start measures the distance "
                                           "to equilibrium, not the action)")
 
+    def action_bounds(self) -> dict:
+        """``bounds`` as the tuners take them: {step_factor: (low, high) floats, num_steps: (low, high) ints}."""
+        return {"step_factor": tuple(float(v) for v in self.bounds["step_factor"]),
+                "num_steps": tuple(int(v) for v in self.bounds["num_steps"])}
+
     def options(self) -> BanditOptions | FixedOptions:
-        """The ``tuner`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
+        """The ``tuner`` argument of :func:`~adaptive_hmc.engine.runner.make_run` (the package's kinds)."""
         if self.kind == "fixed":
             return FixedOptions(float(self.step_factor), int(self.num_steps))
         sch = self.schedule
@@ -342,8 +347,7 @@ class TunerConfig(_Strict):
                     "polynomial": lambda: Polynomial(float(sch.gamma)),
                     "wang2013": lambda: Wang2013(int(sch.burn_in))}[sch.kind]()
         return BanditOptions(
-            bounds={"step_factor": tuple(float(v) for v in self.bounds["step_factor"]),
-                    "num_steps": tuple(int(v) for v in self.bounds["num_steps"])},
+            bounds=self.action_bounds(),
             alpha=float(self.alpha), delta=float(self.delta), noise=float(self.noise), schedule=schedule,
             first_action=self.first_action, maxfun=self.maxfun, transform=self.transform,
             log_axes=tuple(self.log_axes), fit_kernel=self.fit_kernel,

@@ -69,10 +69,8 @@ def tuner_options(cfg: Config, source: str):
         raise ConfigError(f"{source}: tuner.kind = {t.kind!r}: {t.file} did not register a tuner of this kind "
                           f"(adaptive_hmc.tuners.register_tuner({t.kind!r}, YourTuner) in it; registered: "
                           f"{', '.join(sorted(TUNERS))})")
-    bounds = {"step_factor": tuple(float(v) for v in t.bounds["step_factor"]),
-              "num_steps": tuple(int(v) for v in t.bounds["num_steps"])}
     try:
-        options = options_type(bounds=bounds, **t.settings)
+        options = options_type(bounds=t.action_bounds(), **t.settings)
     except Exception as e:                               # noqa: BLE001 - any error of the user's type, named
         raise ConfigError(f"{source}: tuner.settings = {t.settings!r}: {t.options_type}(bounds=..., **settings) "
                           f"raised {type(e).__name__}: {e}") from None
