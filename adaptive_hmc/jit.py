@@ -12,8 +12,10 @@ import numba
 import numpy as np
 from llvmlite import binding as ll
 from llvmlite import ir
-from numba.core import caching, codegen, types
+from numba.core import caching, types
 from numba.extending import intrinsic
+
+from . import linker  # noqa: F401  (how our kernels are linked and cached: before anything compiles)
 
 #: fastmath subset: reassociation, FMA contraction, no signed zeros, reciprocal
 #: approximations. Deliberately WITHOUT "nnan"/"ninf": full fastmath lets LLVM
@@ -44,78 +46,9 @@ _wide_vectors()
 JIT_OPTIONS = dict(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
 
 
-def _ours(module) -> bool:
-    """Whether an LLVM module defines one of this package's kernels."""
-    return any("adaptive_hmc" in fn.name for fn in module.functions
-               if not fn.is_declaration and fn.linkage == ll.Linkage.external)
-
-
-def _privatise(module):
-    """Linked-in copies get internal linkage (see :func:`_link_compiled`)."""
-    for fn in module.functions:
-        if not fn.is_declaration and fn.linkage == ll.Linkage.linkonce_odr:
-            fn.linkage = "internal"
-
-
-def _link_compiled(finalize):
-    """How a library of one of our kernels is finalised (numba's
-    ``CPUCodeLibrary.finalize``, changed in two ways).
-
-    Compile time: Numba links into each caller's module a copy of every callee's
-    optimised module and runs the full LLVM pipeline over the whole of it again,
-    so that code deep in the call tree (the network's gradient) was optimised,
-    inlined and re-optimised once per level above it, and the top kernel became
-    one huge function (most of a minute of a cold start). Here the callees from
-    this package are linked in *after* the caller's own code is optimised:
-    their code, optimised in its own library, is taken as it is, and a call
-    from one of our kernels to another stays a call (each is a loop over
-    arrays, so a call costs nothing measurable). Numba's own small libraries
-    (reference counting, random numbers) are linked in first, as before, to be
-    inlined.
-
-    Reproducibility: the linked-in copies have "linkonce_odr" linkage, which
-    object code marks WEAK. A process that compiled a callee on its own (a
-    fresh compile) would bind the caller's calls to that standalone copy, while
-    a process that loads the caller from the cache runs the caller's own copy;
-    under the fastmath flags the two can round differently, so results depended
-    on the state of the compile cache (tests/test_reproducible.py). The copies
-    get internal linkage, so every caller runs its own copy, the very code its
-    cache entry holds, whatever else the process has loaded. Libraries that are
-    not ours are finalised as numba does."""
-
-    def patched(self):
-        if not _ours(self._final_module):
-            return finalize(self)
-        codegen.require_global_compiler_lock()
-        self._codegen._check_llvm_bugs()
-        self._raise_if_finalized()
-        ours = []
-        for library in dict.fromkeys(self._linking_libraries):
-            self._reload_init.update(library._reload_init)
-            module = library._get_module_for_linking()
-            if any("adaptive_hmc" in fn.name for fn in module.functions if not fn.is_declaration):
-                ours.append(module)
-            else:
-                self._final_module.link_in(module, preserve=True)
-        _privatise(self._final_module)
-        self._optimize_final_module()
-        for module in ours:
-            self._final_module.link_in(module, preserve=True)
-        _privatise(self._final_module)
-        self._final_module.verify()
-        self._finalize_final_module()
-
-    patched.__wrapped__ = finalize
-    return patched
-
-
-if not hasattr(codegen.CPUCodeLibrary.finalize, "__wrapped__"):
-    codegen.CPUCodeLibrary.finalize = _link_compiled(codegen.CPUCodeLibrary.finalize)
-
-
 _PACKAGE = Path(__file__).resolve().parent
 #: The files whose compiled code ends up inside the package's kernels.
-KERNEL_SOURCES = ("jit.py", "models/*.py", "samplers/*.py")
+KERNEL_SOURCES = ("jit.py", "linker.py", "models/*.py", "samplers/*.py")
 
 
 def sources_hash(paths) -> str:

@@ -13,6 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "adaptive_hmc"
 LAYERED_FOLDERS = ("engine", "rundir", "front")
 #: Layers from the bottom; groups in one layer do not import each other.
 LAYERS = [
+    ("emitter",),
+    ("linker",),
     ("jit", "diagnostics", "tasks"),
     ("tables",),
     ("data",),

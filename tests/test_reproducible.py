@@ -169,3 +169,36 @@ def test_cached_kernels_are_stamped_with_every_kernel_source(tmp_path):
     before = jit.sources_hash(copies)
     copies[0].write_bytes(copies[0].read_bytes() + b"\n# an edit\n")
     assert jit.sources_hash(copies) != before
+
+
+def test_the_emitter_process_makes_the_object_code_this_process_would():
+    """The compile cache's object code comes from the emitter process (adaptive_hmc/emitter.py), or from this
+    process where that cannot run: the same bytes either way, and an error answered, not raised."""
+    from llvmlite import binding as ll
+
+    from adaptive_hmc import emitter, linker
+    from adaptive_hmc.jit import njit
+
+    @njit
+    def twice(x):
+        return 2.0 * x
+
+    twice(1.0)
+    library = twice.overloads[twice.signatures[0]].library
+    options = linker._tm_options(library.codegen)
+    bitcode = ll.parse_assembly(str(library.get_llvm_str())).as_bitcode()
+    made = linker._submit(bitcode, options).result()
+    here = ll.Target.from_triple(ll.get_process_triple()).create_target_machine(**options).emit_object(
+        ll.parse_bitcode(bitcode))
+    assert made == here and len(made) > 100
+    proc = subprocess.Popen([sys.executable, emitter.__file__], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    emitter.send(proc.stdin, (b"not bitcode", options))
+    ok, error = emitter.receive(proc.stdout)
+    proc.stdin.close()
+    assert proc.wait(timeout=60) == 0 and not ok and "bitcode" in error.lower()
+    saved = linker._emitter
+    try:
+        linker._emitter = False                      # the process cannot run: made here, the same bytes
+        assert linker._emit(bitcode, options) == here
+    finally:
+        linker._emitter = saved

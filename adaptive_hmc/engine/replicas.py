@@ -29,6 +29,7 @@ import numpy as np
 
 from ..data import kfold
 from ..jit import threads_within
+from ..linker import save_compiled
 from ..models.base import energy_grad, gibbs, hyper_values
 from ..models.bnn import BayesianMLP, check_data
 from ..models.mlp import MLPSpec
@@ -77,8 +78,9 @@ class Replica:
 
     def __init__(self, model: BayesianMLP, X_held, Y_held, X_test, Y_test):
         self.model = model
-        self.held = new_accumulator(model.spec, X_held, Y_held)
-        self.test = new_accumulator(model.spec, X_test, Y_test)
+        precision = getattr(model, "precision", "float64")
+        self.held = new_accumulator(model.spec, X_held, Y_held, precision)
+        self.test = new_accumulator(model.spec, X_test, Y_test, precision)
 
 
 def _test_cases(spec: MLPSpec, test_sets: dict, n_targets: int) -> tuple:
@@ -356,6 +358,7 @@ class ReplicaSet(ChainSetBase):
         if self._starts_pending:                             # what the optimized starts call from Python
             energy_grad(chain.position, np.empty_like(chain.position), target, chain.hyper)
             gibbs(chain.position, target, chain.hyper, rng)
+        save_compiled()
         return time.perf_counter() - t0
 
     # -- checkpoints --------------------------------------------------------------

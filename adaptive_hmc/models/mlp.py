@@ -948,26 +948,21 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse, threads):
     return energy
 
 
-@njit
-def mlp_predict(Q, arch, XT, work):
-    """Outputs (S, n_out, N) of the S networks in the rows of ``Q`` (S, D)."""
-    S = Q.shape[0]
-    res = np.empty((S, arch[N_OUT], XT.shape[1]))
-    for s in range(S):
-        res[s] = forward(Q[s], arch, XT, work, None, None)
-    return res
-
-
 def predict(spec: MLPSpec, Q, X) -> np.ndarray:
     """Network outputs for inputs ``X`` (N, n_in) and weight vectors ``Q``
     ((D,) or (S, D)); returns (N, n_out) or (S, N, n_out). For classification
-    the outputs are logits."""
+    the outputs are logits. Each network is one call of :func:`forward` from
+    here (a call costs microseconds), the very kernel a run compiles for its
+    Gibbs updates, so that predicting compiles nothing new."""
     Q = np.asarray(Q, dtype=np.float64)
     single = Q.ndim == 1
     Q2 = np.ascontiguousarray(np.atleast_2d(Q))
     N = np.shape(X)[0]
     XT = pad_cases(np.asarray(X, dtype=np.float64).T)
-    res = mlp_predict(Q2, spec.arch, XT, spec.workspace(XT.shape[1]))[:, :, :N].transpose(0, 2, 1)
+    work = spec.workspace(XT.shape[1])
+    res = np.empty((Q2.shape[0], N, spec.n_outputs))
+    for s, q in enumerate(Q2):
+        res[s] = forward(q, spec.arch, XT, work, None, None)[:, :N].T
     return res[0] if single else res
 
 

@@ -37,12 +37,14 @@ class Accumulator(NamedTuple):
     count: np.ndarray
 
 
-def new_accumulator(spec: MLPSpec, X, Y) -> Accumulator:
-    """An empty accumulator for the cases X (N, n_in) with targets Y (N, n_t)."""
+def new_accumulator(spec: MLPSpec, X, Y, precision: str = "float64") -> Accumulator:
+    """An empty accumulator for the cases X (N, n_in) with targets Y (N, n_t), the network's hidden units in
+    ``precision`` (that of the chain's own network, so that its predictions run the code of its Gibbs
+    update's forward pass, compiled once; the sums in float64 either way)."""
     N = X.shape[0]
     n_out = spec.n_outputs
-    XT = pad_cases(X.T)
-    return Accumulator(XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]),
+    XT = pad_cases(X.T).astype(precision)
+    return Accumulator(XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1], precision),
                        np.zeros((n_out, N)), np.zeros((n_out, N)), np.zeros(n_out),
                        np.full(N, -np.inf), np.zeros(1))
 
