@@ -14,7 +14,8 @@ network's gradient) was compiled to machine code once for each level above it. H
   code of the kernel with one copy of every kernel it calls (``linkonce_odr`` while linking, so that the linker
   keeps one copy of each however many callees bring it; ``internal`` in the result). That object code is made by
   a process of its own (:mod:`adaptive_hmc.emitter`, which a worker thread feeds) while this one goes on
-  compiling; the entries are written when it is done (:func:`save_compiled`, also at exit).
+  compiling; the entries are written when it is done (:func:`save_compiled`: between a run's super-transitions,
+  at its end and at exit), so that a run samples as soon as its kernels are compiled.
 - **Every library that calls ours** (a user's compiled loop too) is linked so: numba's own way would put copies
   of our kernels in it that the JIT engine could bind other kernels' calls to (weak definitions, optimised in
   the caller's module; measured: a benchmark's loop compiled so made a later kernel crash), where here no
@@ -192,14 +193,16 @@ def _deferred_save(save):
     return patched
 
 
-def save_compiled() -> None:
-    """Write the compile cache's entries that wait for their object code (waiting for it); the compile of a
-    run calls it, and the interpreter at exit."""
+def save_compiled(wait: bool = True) -> None:
+    """Write the compile cache's entries that waited for their object code: all of them, waiting for it (the
+    end of a run, the interpreter's exit), or (``wait`` False) those whose code is made (between a run's
+    super-transitions, so that a run starts sampling as soon as its kernels are compiled)."""
     while True:
         with _lock:
-            if not _pending or _pid != os.getpid():
+            ready = [i for i, (_, _, data) in enumerate(_pending) if wait or data.library._whole_object.done()]
+            if not ready or _pid != os.getpid():
                 return
-            cache, sig, data = _pending.pop(0)
+            cache, sig, data = _pending.pop(ready[0])
         caching.Cache.save_overload.__wrapped__(cache, sig, data)
 
 

@@ -19,7 +19,6 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from ..linker import save_compiled
 from ..models.base import NoHyper
 from ..models.density import LogDensity
 from .replica_options import as_seed_sequence
@@ -192,7 +191,6 @@ class DensityChains(ChainSetBase):
         t0 = time.perf_counter()
         for target, chain, s, rec, obs, rng in self._compile_calls():
             run_chain(target, chain, s, 0, rec, obs, rng)
-        save_compiled()
         return time.perf_counter() - t0
 
     def warm_up(self, n: int, target_accept: float = 0.8) -> float:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, NamedTuple, Protocol
 
 from ..diagnostics import check_line, time_limit_warning
+from ..linker import save_compiled
 from .progress import Progress
 from .rewards import esjd_reward
 from .runner import MAX_SUPER_TRANSITIONS, Plan, step
@@ -145,6 +146,7 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
         n = chains.n_super
         end = until.done(n, state["wall"]) if until else n >= first
         sink.checkpoint(n, end, state["wall"])
+        save_compiled(wait=False)                    # the compile cache's entries whose code is made meanwhile
         state["last"] = time.perf_counter()
         asked = callback is not None and bool(callback(entry, result))
         return end or asked or (stop_after is not None and state["done"] >= stop_after)
@@ -160,6 +162,7 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
                 break
     finally:
         progress.close()
+        save_compiled()
     return Driven(log, state["wall"], bool(until.stopped) if until else chains.n_super >= first)
 
 

@@ -29,7 +29,6 @@ import numpy as np
 
 from ..data import kfold
 from ..jit import threads_within
-from ..linker import save_compiled
 from ..models.base import energy_grad, gibbs, hyper_values
 from ..models.bnn import BayesianMLP, check_data
 from ..models.mlp import MLPSpec
@@ -358,7 +357,6 @@ class ReplicaSet(ChainSetBase):
         if self._starts_pending:                             # what the optimized starts call from Python
             energy_grad(chain.position, np.empty_like(chain.position), target, chain.hyper)
             gibbs(chain.position, target, chain.hyper, rng)
-        save_compiled()
         return time.perf_counter() - t0
 
     # -- checkpoints --------------------------------------------------------------
