@@ -10,6 +10,8 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from ..tables import check_finite
 from ..jit import njit
@@ -55,7 +57,8 @@ class MLPTarget(NamedTuple):
     prior: Prior
     sumsq: np.ndarray   # (n_in,) sum over training cases of each squared input
     sparse: SparseInputs | None  # the nonzero training inputs (None: the first layer reads XT)
-    scale_dirs: np.ndarray  # (n, S) directions of the interweaving moves (priors.scale_directions; n 0: none)
+    scale_dirs: np.ndarray | None  # (n, S) directions of the interweaving moves (priors.scale_directions; None: no
+                                   # moves, whose code is then not even compiled)
     threads: ThreadScratch | None  # the threads that share the blocks of cases (None: the calling thread alone)
 
 
@@ -160,11 +163,23 @@ def scale_moves(q, t, hyper, rng):
     return evaluations
 
 
+def _moves(q, t, hyper, rng):
+    """:func:`scale_moves` where the target has directions (its scale_dirs an array); where it has none (None),
+    no moves, compiled as nothing: a network with Gibbs updates alone compiles no slice moves."""
+
+
+@overload(_moves, inline="always")
+def _moves_impl(q, t, hyper, rng):
+    if isinstance(t.types[t.fields.index("scale_dirs")], types.NoneType):
+        return lambda q, t, hyper, rng: 0
+    return lambda q, t, hyper, rng: scale_moves(q, t, hyper, rng)
+
+
 @njit(inline="always")
 def _gibbs(q, t, hyper, rng):
     out = forward(q, t.arch, t.XT, t.work, t.sparse, t.threads) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
-    scale_moves(q, t, hyper, rng)
+    _moves(q, t, hyper, rng)
 
 
 @njit(inline="always")
@@ -175,7 +190,7 @@ def _gibbs_energy_grad(q, grad, t, hyper, rng, moves):
     noise = t.arch[LIKELIHOOD] == GAUSSIAN
     out = forward(q, t.arch, t.XT, t.work, t.sparse, t.threads) if noise else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
-    moved = scale_moves(q, t, hyper, rng) if moves else 0
+    moved = _moves(q, t, hyper, rng) if moves else 0
     energy = mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse, t.threads)
     return energy, 1 + int(noise) + moved
 
@@ -226,8 +241,7 @@ class BayesianMLP(Model):
         nonzero = sparse_inputs(X) if self.sparse else None   # None: the sparse code is not even compiled
         self.target = MLPTarget(spec.arch, XT.astype(precision), np.ascontiguousarray(Y.T), work,
                                 self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero,
-                                scale_directions(spec, self.prior) if priors.hyper_moves == "interweave"
-                                else np.zeros((0, self.prior.slot_shape.size)),
+                                scale_directions(spec, self.prior) if priors.hyper_moves == "interweave" else None,
                                 spec.thread_scratch(XT.shape[1], precision, threads))
         self.n_cases = X.shape[0]
         self.dim = spec.n_params
