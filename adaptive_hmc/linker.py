@@ -138,31 +138,15 @@ def _finalize(finalize):
         for library in ours:
             whole.link_in(_for_linking(library))
         _privatise(whole)
-        self._whole_module = whole
         self._whole_object = _submit(whole.as_bitcode(), _tm_options(self._codegen))
+        for fn in whole.functions:        # what a caller links (numba's _get_module_for_linking returns it): the
+            if not fn.is_declaration and fn.linkage == ll.Linkage.external:   # whole code, the kernel's own
+                fn.linkage = "linkonce_odr"                                   # functions shared
+        self._shared_module = whole
         self._final_module.verify()
         self._finalize_final_module()
 
     patched.__wrapped__ = finalize
-    return patched
-
-
-def _module_for_linking(get):
-    """A library of ours gives its whole code (not only its kernel) to a caller's cache entry."""
-    def patched(self):
-        whole = getattr(self, "_whole_module", None)
-        if whole is None:
-            return get(self)
-        self._ensure_finalized()
-        if self._shared_module is None:
-            module = whole.clone()
-            for fn in module.functions:
-                if not fn.is_declaration and fn.linkage == ll.Linkage.external:
-                    fn.linkage = "linkonce_odr"
-            self._shared_module = module
-        return self._shared_module
-
-    patched.__wrapped__ = get
     return patched
 
 
@@ -212,7 +196,6 @@ def _patch(owner, name, wrap):
 
 
 _patch(codegen.CPUCodeLibrary, "finalize", _finalize)
-_patch(codegen.CPUCodeLibrary, "_get_module_for_linking", _module_for_linking)
 _patch(codegen.CPUCodeLibrary, "serialize_using_object_code", _serialize)
 _patch(caching.Cache, "save_overload", _deferred_save)
 atexit.register(save_compiled)
