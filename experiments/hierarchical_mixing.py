@@ -31,6 +31,7 @@ Rows (`--rows`; each a data set and the estimator's keyword arguments):
                 hyperparameters' and the energy's) instead of ESJD/sqrt(L)
   half-burn     the defaults with the first half of a fit run until its chains
                 meet burned in (the default before: now the first quarter)
+  gibbs         the defaults with Gibbs updates alone (no interweaving moves)
 
 Besides R-hat and ESS, each row gives each chain's own split R-hat (its first
 half against its second, the largest over the test predictions and over the
@@ -76,6 +77,7 @@ ROWS = {
     "box-500": dict(num_steps_bounds=(10, 500)),
     "slowest": dict(reward="slowest"),
     "half-burn": {},
+    "gibbs": dict(priors=PriorSpec(hyper_moves="gibbs")),
 }
 #: Rows that change a constant of the estimators' module instead of a keyword.
 MODULE_SETTINGS = {"half-burn": {"UNTIL_BURN_IN": 2}}

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from adaptive_hmc.jit import fast_tanh, njit
+from adaptive_hmc.jit import fast_exp, fast_log, fast_log1p, fast_tanh, njit
 from adaptive_hmc.models import reference
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec, mlp_energy_grad
@@ -47,6 +47,48 @@ def test_fast_tanh_matches_numpy():
     nan = np.array([np.nan])
     _tanh_all(nan, nan)
     assert np.isnan(nan[0])
+
+
+@njit(cache=False)
+def _exp_log1p_all(x, t, out_exp, out_log1p):
+    for i in range(x.size):
+        out_exp[i] = fast_exp(x[i])
+    for i in range(t.size):
+        out_log1p[i] = fast_log1p(t[i])
+
+
+def test_fast_exp_and_log1p_match_numpy():
+    """fast_exp on [-700, 700] within 5e-16 + 4e-17 |x| relative of NumPy's (the argument's reduction by
+    k log 2 loses a little with k) and fast_log1p on [0, 1] within 1e-15 (the logistic likelihood's
+    exp(-|f|) and log1p of it), and the ends: exp clamped beyond +-700, log1p(0) = 0."""
+    x = np.concatenate([np.linspace(-700, 700, 200001), np.linspace(-1, 1, 20001), -np.logspace(-300, 2, 3000)])
+    t = np.concatenate([np.linspace(0, 1, 100001), np.logspace(-300, 0, 3000), [0.0]])
+    e, lg = np.empty_like(x), np.empty_like(t)
+    _exp_log1p_all(x, t, e, lg)
+    assert np.all(np.abs(e / np.exp(x) - 1) < 5e-16 + 4e-17 * np.abs(x))
+    nz = t > 0
+    assert np.max(np.abs(lg[nz] / np.log1p(t[nz]) - 1)) < 1e-15 and not lg[~nz].any()
+    ends = np.array([-800.0, 800.0])
+    _exp_log1p_all(ends, t[:0], e[:2], lg[:0])
+    np.testing.assert_allclose(e[:2], np.exp([-700.0, 700.0]), rtol=3e-14)
+
+
+@njit(cache=False)
+def _log_all(x, out):
+    for i in range(x.size):
+        out[i] = fast_log(x[i])
+
+
+def test_fast_log_matches_numpy():
+    """fast_log within 1e-15 relative of NumPy's on [1, 1e300] and [1e-300, 0.5] (the softmax likelihood's
+    log of a sum in [1, classes]), within 3e-16 absolute near 1 from below, and 0 at 1."""
+    x = np.concatenate([np.linspace(1, 20, 100001), np.logspace(0, 300, 5000), np.logspace(-300, np.log10(0.5), 5000)])
+    out = np.empty_like(x)
+    _log_all(x, out)
+    assert np.max(np.abs(out / np.log(np.where(x == 1, 2.0, x)) - 1)[x != 1]) < 1e-15 and out[x == 1].max() == 0
+    below = np.linspace(0.5, 1, 10001)
+    _log_all(below, out[:below.size])
+    assert np.max(np.abs(out[:below.size] - np.log(below))) < 3e-16
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}-io{s.direct}")

@@ -12,7 +12,7 @@ from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.models import reference
 from adaptive_hmc.models.bnn import BayesianMLP, _line_log_density, scale_moves
-from adaptive_hmc.models.mlp import MLPSpec
+from adaptive_hmc.models.mlp import MLPSpec, line_setup, mlp_data_energy
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec
 from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc
 from adaptive_hmc.samplers.chain import HYPER_MOVE_STEPS
@@ -70,12 +70,23 @@ def _joint_log_density(model, q, logtau, top, noise):
             + np.sum(0.5 * a * logtau[free] - 0.5 * a / mu * tau[free]))
 
 
+NO_LINE = (0, 0.0, 0.0, 0.0, 0.0)
+
+
+def _line(t, q, d):
+    """What scale_moves evaluates a line from: (line_setup's answer, P, arow) for q along d."""
+    P, arow = np.empty((t.arch[1], t.YT.shape[1])), np.empty(t.YT.shape[1], t.XT.dtype)
+    return line_setup(q, d[t.prior.param_slot], t.arch, t.XT, t.YT, t.work, P, arow), P, arow
+
+
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}")
 @pytest.mark.parametrize("ard", [False, True])
 def test_line_density_is_the_joint_density_with_the_moves_jacobian(spec, ard):
     """Along each direction d, the kernel's log density at x minus at 0 equals
     the NumPy joint density's change from (q, log tau) to (q exp(x d), log tau
-    - 2 x d) plus the log Jacobian of that map, sum_s n_s x d_s."""
+    - 2 x d) plus the log Jacobian of that map, sum_s n_s x d_s: by forward
+    passes, and (one hidden layer, no direct connections) from the line's
+    pre-activation parts, kind 1 where they move and 2 where they stay."""
     rng = np.random.default_rng(3)
     model = _model(spec, rng, ard)
     t = model.target
@@ -88,14 +99,50 @@ def test_line_density_is_the_joint_density_with_the_moves_jacobian(spec, ard):
     logtau = np.log(hyper.tau)
     counts = np.bincount(model.prior.param_slot, minlength=logtau.size)
     qn, factor = np.empty_like(q), np.empty(logtau.size)
+    kinds = []
     for d in t.scale_dirs:
-        for x in (-1.3, 0.4, 2.1):
-            got = (_line_log_density(x, q, d, t, hyper, logtau, qn, factor)
-                   - _line_log_density(0.0, q, d, t, hyper, logtau, qn, factor))
-            moved = q * np.exp(x * d[model.prior.param_slot])
-            want = (_joint_log_density(model, moved, logtau - 2 * x * d, hyper.top, hyper.noise)
-                    - _joint_log_density(model, q, logtau, hyper.top, hyper.noise) + x * np.sum(counts * d))
-            assert abs(got - want) < 1e-9 * max(1.0, abs(want)), (d, x, got, want)
+        for fast in (False, True):          # the parts live in the forward pass's scratch: made after its use
+            line, P, arow = _line(t, q, d)
+            line = line if fast else NO_LINE
+            kinds += [line[0]] if fast else []
+            for x in (-1.3, 0.4, 2.1):
+                got = (_line_log_density(x, q, d, t, hyper, logtau, qn, factor, line, P, arow)
+                       - _line_log_density(0.0, q, d, t, hyper, logtau, qn, factor, line, P, arow))
+                moved = q * np.exp(x * d[model.prior.param_slot])
+                want = (_joint_log_density(model, moved, logtau - 2 * x * d, hyper.top, hyper.noise)
+                        - _joint_log_density(model, q, logtau, hyper.top, hyper.noise) + x * np.sum(counts * d))
+                assert abs(got - want) < 1e-9 * max(1.0, abs(want)), (d, x, line[0], got, want)
+    one_layer = len(spec.hidden) == 1 and not spec.direct
+    assert (set(kinds) == {1, 2}) if one_layer else (set(kinds) == {0})
+
+
+@pytest.mark.parametrize("precision", ["float64", "float32"])
+def test_a_lines_data_energy_is_the_forward_passs_at_the_moved_weights(precision):
+    """From its parts, the data energy along every direction (and a random one, whose input-hidden weights do
+    not move together: no parts) is mlp_data_energy's at q exp(x d), in either precision, on enough cases
+    for several blocks; the parts are made from q alone (the same answer after another line's)."""
+    from adaptive_hmc.models.mlp import line_data_energy
+    rng = np.random.default_rng(8)
+    spec = MLPSpec(5, (7,), 1)
+    X = rng.normal(size=(700, 5))
+    model = BayesianMLP(spec, X, np.sin(X[:, :1]) + 0.1 * rng.normal(size=(700, 1)), PriorSpec(ard=True),
+                        precision=precision)
+    t = model.target
+    noise = np.array([3.0])
+    q = 0.5 * rng.normal(size=model.dim)
+    tol = 1e-12 if precision == "float64" else 1e-5
+    for d in [*t.scale_dirs, t.scale_dirs[0]]:
+        dw = d[t.prior.param_slot]
+        xs = (-0.8, 0.0, 0.3)
+        want = [mlp_data_energy(q * np.exp(x * dw), t.arch, t.XT, t.YT, noise, t.work, t.sparse, t.threads)
+                for x in xs]
+        line, P, arow = _line(t, q, d)          # in the forward pass's scratch: made after its use
+        assert line[0] in (1, 2)
+        for x, w in zip(xs, want):
+            got = line_data_energy(x, line, q, t.arch, t.XT, t.YT, noise, t.work, P, arow)
+            assert abs(got - w) <= tol * abs(w), (d, x, got, w)
+    mixed = rng.normal(size=len(model.slot_names))
+    assert _line(t, q, mixed)[0][0] == 0
 
 
 def test_moves_keep_every_z_score_and_change_the_scales():

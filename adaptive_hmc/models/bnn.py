@@ -16,8 +16,9 @@ from numba.extending import overload
 from ..tables import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
-from .mlp import (GAUSSIAN, LIKELIHOOD, MLPSpec, SparseInputs, ThreadScratch, Workspace, forward, mlp_data_energy,
-                  mlp_energy_grad, mlp_step_scales, pad_cases, predict, sparse_inputs, use_sparse)
+from .mlp import (GAUSSIAN, LIKELIHOOD, N_OUT, MLPSpec, SparseInputs, ThreadScratch, Workspace, forward, mlp_data_energy,
+                  mlp_energy_grad, mlp_step_scales, line_data_energy, line_setup, pad_cases, predict, sparse_inputs,
+                  use_sparse)
 from .predictive import accumulate
 from .priors import (Hyper, Prior, PriorSpec, build_prior, gibbs_hyper, initial_hyper, log_precision_prior,
                      precisions, scale_directions)
@@ -80,24 +81,64 @@ SCALE_ROUNDS = 3
 
 
 @njit
-def _line_log_density(x, q, d, t, hyper, logtau, qn, factor):
+def _line_log_density(x, q, d, t, hyper, logtau, qn, factor, line, P, arow):
     """Log density, up to a constant, of the move x along direction ``d``
     (:func:`~adaptive_hmc.models.priors.scale_directions`) in non-centred
     coordinates (each weight's z-score fixed, so that its prior does not
     change): minus the data energy at the weights q_k exp(x d_s(k)) plus each
     free log precision's prior at log tau_s - 2 x d_s (the joint density, so
     that its value at a point reached along one direction is the start of the
-    next); -inf where not finite."""
+    next); -inf where not finite. The data energy from the parts ``line``
+    (:func:`~adaptive_hmc.models.mlp.line_setup`'s answer for q and d) where its
+    kind is not 0, else by a forward pass at the moved weights."""
     prior = t.prior
-    for s in range(d.size):
-        factor[s] = math.exp(x * d[s])
-    for k in range(q.size):
-        qn[k] = q[k] * factor[prior.param_slot[k]]
-    lp = -mlp_data_energy(qn, t.arch, t.XT, t.YT, hyper.noise, t.work, t.sparse, t.threads)
+    if line[0] != 0:
+        lp = -line_data_energy(x, line, q, t.arch, t.XT, t.YT, hyper.noise, t.work, P, arow)
+    else:
+        for s in range(d.size):
+            factor[s] = math.exp(x * d[s])
+        for k in range(q.size):
+            qn[k] = q[k] * factor[prior.param_slot[k]]
+        lp = -mlp_data_energy(qn, t.arch, t.XT, t.YT, hyper.noise, t.work, t.sparse, t.threads)
     for s in range(d.size):
         if math.isfinite(prior.slot_shape[s]):
             lp += log_precision_prior(prior, hyper.top, s, logtau[s] - 2.0 * x * d[s])
     return lp if math.isfinite(lp) else -math.inf
+
+
+@njit
+def _slice_update(f0, q, d, t, hyper, logtau, qn, factor, line, P, arow, rng):
+    """One slice-sampling update along ``d`` from x = 0, where the log density is ``f0``: (the point x
+    drawn, 0 where shrinkage gave up; the density there; the evaluations made)."""
+    evaluations = 0
+    y = f0 - rng.exponential()
+    left = -SLICE_WIDTH * rng.random()
+    right = left + SLICE_WIDTH
+    j = int(SLICE_STEPS * rng.random())
+    k = SLICE_STEPS - 1 - j
+    while j > 0:
+        evaluations += 1
+        if _line_log_density(left, q, d, t, hyper, logtau, qn, factor, line, P, arow) <= y:
+            break
+        left -= SLICE_WIDTH
+        j -= 1
+    while k > 0:
+        evaluations += 1
+        if _line_log_density(right, q, d, t, hyper, logtau, qn, factor, line, P, arow) <= y:
+            break
+        right += SLICE_WIDTH
+        k -= 1
+    for _ in range(SLICE_SHRINKS):
+        x1 = left + rng.random() * (right - left)
+        evaluations += 1
+        f1 = _line_log_density(x1, q, d, t, hyper, logtau, qn, factor, line, P, arow)
+        if f1 > y:
+            return x1, f1, evaluations          # the joint density there: the next direction's start
+        if x1 < 0.0:
+            left = x1
+        else:
+            right = x1
+    return 0.0, f0, evaluations
 
 
 @njit
@@ -109,48 +150,39 @@ def scale_moves(q, t, hyper, rng):
     together, in place on ``q`` and ``hyper`` (whose ``prec`` is refreshed).
     Each update leaves the posterior invariant: it samples the posterior's
     conditional along a fixed line of the non-centred coordinates, where the
-    map is volume-preserving. Returns the number of data-energy evaluations
-    (forward passes) it made."""
+    map is volume-preserving. A network of one hidden layer on dense inputs
+    evaluates each line from its pre-activations' parts, made once an update
+    (:func:`~adaptive_hmc.models.mlp.line_setup`: a tanh a unit and case a
+    point instead of a forward pass); others by forward passes. Returns the
+    number of data-energy evaluations it made (each part-making and each
+    point counted as one, though a point costs a fraction of a pass)."""
     n_dirs, S = t.scale_dirs.shape
     if n_dirs == 0:
         return 0
     logtau = np.log(hyper.tau)
     qn = np.empty_like(q)
     factor = np.empty(S)
-    evaluations = 1
-    f0 = _line_log_density(0.0, q, t.scale_dirs[0], t, hyper, logtau, qn, factor)
+    dw = np.empty_like(q)
+    N, n_out = t.YT.shape[1], t.arch[N_OUT]
+    P = np.empty((n_out, N))
+    arow = np.empty(N, t.XT.dtype)
+    none = (0, 0.0, 0.0, 0.0, 0.0)
+    evaluations = 0
+    f0, carried = 0.0, False        # the density at the current point, when a forward pass's (kind 0) value
     for r in range(n_dirs * SCALE_ROUNDS):
         d = t.scale_dirs[r % n_dirs]
-        y = f0 - rng.exponential()
-        left = -SLICE_WIDTH * rng.random()
-        right = left + SLICE_WIDTH
-        j = int(SLICE_STEPS * rng.random())
-        k = SLICE_STEPS - 1 - j
-        while j > 0:
+        line = none
+        if t.sparse is None:
+            for k in range(q.size):
+                dw[k] = d[t.prior.param_slot[k]]
+            line = line_setup(q, dw, t.arch, t.XT, t.YT, t.work, P, arow)
+            evaluations += int(line[0] != 0)
+        if line[0] != 0 or not carried:
             evaluations += 1
-            if _line_log_density(left, q, d, t, hyper, logtau, qn, factor) <= y:
-                break
-            left -= SLICE_WIDTH
-            j -= 1
-        while k > 0:
-            evaluations += 1
-            if _line_log_density(right, q, d, t, hyper, logtau, qn, factor) <= y:
-                break
-            right += SLICE_WIDTH
-            k -= 1
-        x = 0.0
-        for _ in range(SLICE_SHRINKS):
-            x1 = left + rng.random() * (right - left)
-            evaluations += 1
-            f1 = _line_log_density(x1, q, d, t, hyper, logtau, qn, factor)
-            if f1 > y:
-                x = x1
-                f0 = f1                      # the joint density there: the next direction's start
-                break
-            if x1 < 0.0:
-                left = x1
-            else:
-                right = x1
+            f0 = _line_log_density(0.0, q, d, t, hyper, logtau, qn, factor, line, P, arow)
+        x, f0, made = _slice_update(f0, q, d, t, hyper, logtau, qn, factor, line, P, arow, rng)
+        evaluations += made
+        carried = line[0] == 0
         if x != 0.0:
             for s in range(S):
                 factor[s] = math.exp(x * d[s])
