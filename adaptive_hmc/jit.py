@@ -82,6 +82,10 @@ def _whole_package_stamp(get_source_stamp):
 _Mixin = caching._SourceFileBackedLocatorMixin
 if not hasattr(_Mixin.get_source_stamp, "__wrapped__"):
     _Mixin.get_source_stamp = _whole_package_stamp(_Mixin.get_source_stamp)
+# Hashed now, with the sources this process imports: hashed at its first cache entry instead, a run whose
+# sources were changed while it went on filed the code it had compiled under the new sources' stamp, and a
+# later run loaded that code for them (a segmentation fault, seen once).
+kernel_sources_hash()
 
 
 def is_ready(dispatcher, *args) -> bool | None:
