@@ -28,7 +28,7 @@ __version__ = "0.1.0"
 #: quick robot-arm config with an empty cache, the README's Quick start: 14.8-16.2 s
 #: measured with NUMBA_CACHE_DIR empty; the `init` templates 25-29 s). Said at the
 #: start of a run, before the imports that take a second or two.
-COMPILE_TIME = "about 15-30 s"
+COMPILE_TIME = "about 15-35 s"
 
 #: The draws a chain ``adaptive-hmc export`` writes by default, evenly spaced (``--draws all``: every one): an
 #: ArviZ user's few thousand in all, where a long run holds tens of thousands.
