@@ -12,7 +12,7 @@ from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.models import reference
 from adaptive_hmc.models.bnn import BayesianMLP, _line_log_density, scale_moves
-from adaptive_hmc.models.mlp import MLPSpec, line_setup, mlp_data_energy
+from adaptive_hmc.models.mlp import N_OUT, MLPSpec, line_setup, mlp_data_energy
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec
 from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc
 from adaptive_hmc.samplers.chain import HYPER_MOVE_STEPS
@@ -75,7 +75,7 @@ NO_LINE = (0, 0.0, 0.0, 0.0, 0.0)
 
 def _line(t, q, d):
     """What scale_moves evaluates a line from: (line_setup's answer, P, arow) for q along d."""
-    P, arow = np.empty((t.arch[1], t.YT.shape[1])), np.empty(t.YT.shape[1], t.XT.dtype)
+    P, arow = np.empty((t.arch[N_OUT], t.YT.shape[1])), np.empty(t.YT.shape[1], t.XT.dtype)
     return line_setup(q, d[t.prior.param_slot], t.arch, t.XT, t.YT, t.work, P, arow), P, arow
 
 

@@ -1047,11 +1047,10 @@ def line_data_energy(x, line, q, arch, XT, YT, noise, work, P, arow):
             for n in range(N):
                 y[n] = b
     if kind == 1:
-        qh = _in_precision(q, XT, work)
         fw, fb = _like(math.exp(x * c_w), XT), _like(math.exp(x * c_b), XT)
         for j in range(H):
             zs, zm = work.hidden[j, :N], work.hidden[H + j, :N]
-            b = qh[ob + j] * fb if c_b != 0.0 else _like(0.0, XT)
+            b = _like(q[ob + j], XT) * fb if c_b != 0.0 else _like(0.0, XT)
             for n in range(N):
                 arow[n] = tanh_of(zs[n] + fw * zm[n] + b)
             for o in range(n_out):
