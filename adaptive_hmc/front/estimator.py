@@ -52,6 +52,14 @@ def _same(a, b) -> bool:
     return a == b
 
 
+#: The shortest trajectory of the bandit's default L box (``num_steps_bounds`` None). Its reward, ESJD / sqrt(L),
+#: takes the box's floor where the weights turn early (diabetes, every seed), while the hyperparameters, updated
+#: once a trajectory, follow the weights better after longer ones: diabetes' smallest log-hyperparameter ESS a
+#: second 46.8 with L >= 40, 38.8 with L >= 20, 27.7 with L >= 10 (8 seeds; breast_cancer, whose bandit picks
+#: longer L, the same within noise; docs/RESULTS.md, chains that settle).
+SHORTEST_TRAJECTORY = 40
+
+
 #: The estimators' arithmetic of the hidden units: float32, whose answers agree with float64's within Monte Carlo
 #: error (docs/precision.md) at 1.4-1.7 times the gradients a second.
 DEFAULT_PRECISION = "float32"
@@ -96,18 +104,18 @@ class _BNN(BaseEstimator):
                          + ("" if name == "seed" else ", or None (then seed decides)"))
 
     def _num_steps_bounds(self) -> tuple:
-        """The bandit's L box: ``num_steps_bounds``, or by default (10, budget): trajectories up to the whole
-        budget (docs/RESULTS.md, chains that settle: longer ones move the weights far enough between two
-        Gibbs updates for the hyperparameters to follow)."""
+        """The bandit's L box: ``num_steps_bounds``, or by default (:data:`SHORTEST_TRAJECTORY`, budget):
+        trajectories up to the whole budget (docs/RESULTS.md, chains that settle: longer ones move the
+        weights far enough between two Gibbs updates for the hyperparameters to follow)."""
         if self.num_steps_bounds is None:
             hi = int(self.budget)
-            return (max(1, min(10, hi // 2)), hi)
+            return (max(1, min(SHORTEST_TRAJECTORY, hi // 2)), hi)
         lo, hi = (int(v) for v in self.num_steps_bounds)
         if hi > self.budget:
             raise ValueError(f"num_steps_bounds={tuple(self.num_steps_bounds)}, budget={self.budget!r}: the longest "
                              f"trajectory ({hi}) must be at most the budget, the leapfrog steps a chain makes in a "
                              f"super-transition; lower num_steps_bounds, raise budget, or leave num_steps_bounds=None "
-                             f"(then (10, budget))")
+                             f"(then ({SHORTEST_TRAJECTORY}, budget))")
         return lo, hi
 
     @staticmethod
@@ -311,7 +319,7 @@ _COMMON_DOC = """
         does not); ``convergence_`` holds the last check. ``max_seconds=None``: exactly
         ``super_transitions``.
     step_factor_bounds, num_steps_bounds : the box the bandit tunes (eps, L) in; num_steps_bounds None (the
-        default): (10, budget).
+        default): (40, budget).
     window : acceptance window of the HMC transitions.
     jitter : draw each trajectory's length uniformly from 1..L (the budget is then spent on average), so
         that the tuned L does not lock onto a period of the posterior; False: every trajectory has L steps.
