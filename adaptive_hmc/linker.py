@@ -20,6 +20,12 @@ network's gradient) was compiled to machine code once for each level above it. H
   of our kernels in it that the JIT engine could bind other kernels' calls to (weak definitions, optimised in
   the caller's module; measured: a benchmark's loop compiled so made a later kernel crash), where here no
   library but a kernel's own exports its code.
+- **What a cached kernel needs before it runs** (numba's ``reload_init``: a parallel kernel's threading layer,
+  started by the call that loads it) is kept on the loaded library too, so that a kernel compiled later that
+  calls it (whose library takes its callees' hooks) starts the layer when it is itself loaded from the
+  cache: numba leaves a loaded library's hooks empty, and such a caller's entry, loaded alone in a later
+  process, called the threading layer unstarted (a segmentation fault: a chain on two threads whose gradient
+  came from the cache and whose caller was compiled).
 - **Optimisation** as before: each kernel's code is optimised in its own library, with numba's small helper
   libraries (reference counts, random numbers) linked in first to be inlined; a copy of a kernel in a caller's
   cache entry is that optimised code as it is, so that every copy is the same code as the kernel's own
@@ -35,7 +41,7 @@ from pathlib import Path
 
 import numba
 from llvmlite import binding as ll
-from numba.core import caching, codegen
+from numba.core import caching, codegen, compiler
 
 from . import emitter
 
@@ -190,6 +196,20 @@ def save_compiled(wait: bool = True) -> None:
         caching.Cache.save_overload.__wrapped__(cache, sig, data)
 
 
+def _rebuild(rebuild):
+    """A compile result loaded from the cache: its library keeps the hooks that the load ran, so that a
+    library linking it takes them (numba's ``CodeLibrary.finalize`` does, from its callees' libraries)."""
+    def patched(cls, target_context, libdata, fndesc, env, signature, objectmode, lifted, typeann, reload_init,
+                referenced_envs):
+        result = rebuild.__func__(cls, target_context, libdata, fndesc, env, signature, objectmode, lifted,
+                                  typeann, reload_init, referenced_envs)
+        result.library._reload_init.update(reload_init or ())
+        return result
+
+    patched.__wrapped__ = rebuild
+    return classmethod(patched)
+
+
 def _patch(owner, name, wrap):
     if not hasattr(getattr(owner, name), "__wrapped__"):
         setattr(owner, name, wrap(getattr(owner, name)))
@@ -198,4 +218,5 @@ def _patch(owner, name, wrap):
 _patch(codegen.CPUCodeLibrary, "finalize", _finalize)
 _patch(codegen.CPUCodeLibrary, "serialize_using_object_code", _serialize)
 _patch(caching.Cache, "save_overload", _deferred_save)
+_patch(compiler.CompileResult, "_rebuild", _rebuild)
 atexit.register(save_compiled)

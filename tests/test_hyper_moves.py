@@ -76,7 +76,7 @@ NO_LINE = (0, 0.0, 0.0, 0.0, 0.0)
 def _line(t, q, d):
     """What scale_moves evaluates a line from: (line_setup's answer, P, arow) for q along d."""
     P, arow = np.empty((t.arch[N_OUT], t.YT.shape[1])), np.empty(t.YT.shape[1], t.XT.dtype)
-    return line_setup(q, d[t.prior.param_slot], t.arch, t.XT, t.YT, t.work, P, arow), P, arow
+    return line_setup(q, d[t.prior.param_slot], t.arch, t.XT, t.YT, t.work, P, arow, t.threads), P, arow
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}")
@@ -139,7 +139,7 @@ def test_a_lines_data_energy_is_the_forward_passs_at_the_moved_weights(precision
         line, P, arow = _line(t, q, d)          # in the forward pass's scratch: made after its use
         assert line[0] in (1, 2)
         for x, w in zip(xs, want):
-            got = line_data_energy(x, line, q, t.arch, t.XT, t.YT, noise, t.work, P, arow)
+            got = line_data_energy(x, line, q, t.arch, t.XT, t.YT, noise, t.work, P, arow, t.threads)
             assert abs(got - w) <= tol * abs(w), (d, x, got, w)
     mixed = rng.normal(size=len(model.slot_names))
     assert _line(t, q, mixed)[0][0] == 0

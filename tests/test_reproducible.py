@@ -202,3 +202,56 @@ def test_the_emitter_process_makes_the_object_code_this_process_would():
         assert linker._emit(bitcode, options) == here
     finally:
         linker._emitter = saved
+
+
+
+_PARALLEL_MODULE = """
+import sys
+import numpy as np
+from numba import prange
+from numba.core import compiler
+from adaptive_hmc.jit import njit
+
+if "undo" in sys.argv:          # numba's own loading of a cached kernel, without the package's fix
+    compiler.CompileResult._rebuild = compiler.CompileResult._rebuild.__wrapped__
+
+@njit(parallel=True)
+def add_one(a):
+    for i in prange(a.size):
+        a[i] += 1.0
+
+@njit
+def caller(a):
+    add_one(a)
+    return a.sum()
+
+a = np.zeros(1000)
+print(add_one(a) if sys.argv[1] == "callee" else caller(a))
+"""
+
+
+def test_a_caller_of_a_cached_parallel_kernel_starts_the_threading_layer(tmp_path):
+    """A parallel kernel compiled into the cache by one process, a caller compiled by a second that loaded it
+    from there, the caller loaded alone by a third: the third starts numba's threading layer before the call.
+    Power: without the fix (numba leaves a loaded library's start-up hooks out of its callers' entries) the
+    third process dies (a segmentation fault)."""
+    module = tmp_path / "parallel_module.py"
+    module.write_text(_PARALLEL_MODULE)
+    env = _env(tmp_path / "cache")
+
+    def run(*args):
+        return subprocess.run([sys.executable, str(module), *args], env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    for undo in ((), ("undo",)):
+        for f in (tmp_path / "cache").rglob("*"):
+            if f.is_file():
+                f.unlink()
+        assert run("callee", *undo).returncode == 0
+        second = run("caller", *undo)
+        assert second.returncode == 0 and float(second.stdout) == 1000.0, second.stderr[-2000:]
+        third = run("caller", *undo)
+        if undo:
+            assert third.returncode != 0
+        else:
+            assert third.returncode == 0 and float(third.stdout) == 1000.0, third.stderr[-2000:]

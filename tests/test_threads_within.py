@@ -10,7 +10,7 @@ from adaptive_hmc.engine.replicas import ReplicaSet
 from adaptive_hmc.jit import threads_within
 from adaptive_hmc.models.base import energy_grad, gibbs_energy_grad
 from adaptive_hmc.models.bnn import BayesianMLP
-from adaptive_hmc.models.mlp import MLPSpec, cases_per_block
+from adaptive_hmc.models.mlp import MLPSpec, block_cases, cases_per_block
 from adaptive_hmc.samplers.settings import Action, HMCSettings
 
 
@@ -51,6 +51,24 @@ def test_shared_blocks_give_one_threads_bits(spec, precision, N):
     assert out[1] == out[0] and out[2] == out[0]
     one_block = cases_per_block(8 * np.dtype(precision).itemsize)
     assert BayesianMLP(spec, X[:one_block], Y[:one_block], precision=precision, threads=2).target.threads is None
+
+
+def test_blocks_are_even_in_number_and_size():
+    """N cases in blocks of at most ``most``: one block where they fit; else an even number of blocks, each
+    a multiple of 16 cases but the last, so that two threads (and four, where the count is a multiple of
+    4) get the same cases to within a block's rounding."""
+    for most in (256, 512):
+        for N in list(range(1, 3 * most, 7)) + [1600, 2000, 16000, 20000]:
+            s = block_cases(N, most)
+            blocks = -(-N // s)
+            if N <= most:
+                assert s == most and blocks == 1
+                continue
+            assert s <= most and s % 16 == 0 and blocks <= -(-N // most) + 1
+            sizes = [min(s, N - b * s) for b in range(blocks)]
+            halves = [sum(sizes[:blocks // 2]), sum(sizes[blocks // 2:])]
+            assert abs(halves[0] - halves[1]) <= 16 * blocks, (N, most, sizes)
+    assert [min(block_cases(1600, 512), 1600 - b * 400) for b in range(4)] == [400] * 4
 
 
 def test_the_shared_path_would_be_caught_adding_a_block_twice():

@@ -93,7 +93,7 @@ def _line_log_density(x, q, d, t, hyper, logtau, qn, factor, line, P, arow):
     kind is not 0, else by a forward pass at the moved weights."""
     prior = t.prior
     if line[0] != 0:
-        lp = -line_data_energy(x, line, q, t.arch, t.XT, t.YT, hyper.noise, t.work, P, arow)
+        lp = -line_data_energy(x, line, q, t.arch, t.XT, t.YT, hyper.noise, t.work, P, arow, t.threads)
     else:
         for s in range(d.size):
             factor[s] = math.exp(x * d[s])
@@ -175,7 +175,7 @@ def scale_moves(q, t, hyper, rng):
         if t.sparse is None:
             for k in range(q.size):
                 dw[k] = d[t.prior.param_slot[k]]
-            line = line_setup(q, dw, t.arch, t.XT, t.YT, t.work, P, arow)
+            line = line_setup(q, dw, t.arch, t.XT, t.YT, t.work, P, arow, t.threads)
             evaluations += int(line[0] != 0)
         if line[0] != 0 or not carried:
             evaluations += 1
