@@ -30,7 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from numba import prange, types
-from numba.extending import overload, register_jitable
+from numba.extending import overload
 
 from ..jit import fast_exp, fast_log, fast_log1p, fast_tanh, fast_tanh32, njit
 
@@ -374,7 +374,7 @@ def cases_per_block(bits: int) -> int:
     return BLOCK * 64 // bits
 
 
-@register_jitable
+@njit
 def block_cases(N, most):
     """Cases per block of N cases, at most ``most``: where they need more than one block, an even number
     of blocks of one size (rounded up to 16 cases), so that two threads (or four) that share them each get
