@@ -562,3 +562,10 @@ def test_compare_export_and_plot_take_density_runs_beside_network_runs(tmp_path,
     assert network.with_network("predictions") is network
     with pytest.raises(RunError, match="has no network and so no predictions"):
         density.with_network("predictions")
+
+
+def test_each_chains_own_rhat_says_why_one_is_not_finite():
+    """A chain's own split R-hat is infinite where one of its values never changed: the words say so."""
+    from adaptive_hmc.rundir.metrics import own_rhats
+    assert own_rhats({"within_chain": {"predictions": [1.002, 1.004], "hyper": [None, 1.03]}}) == (
+        "predictions 1.002, 1.004; log hyperparameters not finite (a value the chain never changed), 1.030")

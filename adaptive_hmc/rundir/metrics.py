@@ -314,7 +314,8 @@ def own_rhats(diagnostics: dict) -> str:
     """Each chain's largest own split R-hat (``within_chain`` of :func:`run_diagnostics`), in words."""
     own = diagnostics.get("within_chain") or {}
     names = {"predictions": "predictions", "hyper": "log hyperparameters"}
-    return "; ".join(f"{names[k]} " + ", ".join("not finite" if v is None else f"{v:.3f}" for v in r)
+    return "; ".join(f"{names[k]} " + ", ".join("not finite (a value the chain never changed)" if v is None
+                                                  else f"{v:.3f}" for v in r)
                      for k, r in own.items())
 
 
