@@ -13,6 +13,7 @@ import numpy as np
 from llvmlite import binding as ll
 from llvmlite import ir
 from numba.core import caching, types
+from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
 
 from . import linker  # noqa: F401  (how our kernels are linked and cached: before anything compiles)
@@ -43,7 +44,9 @@ _wide_vectors()
 
 #: ``error_model="numpy"``: no zero-division checks, which would block vectorisation.
 #: ``nogil``: replicas run kernels concurrently from Python threads.
-JIT_OPTIONS = dict(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH)
+#: ``no_cfunc_wrapper``: no C entry point (numba makes one for every kernel, for its use as a first-class
+#: function value, which no kernel of the package is): compile time saved.
+JIT_OPTIONS = dict(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH, no_cfunc_wrapper=True)
 
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -128,10 +131,43 @@ def threads_within(threads: int, chains: int) -> int:
     return 1 if within > 1 and chains > 1 and not threadsafe_layer() else within
 
 
-def njit(*args, **kwargs):
-    """``numba.njit`` with the package-wide options (overridable per function)."""
+class InnerDispatcher(CPUDispatcher):
+    """A kernel called by the package's compiled kernels alone (``njit(inner=True)``): compiled without
+    numba's entry point for Python (``no_cpython_wrapper``: the code that unboxes each argument, a
+    :class:`~adaptive_hmc.models.mlp.MLPTarget`'s dozen arrays among them), which every kernel otherwise
+    gets whoever calls it: with the C entry points left out (:data:`JIT_OPTIONS`), about a tenth of a first
+    run's compile (``docs/RESULTS.md``, "A first run's compile"). A call from Python is refused with a
+    TypeError (it has no code to run) instead of being dispatched."""
+
+    def add_overload(self, cres):
+        self.overloads[tuple(cres.signature.args)] = cres      # nothing for Python's calls to find
+
+    def _compile_for_args(self, *args, **kws):
+        raise TypeError(f"{self.py_func.__module__}.{self.py_func.__qualname__} runs inside the package's "
+                        f"compiled kernels only (it has no entry point for Python): call a kernel that calls it")
+
+
+#: The options of an inner kernel (:class:`InnerDispatcher`) beside the package-wide ones.
+INNER_OPTIONS = dict(no_cpython_wrapper=True)
+
+
+def njit(*args, inner: bool = False, **kwargs):
+    """``numba.njit`` with the package-wide options (overridable per function); ``inner``: a kernel that
+    only compiled kernels call (:class:`InnerDispatcher`)."""
     opts = dict(JIT_OPTIONS, fastmath=set(FASTMATH))
     opts.update(kwargs)
+    if inner:
+        if args:
+            raise TypeError("njit(inner=True) takes options only, no signatures")
+        cache = opts.pop("cache", False)
+        opts = dict(opts, nopython=True, **INNER_OPTIONS)
+
+        def decorate(fn):
+            dispatcher = InnerDispatcher(py_func=fn, locals={}, targetoptions=opts)
+            if cache:
+                dispatcher.enable_caching()
+            return dispatcher
+        return decorate
     if args and callable(args[0]):
         return numba.njit(**opts)(args[0])
     return numba.njit(*args, **opts)

@@ -255,3 +255,51 @@ def test_a_caller_of_a_cached_parallel_kernel_starts_the_threading_layer(tmp_pat
             assert third.returncode != 0
         else:
             assert third.returncode == 0 and float(third.stdout) == 1000.0, third.stderr[-2000:]
+
+
+_INNER_MODULE = """
+import sys
+from adaptive_hmc.jit import njit
+
+@njit(inner=True)
+def inner(x):
+    return 3.0 * x + 1.0
+
+@njit
+def outer(x):
+    return inner(x) - 1.0
+
+@njit
+def plain(x):
+    return 3.0 * x
+
+print(outer(2.0))
+for fn in (plain, inner):
+    try:
+        print(fn(2.0))
+    except TypeError as e:
+        print("TypeError:", e)
+names = [cres.fndesc.llvm_cpython_wrapper_name for fn in (plain, outer) for cres in fn.overloads.values()]
+names += [cres.fndesc.llvm_cpython_wrapper_name for cres in inner.overloads.values()]
+code = [cres.library.get_llvm_str() for fn in (plain, outer, inner) for cres in fn.overloads.values()]
+print([name in text for name, text in zip(names, code)])
+"""
+
+
+def test_an_inner_kernel_runs_in_its_callers_and_refuses_python(tmp_path):
+    """A kernel compiled with ``njit(inner=True)`` has no entry point for Python (numba's wrapper is not
+    made: its library lacks the wrapper's name, which a plain kernel's holds, the power of that check); its
+    callers run it, compiled fresh and loaded from the cache alike, and a call from Python is refused with
+    a TypeError that names it, even after a caller compiled it for that very argument type."""
+    module = tmp_path / "inner_module.py"
+    module.write_text(_INNER_MODULE)
+    env = _env(tmp_path / "cache")
+    for run in ("fresh", "cached"):
+        proc = subprocess.run([sys.executable, str(module)], env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        lines = proc.stdout.splitlines()
+        assert lines[0] == "6.0" and lines[1] == "6.0"
+        assert lines[2].startswith("TypeError: __main__.inner runs inside the package's compiled kernels")
+        if run == "fresh":                      # (a library loaded from the cache holds object code, no IR)
+            assert lines[3] == "[True, True, False]"
+    assert any((tmp_path / "cache").rglob("*inner*.nbc"))

@@ -106,7 +106,7 @@ def _line_log_density(x, q, d, t, hyper, logtau, qn, factor, line, P, arow):
     return lp if math.isfinite(lp) else -math.inf
 
 
-@njit
+@njit(inner=True)
 def _slice_update(f0, q, d, t, hyper, logtau, qn, factor, line, P, arow, rng):
     """One slice-sampling update along ``d`` from x = 0, where the log density is ``f0``: (the point x
     drawn, 0 where shrinkage gave up; the density there; the evaluations made)."""

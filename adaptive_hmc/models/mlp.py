@@ -418,7 +418,7 @@ def _int(v):
     return np.int64(v)
 
 
-@njit
+@njit(inner=True)
 def _affine(z, A, a0, ca, w, w0, stride, count, b, add, tanh):
     """z[n] = f(b + sum_{m < count} w[w0 + m stride] A[a0 + m, ca + n]) for
     n < z.size (with ``add``: z[n] + the sum), f tanh (``tanh``) or the
@@ -459,7 +459,7 @@ def _weights3(w, w0, stride, count, m):
     return (w[k], w[k + 1], w[k + 2]) if m < count else (zero, zero, zero)
 
 
-@njit
+@njit(inner=True)
 def _affine3(z0, z1, z2, A, a0, ca, w, w0, stride, count, b0, b1, b2):
     """:func:`_affine` with tanh of three units at once (weights w0, w0 + 1, w0 + 2 of each row), three rows a
     pass: each load of a row carries three multiply-adds, each load and store of a unit's sum three."""
@@ -567,7 +567,7 @@ def _dot_rows(d, A, a0, ca, count, grad, g0, stride):
         m += k
 
 
-@njit
+@njit(inner=True)
 def _dot_rows3(d0, d1, d2, A, a0, ca, count, grad, g0, stride):
     """:func:`_dot_rows` of three units' deltas at once (their gradients g0, g0 + 1, g0 + 2 of each row),
     three rows a pass: each load of a row or a delta carries three multiply-adds."""
@@ -653,7 +653,7 @@ def _sum(d):
     return s
 
 
-@njit
+@njit(inner=True)
 def _forward_block(q, qh, arch, XT, work, c0, c1, dense_first):
     """The network on the cases [c0, c1): their hidden activations in rows
     0..sum(H) of ``work.hidden``, columns 0..c1-c0 (the block's scratch), and
@@ -737,7 +737,7 @@ def softmax_norm(out, n):
     return m, s
 
 
-@njit
+@njit(inner=True)
 def _likelihood_block(out, YT, noise, lik, dout, c0, c1):
     """Minus log likelihood (up to a constant in the weights) of the cases
     [c0, c1) of the outputs ``out`` (n_out, N_padded), and its derivative with
@@ -828,7 +828,7 @@ def _softmax_block(out, YT, dout, c0, real):
     return e
 
 
-@njit
+@njit(inner=True)
 def _backward_block(q, qh, grad, arch, XT, work, dout, c0, c1, dense_first):
     """Add the terms of the cases [c0, c1) to dU/dq in ``grad``, from the
     derivatives with respect to the outputs (``dout``, columns from 0) and the
@@ -896,7 +896,7 @@ def _blocks(N, step):
     return (N + step - 1) // step
 
 
-@njit
+@njit(inner=True)
 def _thread_blocks(what, q, qh, arch, XT, YT, noise, hidden, out, weights, scratch_out, partial, energy, b0, b1, N,
                    step):
     """One thread's share of :func:`_threaded_blocks`: the blocks b0..b1, in its own scratch (``hidden`` and
@@ -967,7 +967,7 @@ def mlp_data_energy(q, arch, XT, YT, noise, work, sparse, threads):
     return e
 
 
-@njit
+@njit(inner=True)
 def _line_factors(dw, arch):
     """(whether :func:`line_setup` applies, c_w, c_b, c_v, c_o, how many first-layer weights move): one hidden
     layer, no direct connections, each group's moving weights one value of ``dw``."""
@@ -1004,7 +1004,7 @@ def line_setup(q, dw, arch, XT, YT, work, P, arow, threads):
     if not ok:
         return (0, 0.0, 0.0, 0.0, 0.0)
     line = (1 if c_w != 0.0 or c_b != 0.0 else 2, c_w, c_b, c_v, c_o)
-    _line_blocks(_SETUP, 0.0, line, moving, q, dw, arch, XT, YT, YT[0], work, P, arow, threads)
+    _line_blocks(_int(_SETUP), 0.0, line, moving, q, dw, arch, XT, YT, YT[0], work, P, arow, threads)
     return line
 
 
@@ -1014,10 +1014,11 @@ def line_data_energy(x, line, q, arch, XT, YT, noise, work, P, arow, threads):
     (``line``, what it returned, kind 1 or 2): one tanh a hidden unit and case (kind 1) or none (kind 2),
     instead of the first layer's products; block of cases by block, the blocks' terms added in their order
     whatever the number of threads of ``threads`` that share them."""
-    return _line_blocks(_POINT, x, line, 0, q, q, arch, XT, YT, noise, work, P, arow, threads)
+    return _line_blocks(_int(_POINT), x, line, _int(0), q, q, arch, XT, YT, noise, work, P, arow, threads)
 
 
-#: What :func:`_line_blocks` does with each block: make the line's parts, or evaluate a point.
+#: What :func:`_line_blocks` does with each block: make the line's parts, or evaluate a point (passed as
+#: run-time values, :func:`_int`: as literals they compiled the lines' kernels once for each, 2.2 s more).
 _SETUP, _POINT = 0, 1
 
 
@@ -1056,7 +1057,7 @@ def _threaded_line(what, x, line, moving, q, qh, dw, arch, XT, YT, noise, work, 
                      energy, t * nb // T, (t + 1) * nb // T, N, step)
 
 
-@njit
+@njit(inner=True)
 def _thread_line(what, x, line, moving, q, qh, dw, arch, XT, YT, noise, hidden, out, scratch_out, P, arow, energy,
                  b0, b1, N, step):
     dout = scratch_out[arch[N_OUT]:]
@@ -1066,7 +1067,7 @@ def _thread_line(what, x, line, moving, q, qh, dw, arch, XT, YT, noise, hidden, 
                                 c0, min(c0 + step, N))
 
 
-@njit
+@njit(inner=True)
 def _line_block(what, x, line, moving, q, qh, dw, arch, XT, YT, noise, hidden, out, dout, P, arow, c0, c1):
     """The cases c0..c1 of :func:`_line_blocks`' work: their columns of the parts (``hidden``, ``P``,
     ``arow``) and outputs (``out``), ``dout`` the block's scratch; returns the block's term of minus the
@@ -1221,7 +1222,7 @@ def predict(spec: MLPSpec, Q, X) -> np.ndarray:
 #
 # where x_i is the training input for input units and is bounded by 1 (so the
 # sum is the number of cases) for tanh units and biases.
-@njit
+@njit(inner=True)
 def mlp_step_scales(arch, prec, noise, sumsq, n_cases, out):
     """Per-weight step scales s_k (FBM's heuristic, Neal 1995): the actual leapfrog step of weight k is
     ``step_factor * s_k``, s_k = (an estimate of d^2 U / dq_k^2)^(-1/2) from the hyperparameters and the

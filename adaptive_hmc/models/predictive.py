@@ -93,7 +93,7 @@ def _log_sigmoid(f):
     return -math.log1p(math.exp(-f)) if f >= 0 else f - math.log1p(math.exp(f))
 
 
-@njit
+@njit(inner=True)
 def accumulate(acc, out, noise, lik):
     """Add the predictions of one sample (network outputs ``out``, (n_out, N))
     to ``acc``: Gaussian means and noise variances, or class probabilities;

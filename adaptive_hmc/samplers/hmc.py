@@ -64,7 +64,7 @@ class WindowChoice(NamedTuple):
     accept_u: float
 
 
-@njit
+@njit(inner=True)
 def _offer_both(idx, W, L, q, g, p, u, h, sel, rng):
     """Offer the state at trajectory index ``idx`` to both windows of ``sel``
     (a :class:`WindowChoice`); returns the new one."""
@@ -103,7 +103,7 @@ def _trajectory_start(q, u, g, p, step_sizes, settings, rng):
     return step, L, u + kinetic(p), q.copy(), g.copy(), p.copy()
 
 
-@njit
+@njit(inner=True)
 def plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     """:func:`hmc_kernel` with window 1: the last state of the trajectory is the proposal."""
     step, L, h0, q0, g0, p0 = _trajectory_start(q, u, g, p, step_sizes, settings, rng)
@@ -118,7 +118,7 @@ def plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     return KernelInfo(0.0, prob, dh, divergent, used, u, jump)
 
 
-@njit
+@njit(inner=True)
 def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     """:func:`hmc_kernel` with a window W > 1 (Neal 1994)."""
     step, L, h0, q0, g0, p0 = _trajectory_start(q, u, g, p, step_sizes, settings, rng)
