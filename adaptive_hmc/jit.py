@@ -12,7 +12,7 @@ import numba
 import numpy as np
 from llvmlite import binding as ll
 from llvmlite import ir
-from numba.core import caching, types
+from numba.core import caching, lowering, types
 from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
 
@@ -131,13 +131,20 @@ def threads_within(threads: int, chains: int) -> int:
     return 1 if within > 1 and chains > 1 and not threadsafe_layer() else within
 
 
+#: (module, qualified name) of every inner kernel (:class:`InnerDispatcher`).
+_INNER = set()
+
+
 class InnerDispatcher(CPUDispatcher):
     """A kernel called by the package's compiled kernels alone (``njit(inner=True)``): compiled without
-    numba's entry point for Python (``no_cpython_wrapper``: the code that unboxes each argument, a
+    numba's entry point for Python (the code that unboxes each argument, a
     :class:`~adaptive_hmc.models.mlp.MLPTarget`'s dozen arrays among them), which every kernel otherwise
-    gets whoever calls it: with the C entry points left out (:data:`JIT_OPTIONS`), about a tenth of a first
-    run's compile (``docs/RESULTS.md``, "A first run's compile"). A call from Python is refused with a
-    TypeError (it has no code to run) instead of being dispatched."""
+    gets whoever calls it; with the C entry points left out too (:data:`JIT_OPTIONS`), about a tenth of a
+    first run's lowering (``docs/RESULTS.md``, "A first run's compile"). A call from Python is refused with
+    a TypeError (it has no code to run) instead of being dispatched. Its options are the other kernels'
+    (numba's ``no_cpython_wrapper`` would do the same, but numba compiles an ``overload`` once for each set
+    of options of its callers: the two sets compiled the gradient's dispatch, numpy's and the random
+    generators' functions twice): :func:`_python_entry` leaves the entry point out instead."""
 
     def add_overload(self, cres):
         self.overloads[tuple(cres.signature.args)] = cres      # nothing for Python's calls to find
@@ -147,8 +154,19 @@ class InnerDispatcher(CPUDispatcher):
                         f"compiled kernels only (it has no entry point for Python): call a kernel that calls it")
 
 
-#: The options of an inner kernel (:class:`InnerDispatcher`) beside the package-wide ones.
-INNER_OPTIONS = dict(no_cpython_wrapper=True)
+def _python_entry(create):
+    """numba's lowering makes the Python entry point of every kernel but an inner one."""
+    def patched(self, *args, **kwargs):
+        if (self.fndesc.modname, self.fndesc.qualname) in _INNER:
+            return None
+        return create(self, *args, **kwargs)
+
+    patched.__wrapped__ = create
+    return patched
+
+
+if not hasattr(lowering.Lower.create_cpython_wrapper, "__wrapped__"):
+    lowering.Lower.create_cpython_wrapper = _python_entry(lowering.Lower.create_cpython_wrapper)
 
 
 def njit(*args, inner: bool = False, **kwargs):
@@ -160,10 +178,10 @@ def njit(*args, inner: bool = False, **kwargs):
         if args:
             raise TypeError("njit(inner=True) takes options only, no signatures")
         cache = opts.pop("cache", False)
-        opts = dict(opts, nopython=True, **INNER_OPTIONS)
 
         def decorate(fn):
-            dispatcher = InnerDispatcher(py_func=fn, locals={}, targetoptions=opts)
+            _INNER.add((fn.__module__, fn.__qualname__))
+            dispatcher = InnerDispatcher(py_func=fn, locals={}, targetoptions=dict(opts, nopython=True))
             if cache:
                 dispatcher.enable_caching()
             return dispatcher

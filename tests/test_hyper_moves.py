@@ -11,6 +11,7 @@ import pytest
 from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.models import reference
+from adaptive_hmc.jit import njit
 from adaptive_hmc.models.bnn import BayesianMLP, _line_log_density, scale_moves
 from adaptive_hmc.models.mlp import N_OUT, MLPSpec, line_setup, mlp_data_energy
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec
@@ -18,6 +19,17 @@ from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc
 from adaptive_hmc.samplers.chain import HYPER_MOVE_STEPS
 
 Z = 4.0
+
+
+@njit
+def _line_log_density_at(x, q, d, t, hyper, logtau, qn, factor, line, P, arow):
+    """``_line_log_density`` (a kernel that compiled kernels alone call) from Python."""
+    return _line_log_density(x, q, d, t, hyper, logtau, qn, factor, line, P, arow)
+
+
+@njit
+def _scale_moves(q, t, hyper, rng):
+    return scale_moves(q, t, hyper, rng)
 SPECS = [MLPSpec(2, (5,), 2), MLPSpec(3, (4, 3), 1, "logistic", direct=True), MLPSpec(3, (4,), 3, "softmax")]
 
 
@@ -106,8 +118,8 @@ def test_line_density_is_the_joint_density_with_the_moves_jacobian(spec, ard):
             line = line if fast else NO_LINE
             kinds += [line[0]] if fast else []
             for x in (-1.3, 0.4, 2.1):
-                got = (_line_log_density(x, q, d, t, hyper, logtau, qn, factor, line, P, arow)
-                       - _line_log_density(0.0, q, d, t, hyper, logtau, qn, factor, line, P, arow))
+                got = (_line_log_density_at(x, q, d, t, hyper, logtau, qn, factor, line, P, arow)
+                       - _line_log_density_at(0.0, q, d, t, hyper, logtau, qn, factor, line, P, arow))
                 moved = q * np.exp(x * d[model.prior.param_slot])
                 want = (_joint_log_density(model, moved, logtau - 2 * x * d, hyper.top, hyper.noise)
                         - _joint_log_density(model, q, logtau, hyper.top, hyper.noise) + x * np.sum(counts * d))
@@ -157,7 +169,7 @@ def test_moves_keep_every_z_score_and_change_the_scales():
     fixed = ~np.isfinite(model.prior.slot_shape)
     before = hyper.tau.copy()
     q2 = q.copy()
-    n = scale_moves(q2, model.target, hyper, np.random.default_rng(5))
+    n = _scale_moves(q2, model.target, hyper, np.random.default_rng(5))
     assert n >= 2 * len(model.target.scale_dirs)                 # each update: its start and one point at least
     np.testing.assert_allclose(q2 * np.sqrt(hyper.prec), z, rtol=1e-12, atol=1e-15)
     np.testing.assert_array_equal(hyper.tau[fixed], before[fixed])

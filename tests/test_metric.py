@@ -6,12 +6,19 @@ import numpy as np
 import pytest
 
 from adaptive_hmc.engine.replicas import ReplicaSet
+from adaptive_hmc.jit import njit
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.samplers import HMCSettings
 from adaptive_hmc.samplers.chain import fill_step_sizes
 from adaptive_hmc.samplers.metric import FACTOR_LIMIT, WINDOWS, learned_factors, window_of
 from adaptive_hmc.samplers.settings import Action, SettingsError, hmc_settings
+
+
+@njit
+def _fill_step_sizes(target, hyper, settings, out):
+    """``fill_step_sizes`` (a kernel that compiled kernels alone call) from Python."""
+    return fill_step_sizes(target, hyper, settings, out)
 
 
 def _moments(draws, grads):
@@ -57,7 +64,7 @@ def test_step_sizes_are_factor_times_heuristic_times_the_learned_factors():
     hyper = m.initial_hyper()
     scale = rng.uniform(0.5, 2.0, m.dim)
     s = hmc_settings(5, step_factor=0.3)._replace(step_scale=scale)
-    out = fill_step_sizes(m.target, hyper, s, np.empty(m.dim))
+    out = _fill_step_sizes(m.target, hyper, s, np.empty(m.dim))
     assert np.allclose(out, 0.3 * m.scales(hyper) * scale, rtol=1e-14)
     with pytest.raises(SettingsError, match="step_scale"):
         hmc_settings(5, step_size=0.1, step_scale=scale)

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from adaptive_hmc.diagnostics import batch_means_mcse
+from adaptive_hmc.jit import njit
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.samplers.settings import Action
@@ -16,6 +17,17 @@ from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc, make_metropolis, make_stochastic_dynamics
 
 Z = 4.0
+
+
+@njit
+def _gibbs_hyper(q, hyper, prior, arch, out, YT, rng):
+    """``gibbs_hyper`` (a kernel that compiled kernels alone call) from Python."""
+    gibbs_hyper(q, hyper, prior, arch, out, YT, rng)
+
+
+@njit
+def _slice_log_mu(u0, c_lin, c_neg, c_pos, rng):
+    return slice_log_mu(u0, c_lin, c_neg, c_pos, rng)
 
 VARIANTS = {
     "plain": (make_hmc, hmc_settings(30, step_factor=0.5)),
@@ -89,7 +101,7 @@ def test_gibbs_precision_conditionals_have_gamma_moments():
     noise = np.empty((n, 2))
     out = np.ascontiguousarray(model.predict(q, X).T)          # the network's outputs at q (n_out, N)
     for i in range(n):
-        gibbs_hyper(q, h, model.prior, t.arch, out, t.YT, rng)
+        _gibbs_hyper(q, h, model.prior, t.arch, out, t.YT, rng)
         tau[i], noise[i] = h.tau, h.noise
     g = {grp.name: grp for grp in spec.groups}
     for slot, name in enumerate(model.slot_names):
@@ -121,7 +133,7 @@ def test_ard_mean_slice_sampler_matches_generalised_inverse_gaussian():
         u = math.log(mu0)
         draws = np.empty(40_000)
         for i in range(draws.size):
-            u = slice_log_mu(u, c_lin, c_neg, c_pos, rng)
+            u = _slice_log_mu(u, c_lin, c_neg, c_pos, rng)
             draws[i] = math.exp(u)
         chi, psi = 2 * c_neg, 2 * c_pos
         gig = stats.geninvgauss(c_lin, math.sqrt(chi * psi), scale=math.sqrt(chi / psi))

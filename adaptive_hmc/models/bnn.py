@@ -80,7 +80,7 @@ SLICE_WIDTH, SLICE_STEPS, SLICE_SHRINKS = 1.0, 10, 60
 SCALE_ROUNDS = 3
 
 
-@njit
+@njit(inner=True)
 def _line_log_density(x, q, d, t, hyper, logtau, qn, factor, line, P, arow):
     """Log density, up to a constant, of the move x along direction ``d``
     (:func:`~adaptive_hmc.models.priors.scale_directions`) in non-centred
@@ -141,7 +141,7 @@ def _slice_update(f0, q, d, t, hyper, logtau, qn, factor, line, P, arow, rng):
     return 0.0, f0, evaluations
 
 
-@njit
+@njit(inner=True)
 def scale_moves(q, t, hyper, rng):
     """The interweaving moves: along each of ``t.scale_dirs`` in turn, one
     univariate slice-sampling update (stepping out at most

@@ -249,7 +249,7 @@ def _log_density_log_mu(u, c_lin, c_neg, c_pos):
     return c_lin * u - c_neg * math.exp(-u) - c_pos * math.exp(u)
 
 
-@njit
+@njit(inner=True)
 def slice_log_mu(u0, c_lin, c_neg, c_pos, rng):
     """One univariate slice-sampling update (Neal 2003: stepping out, width 1,
     then shrinkage) of u = log mu for the density
@@ -275,7 +275,7 @@ def slice_log_mu(u0, c_lin, c_neg, c_pos, rng):
             right = u1
 
 
-@njit
+@njit(inner=True)
 def gibbs_hyper(q, hyper, prior, arch, out, YT, rng):
     """Gibbs updates of all free hyperparameters given the weights ``q``, in
     place on ``hyper`` (whose ``prec`` is refreshed at the end); ``out`` holds

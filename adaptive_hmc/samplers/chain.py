@@ -115,7 +115,7 @@ class Observers(NamedTuple):
         return cls(none, none, -1, 1, kept)
 
 
-@njit
+@njit(inner=True)
 def fill_step_sizes(target, hyper, settings, out):
     """The absolute step sizes of ``settings`` at ``hyper``: its ``step_size``
     (one value or one per parameter), or ``step_factor`` times the target's
