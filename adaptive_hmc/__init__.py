@@ -25,8 +25,8 @@ __all__ = sorted(_WHERE)
 __version__ = "0.1.0"
 
 #: How long a model's first run takes to compile its sampler on 2 cores (the
-#: quick robot-arm config with an empty cache, the README's Quick start: 14.8-16.2 s
-#: measured with NUMBA_CACHE_DIR empty; the `init` templates 25-29 s). Said at the
+#: quick robot-arm config with an empty cache, the README's Quick start: 15.1-16.0 s
+#: measured with NUMBA_CACHE_DIR empty; the `init` templates 28-32 s). Said at the
 #: start of a run, before the imports that take a second or two.
 COMPILE_TIME = "about 15-35 s"
 
