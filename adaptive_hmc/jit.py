@@ -180,6 +180,8 @@ def njit(*args, inner: bool = False, **kwargs):
         cache = opts.pop("cache", False)
 
         def decorate(fn):
+            if numba.config.DISABLE_JIT:          # numba's switch for debugging: the plain Python function
+                return fn
             _INNER.add((fn.__module__, fn.__qualname__))
             dispatcher = InnerDispatcher(py_func=fn, locals={}, targetoptions=dict(opts, nopython=True))
             if cache:

@@ -290,7 +290,8 @@ def test_an_inner_kernel_runs_in_its_callers_and_refuses_python(tmp_path):
     """A kernel compiled with ``njit(inner=True)`` has no entry point for Python (numba's wrapper is not
     made: its library lacks the wrapper's name, which a plain kernel's holds, the power of that check); its
     callers run it, compiled fresh and loaded from the cache alike, and a call from Python is refused with
-    a TypeError that names it, even after a caller compiled it for that very argument type."""
+    a TypeError that names it, even after a caller compiled it for that very argument type; with numba's
+    NUMBA_DISABLE_JIT it is the plain Python function, as numba's own decorators give."""
     module = tmp_path / "inner_module.py"
     module.write_text(_INNER_MODULE)
     env = _env(tmp_path / "cache")
@@ -303,3 +304,7 @@ def test_an_inner_kernel_runs_in_its_callers_and_refuses_python(tmp_path):
         if run == "fresh":                      # (a library loaded from the cache holds object code, no IR)
             assert lines[3] == "[True, True, False]"
     assert any((tmp_path / "cache").rglob("*inner*.nbc"))
+    plain = subprocess.run([sys.executable, "-c", "from adaptive_hmc.jit import njit\n"
+                            "print(njit(inner=True)(lambda x: 3.0 * x)(2.0))"],
+                           env=dict(env, NUMBA_DISABLE_JIT="1"), capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0 and plain.stdout.strip() == "6.0", plain.stderr[-2000:]   # numba's debugging switch
