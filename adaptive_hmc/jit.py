@@ -140,7 +140,7 @@ class InnerDispatcher(CPUDispatcher):
     numba's entry point for Python (the code that unboxes each argument, a
     :class:`~adaptive_hmc.models.mlp.MLPTarget`'s dozen arrays among them), which every kernel otherwise
     gets whoever calls it; with the C entry points left out too (:data:`JIT_OPTIONS`), a first run's compile
-    13-17% shorter (``docs/RESULTS.md``, "A first run's compile"). A call from Python is refused with
+    13-18% shorter (``docs/RESULTS.md``, "A first run's compile"). A call from Python is refused with
     a TypeError (it has no code to run) instead of being dispatched. Its options are the other kernels'
     (numba's ``no_cpython_wrapper`` would do the same, but numba compiles an ``overload`` once for each set
     of options of its callers: the two sets compiled the gradient's dispatch, numpy's and the random
