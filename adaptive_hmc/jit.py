@@ -165,8 +165,7 @@ def _python_entry(create):
     return patched
 
 
-if not hasattr(lowering.Lower.create_cpython_wrapper, "__wrapped__"):
-    lowering.Lower.create_cpython_wrapper = _python_entry(lowering.Lower.create_cpython_wrapper)
+linker._patch(lowering.Lower, "create_cpython_wrapper", _python_entry)
 
 
 def njit(*args, inner: bool = False, **kwargs):
