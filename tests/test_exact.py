@@ -9,6 +9,7 @@ from adaptive_hmc.jit import fast_exp, fast_log, fast_log1p, fast_tanh, njit
 from adaptive_hmc.models import reference
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec, mlp_energy_grad
+from adaptive_hmc.models.predictive import new_accumulator
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec, precisions
 from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc, make_metropolis
 from adaptive_hmc.samplers.leapfrog import kinetic, leapfrog
@@ -99,11 +100,34 @@ def test_kernel_matches_numpy_reference(spec):
     prec = rng.uniform(0.5, 2, size=spec.n_params)
     noise = rng.uniform(1, 3, size=spec.n_outputs)
     g = np.empty_like(q)
-    e = mlp_energy_grad(q, g, spec.arch, np.ascontiguousarray(X.T), np.ascontiguousarray(Y.T),
+    e = mlp_energy_grad(q, g, spec.arch, np.ascontiguousarray(X.T), spec.target_rows(Y),
                         prec, noise, spec.workspace(len(X)), None, None)
     e_ref, g_ref = reference.energy_grad(spec, q, X, Y, prec, noise)
     assert abs(e - e_ref) < 1e-10 * max(1.0, abs(e_ref))
     np.testing.assert_allclose(g, g_ref, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}-io{s.direct}")
+def test_the_targets_type_chooses_the_likelihood(spec):
+    """A classifier's targets are int64 class labels and a regression's float64 (MLPSpec.target_rows), in the
+    model's target and its accumulators alike: the kernels compile the likelihood that type names alone, so
+    that a logistic network's labels read as floats give the Gaussian's energy, not the logistic's."""
+    rng = np.random.default_rng(1)
+    X, Y = _data(spec, 21, rng)
+    YT = spec.target_rows(Y)
+    assert YT.dtype == (np.float64 if spec.likelihood == "gaussian" else np.int64)
+    assert YT.shape == (Y.shape[1], 21) and YT.flags.c_contiguous and np.array_equal(YT, Y.T)
+    assert BayesianMLP(spec, X, Y).target.YT.dtype == YT.dtype == new_accumulator(spec, X, Y).YT.dtype
+    if spec.likelihood == "logistic":
+        q, g = rng.normal(size=spec.n_params), np.empty(spec.n_params)
+        prec, noise = np.zeros(spec.n_params), np.ones(1)
+        XT = np.ascontiguousarray(X.T)
+        energies = [mlp_energy_grad(q, g, spec.arch, XT, T, prec, noise, spec.workspace(21), None, None)
+                    for T in (YT, YT.astype(np.float64))]
+        assert abs(energies[0] - reference.energy_grad(spec, q, X, Y, prec, noise)[0]) < 1e-10 * abs(energies[0])
+        f = reference.energy_grad(MLPSpec(spec.n_inputs, spec.hidden, 1, direct=spec.direct), q, X, Y, prec,
+                                  noise)[0]
+        assert abs(energies[1] - f) < 1e-10 * abs(f) and abs(energies[1] - energies[0]) > 1e-3
 
 
 def _finite_differences(model, q, hyper, h=1e-5) -> np.ndarray:

@@ -271,7 +271,7 @@ class BayesianMLP(Model):
         self.precision = precision
         self.sparse = use_sparse(X) if sparse is None else bool(sparse)
         nonzero = sparse_inputs(X) if self.sparse else None   # None: the sparse code is not even compiled
-        self.target = MLPTarget(spec.arch, XT.astype(precision), np.ascontiguousarray(Y.T), work,
+        self.target = MLPTarget(spec.arch, XT.astype(precision), spec.target_rows(Y), work,
                                 self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero,
                                 scale_directions(spec, self.prior) if priors.hyper_moves == "interweave" else None,
                                 spec.thread_scratch(XT.shape[1], precision, threads))

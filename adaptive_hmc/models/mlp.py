@@ -140,6 +140,13 @@ class MLPSpec:
         q = np.asarray(q)
         return {g.name: q[g.slice].reshape(g.shape) for g in self.groups}
 
+    def target_rows(self, Y) -> np.ndarray:
+        """The targets Y (N, n_targets) as the kernels take them, one row a target (YT): float64 for a
+        Gaussian network, int64 class labels for a classifier. The kernels' typing chooses the likelihood's
+        code by this type (:func:`_likelihood_terms`), so that a network compiles its own likelihood alone."""
+        dtype = np.float64 if self.likelihood == "gaussian" else np.int64
+        return np.ascontiguousarray(np.asarray(Y).T, dtype=dtype)
+
     def workspace(self, n_cases: int, precision: str = "float64") -> "Workspace":
         """Scratch the kernels need for ``n_cases`` cases (padded or not), the
         hidden units' in ``precision`` (:data:`PRECISIONS`)."""
@@ -742,17 +749,32 @@ def _likelihood_block(out, YT, noise, lik, dout, c0, c1):
     """Minus log likelihood (up to a constant in the weights) of the cases
     [c0, c1) of the outputs ``out`` (n_out, N_padded), and its derivative with
     respect to each output, written into the block's ``dout`` (n_out, >= c1 - c0)
-    from column 0; the padding cases beyond N = YT.shape[1] get derivative 0."""
+    from column 0; the padding cases beyond N = YT.shape[1] get derivative 0.
+    The targets' type chooses the likelihood (:func:`_likelihood_terms`)."""
     n_out = out.shape[0]
     real = max(min(c1, YT.shape[1]) - c0, 0)
     for o in range(n_out):
         for n in range(real, c1 - c0):
             dout[o, n] = 0.0
-    if lik == GAUSSIAN:
-        return _gaussian_block(out, YT, noise, dout, c0, real)
-    if lik == LOGISTIC:
-        return _logistic_block(out, YT, dout, c0, real)
-    return _softmax_block(out, YT, dout, c0, real)
+    return _likelihood_terms(out, YT, noise, lik, dout, c0, real)
+
+
+def _likelihood_terms(out, YT, noise, lik, dout, c0, real):
+    """:func:`_likelihood_block`'s terms of its ``real`` cases, by the targets' type: real-valued targets
+    (float64) the Gaussian's, class labels (int64) the logistic's or the softmax's (``lik``), so that a network
+    compiles its own likelihood's code alone (:meth:`MLPSpec.target_rows`)."""
+
+
+@overload(_likelihood_terms)
+def _likelihood_terms_impl(out, YT, noise, lik, dout, c0, real):
+    if isinstance(YT.dtype, types.Float):
+        return lambda out, YT, noise, lik, dout, c0, real: _gaussian_block(out, YT, noise, dout, c0, real)
+
+    def classes(out, YT, noise, lik, dout, c0, real):
+        if lik == LOGISTIC:
+            return _logistic_block(out, YT, dout, c0, real)
+        return _softmax_block(out, YT, dout, c0, real)
+    return classes
 
 
 @njit(inline="always")
@@ -1004,7 +1026,9 @@ def line_setup(q, dw, arch, XT, YT, work, P, arow, threads):
     if not ok:
         return (0, 0.0, 0.0, 0.0, 0.0)
     line = (1 if c_w != 0.0 or c_b != 0.0 else 2, c_w, c_b, c_v, c_o)
-    _line_blocks(_int(_SETUP), 0.0, line, moving, q, dw, arch, XT, YT, YT[0], work, P, arow, threads)
+    # The noise's place holds a float64 row that the setup does not read (the type of line_data_energy's noise:
+    # one compiled line kernel).
+    _line_blocks(_int(_SETUP), 0.0, line, moving, q, dw, arch, XT, YT, work.out[0, :0], work, P, arow, threads)
     return line
 
 

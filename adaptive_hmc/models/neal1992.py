@@ -172,7 +172,7 @@ class NealMLP(Model):
         for g in spec.groups:
             group[g.slice] = GROUP_OF_KIND[g.kind]
         XT = pad_cases(X.T)
-        self.target = self.Target(spec.arch, XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1]), group,
+        self.target = self.Target(spec.arch, XT, spec.target_rows(Y), spec.workspace(XT.shape[1]), group,
                                   np.zeros(D), np.ones(spec.n_outputs), np.empty(D), np.empty(D), float(m0),
                                   float(s0))
         self.dim = D + N_GROUPS

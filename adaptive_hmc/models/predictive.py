@@ -13,11 +13,13 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 from scipy.special import expit
 from scipy.stats import norm
 
 from ..jit import njit
-from .mlp import GAUSSIAN, LOGISTIC, MLPSpec, pad_cases, softmax_norm
+from .mlp import LOGISTIC, MLPSpec, pad_cases, softmax_norm
 
 
 class Accumulator(NamedTuple):
@@ -44,7 +46,7 @@ def new_accumulator(spec: MLPSpec, X, Y, precision: str = "float64") -> Accumula
     N = X.shape[0]
     n_out = spec.n_outputs
     XT = pad_cases(X.T).astype(precision)
-    return Accumulator(XT, np.ascontiguousarray(Y.T), spec.workspace(XT.shape[1], precision),
+    return Accumulator(XT, spec.target_rows(Y), spec.workspace(XT.shape[1], precision),
                        np.zeros((n_out, N)), np.zeros((n_out, N)), np.zeros(n_out),
                        np.full(N, -np.inf), np.zeros(1))
 
@@ -96,36 +98,59 @@ def _log_sigmoid(f):
 @njit(inner=True)
 def accumulate(acc, out, noise, lik):
     """Add the predictions of one sample (network outputs ``out``, (n_out, N))
-    to ``acc``: Gaussian means and noise variances, or class probabilities;
-    and log p(y | sample) of each target case."""
-    n_out, N = acc.pred.shape
+    to ``acc``: Gaussian means and noise variances, or class probabilities
+    (``lik``: logistic or softmax); and log p(y | sample) of each target case.
+    The targets' type chooses the likelihood's code (:func:`_add_sample`)."""
     acc.count[0] += 1.0
+    _add_sample(acc, out, noise, lik)
+
+
+def _add_sample(acc, out, noise, lik):
+    """:func:`accumulate`'s sums, by the targets' type, as the energy's
+    (:meth:`~adaptive_hmc.models.mlp.MLPSpec.target_rows`): a network compiles its own likelihood alone."""
+
+
+@overload(_add_sample)
+def _add_sample_impl(acc, out, noise, lik):
+    if isinstance(acc.types[acc.fields.index("YT")].dtype, types.Float):
+        return lambda acc, out, noise, lik: _add_gaussian(acc, out, noise)
+    return lambda acc, out, noise, lik: _add_classes(acc, out, lik)
+
+
+@njit(inline="always")
+def _add_gaussian(acc, out, noise):
+    n_out, N = acc.pred.shape
     log_norm = np.empty(n_out)       # per output, not per case: a log per case cost more than the rest
     for o in range(n_out):
-        log_norm[o] = 0.5 * math.log(noise[o] / (2.0 * math.pi)) if lik == GAUSSIAN else 0.0
+        log_norm[o] = 0.5 * math.log(noise[o] / (2.0 * math.pi))
     for n in range(N):
-        if lik == GAUSSIAN:
-            lp = 0.0
-            for o in range(n_out):
-                r = add_output(acc, out, o, n)
-                lp += log_norm[o] - 0.5 * noise[o] * r * r
-        elif lik == LOGISTIC:
+        lp = 0.0
+        for o in range(n_out):
+            r = add_output(acc, out, o, n)
+            lp += log_norm[o] - 0.5 * noise[o] * r * r
+        acc.lse[n] = logaddexp(acc.lse[n], lp)
+    for o in range(n_out):
+        acc.var[o] += 1.0 / noise[o]
+
+
+@njit(inline="always")
+def _add_classes(acc, out, lik):
+    n_out, N = acc.pred.shape
+    for n in range(N):
+        if lik == LOGISTIC:
             f = out[0, n]
             pr = 1.0 / (1.0 + math.exp(-f))
             acc.pred[0, n] += pr
             acc.sq[0, n] += pr * pr
-            lp = _log_sigmoid(f) if acc.YT[0, n] > 0.5 else _log_sigmoid(-f)
+            lp = _log_sigmoid(f) if acc.YT[0, n] > 0 else _log_sigmoid(-f)
         else:
             m, s = softmax_norm(out, n)
             for o in range(n_out):
                 pr = math.exp(out[o, n] - m) / s
                 acc.pred[o, n] += pr
                 acc.sq[o, n] += pr * pr
-            lp = out[int(acc.YT[0, n]), n] - m - math.log(s)
+            lp = out[acc.YT[0, n], n] - m - math.log(s)
         acc.lse[n] = logaddexp(acc.lse[n], lp)
-    if lik == GAUSSIAN:
-        for o in range(n_out):
-            acc.var[o] += 1.0 / noise[o]
 
 
 # -- labels, errors, probabilities ------------------------------------------------------
