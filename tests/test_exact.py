@@ -109,7 +109,7 @@ def test_kernel_matches_numpy_reference(spec):
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}-io{s.direct}")
 def test_the_targets_type_chooses_the_likelihood(spec):
-    """A classifier's targets are int64 class labels and a regression's float64 (MLPSpec.target_rows), in the
+    """A regression's targets are float64 and a classifier's int64 class indices (MLPSpec.target_rows), in the
     model's target and its accumulators alike: the kernels compile the likelihood that type names alone, so
     that a logistic network's labels read as floats give the Gaussian's energy, not the logistic's."""
     rng = np.random.default_rng(1)

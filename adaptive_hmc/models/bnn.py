@@ -240,7 +240,7 @@ def _hyper_values(hyper, out):
 
 @njit(inline="always")
 def _accumulate(q, t, hyper, acc):
-    accumulate(acc, forward(q, t.arch, acc.XT, acc.work, None, None), hyper.noise, t.arch[LIKELIHOOD])
+    accumulate(acc, forward(q, t.arch, acc.XT, acc.work, None, None), hyper.noise)
 
 
 MLPTarget.kernels = TargetKernels(_energy_grad, _step_scales, _gibbs, _hyper_values, _accumulate, _gibbs_energy_grad)

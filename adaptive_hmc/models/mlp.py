@@ -36,6 +36,11 @@ from ..jit import fast_exp, fast_log, fast_log1p, fast_tanh, fast_tanh32, njit
 
 GAUSSIAN, LOGISTIC, SOFTMAX = 0, 1, 2
 LIKELIHOODS = {"gaussian": GAUSSIAN, "logistic": LOGISTIC, "softmax": SOFTMAX}
+#: The type of each likelihood's targets in the kernels (:meth:`MLPSpec.target_rows`): real values, or class
+#: indices (a logistic network's one output against a softmax network's several tells the two apart). Labels as
+#: booleans were tried: the logistic gradient ran slower (the conversion in its vectorised loops) and its draws
+#: changed in the last bits.
+TARGET_TYPES = {"gaussian": np.float64, "logistic": np.int64, "softmax": np.int64}
 
 #: Positions in ``arch`` (compile-time constants inside the kernels).
 N_IN, N_OUT, LIKELIHOOD, HAS_IO, N_LAYERS, HIDDEN = 0, 1, 2, 3, 4, 5
@@ -141,11 +146,10 @@ class MLPSpec:
         return {g.name: q[g.slice].reshape(g.shape) for g in self.groups}
 
     def target_rows(self, Y) -> np.ndarray:
-        """The targets Y (N, n_targets) as the kernels take them, one row a target (YT): float64 for a
-        Gaussian network, int64 class labels for a classifier. The kernels' typing chooses the likelihood's
-        code by this type (:func:`_likelihood_terms`), so that a network compiles its own likelihood alone."""
-        dtype = np.float64 if self.likelihood == "gaussian" else np.int64
-        return np.ascontiguousarray(np.asarray(Y).T, dtype=dtype)
+        """The targets Y (N, n_targets) as the kernels take them, one row a target (YT), in the type that
+        names the likelihood (:data:`TARGET_TYPES`): the kernels' typing chooses the likelihood's code by it
+        (:func:`_likelihood_terms`), so that a network compiles its own likelihood alone."""
+        return np.ascontiguousarray(np.asarray(Y).T, dtype=TARGET_TYPES[self.likelihood])
 
     def workspace(self, n_cases: int, precision: str = "float64") -> "Workspace":
         """Scratch the kernels need for ``n_cases`` cases (padded or not), the
@@ -745,7 +749,7 @@ def softmax_norm(out, n):
 
 
 @njit(inner=True)
-def _likelihood_block(out, YT, noise, lik, dout, c0, c1):
+def _likelihood_block(out, YT, noise, dout, c0, c1):
     """Minus log likelihood (up to a constant in the weights) of the cases
     [c0, c1) of the outputs ``out`` (n_out, N_padded), and its derivative with
     respect to each output, written into the block's ``dout`` (n_out, >= c1 - c0)
@@ -756,22 +760,23 @@ def _likelihood_block(out, YT, noise, lik, dout, c0, c1):
     for o in range(n_out):
         for n in range(real, c1 - c0):
             dout[o, n] = 0.0
-    return _likelihood_terms(out, YT, noise, lik, dout, c0, real)
+    return _likelihood_terms(out, YT, noise, dout, c0, real)
 
 
-def _likelihood_terms(out, YT, noise, lik, dout, c0, real):
-    """:func:`_likelihood_block`'s terms of its ``real`` cases, by the targets' type: real-valued targets
-    (float64) the Gaussian's, class labels (int64) the logistic's or the softmax's (``lik``), so that a network
-    compiles its own likelihood's code alone (:meth:`MLPSpec.target_rows`)."""
+def _likelihood_terms(out, YT, noise, dout, c0, real):
+    """:func:`_likelihood_block`'s terms of its ``real`` cases, by the targets' type (:data:`TARGET_TYPES`):
+    real values the Gaussian's, class indices the logistic's (one output) or the softmax's, so that a network
+    compiles its own likelihood's code alone (a function of its own, not inlined: inlined, numba would compile
+    it for typing and then lower it again inside the block's kernel)."""
 
 
 @overload(_likelihood_terms)
-def _likelihood_terms_impl(out, YT, noise, lik, dout, c0, real):
+def _likelihood_terms_impl(out, YT, noise, dout, c0, real):
     if isinstance(YT.dtype, types.Float):
-        return lambda out, YT, noise, lik, dout, c0, real: _gaussian_block(out, YT, noise, dout, c0, real)
+        return lambda out, YT, noise, dout, c0, real: _gaussian_block(out, YT, noise, dout, c0, real)
 
-    def classes(out, YT, noise, lik, dout, c0, real):
-        if lik == LOGISTIC:
+    def classes(out, YT, noise, dout, c0, real):
+        if out.shape[0] == 1:
             return _logistic_block(out, YT, dout, c0, real)
         return _softmax_block(out, YT, dout, c0, real)
     return classes
@@ -931,7 +936,7 @@ def _thread_blocks(what, q, qh, arch, XT, YT, noise, hidden, out, weights, scrat
         c1 = min(c0 + step, N)
         _forward_block(q, qh, arch, XT, work, c0, c1, _YES)
         if what >= _ENERGY:
-            energy[b] = _likelihood_block(out[:n_out], YT, noise, arch[LIKELIHOOD], dout, c0, c1)
+            energy[b] = _likelihood_block(out[:n_out], YT, noise, dout, c0, c1)
         if what == _GRADIENT:
             g = partial[b]
             for k in range(g.size):
@@ -985,7 +990,7 @@ def mlp_data_energy(q, arch, XT, YT, noise, work, sparse, threads):
     for c0 in range(0, N, step):
         c1 = min(c0 + step, N)
         _forward_block(q, qh, arch, XT, work, c0, c1, dense_first)
-        e += _likelihood_block(out, YT, noise, arch[LIKELIHOOD], dout, c0, c1)
+        e += _likelihood_block(out, YT, noise, dout, c0, c1)
     return e
 
 
@@ -1124,7 +1129,7 @@ def _line_block(what, x, line, moving, q, qh, dw, arch, XT, YT, noise, hidden, o
                 v, y = q[o2 + j * n_out + o] * fv, out[o, c0:c1]
                 for n in range(c1 - c0):
                     y[n] += v * a[n]
-    return _likelihood_block(out[:n_out], YT, noise, arch[LIKELIHOOD], dout, c0, c1)
+    return _likelihood_block(out[:n_out], YT, noise, dout, c0, c1)
 
 
 @njit(inline="always")
@@ -1204,7 +1209,7 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse, threads):
     for c0 in range(0, N, step):
         c1 = min(c0 + step, N)
         _forward_block(q, qh, arch, XT, work, c0, c1, dense_first)
-        energy += _likelihood_block(out, YT, noise, arch[LIKELIHOOD], dout, c0, c1)
+        energy += _likelihood_block(out, YT, noise, dout, c0, c1)
         _backward_block(q, qh, grad, arch, XT, work, dout, c0, c1, dense_first)
     if sparse is not None:
         if not dense_first:

@@ -19,7 +19,7 @@ from scipy.special import expit
 from scipy.stats import norm
 
 from ..jit import njit
-from .mlp import LOGISTIC, MLPSpec, pad_cases, softmax_norm
+from .mlp import MLPSpec, pad_cases, softmax_norm
 
 
 class Accumulator(NamedTuple):
@@ -96,25 +96,32 @@ def _log_sigmoid(f):
 
 
 @njit(inner=True)
-def accumulate(acc, out, noise, lik):
+def accumulate(acc, out, noise):
     """Add the predictions of one sample (network outputs ``out``, (n_out, N))
-    to ``acc``: Gaussian means and noise variances, or class probabilities
-    (``lik``: logistic or softmax); and log p(y | sample) of each target case.
-    The targets' type chooses the likelihood's code (:func:`_add_sample`)."""
+    to ``acc``: Gaussian means and noise variances, or class probabilities;
+    and log p(y | sample) of each target case. The targets' type chooses the
+    likelihood's code, as the energy's (:func:`_add_sample`)."""
     acc.count[0] += 1.0
-    _add_sample(acc, out, noise, lik)
+    _add_sample(acc, out, noise)
 
 
-def _add_sample(acc, out, noise, lik):
-    """:func:`accumulate`'s sums, by the targets' type, as the energy's
-    (:meth:`~adaptive_hmc.models.mlp.MLPSpec.target_rows`): a network compiles its own likelihood alone."""
+def _add_sample(acc, out, noise):
+    """:func:`accumulate`'s sums by the targets' type (:data:`~adaptive_hmc.models.mlp.TARGET_TYPES`; class
+    indices: one output logistic, several softmax), so that a network compiles its own likelihood alone."""
 
 
 @overload(_add_sample)
-def _add_sample_impl(acc, out, noise, lik):
-    if isinstance(acc.types[acc.fields.index("YT")].dtype, types.Float):
-        return lambda acc, out, noise, lik: _add_gaussian(acc, out, noise)
-    return lambda acc, out, noise, lik: _add_classes(acc, out, lik)
+def _add_sample_impl(acc, out, noise):
+    dtype = acc.types[acc.fields.index("YT")].dtype
+    if isinstance(dtype, types.Float):
+        return lambda acc, out, noise: _add_gaussian(acc, out, noise)
+
+    def classes(acc, out, noise):
+        if acc.pred.shape[0] == 1:
+            _add_logistic(acc, out)
+        else:
+            _add_softmax(acc, out)
+    return classes
 
 
 @njit(inline="always")
@@ -134,23 +141,25 @@ def _add_gaussian(acc, out, noise):
 
 
 @njit(inline="always")
-def _add_classes(acc, out, lik):
+def _add_logistic(acc, out):
+    for n in range(acc.pred.shape[1]):
+        f = out[0, n]
+        pr = 1.0 / (1.0 + math.exp(-f))
+        acc.pred[0, n] += pr
+        acc.sq[0, n] += pr * pr
+        acc.lse[n] = logaddexp(acc.lse[n], _log_sigmoid(f) if acc.YT[0, n] > 0 else _log_sigmoid(-f))
+
+
+@njit(inline="always")
+def _add_softmax(acc, out):
     n_out, N = acc.pred.shape
     for n in range(N):
-        if lik == LOGISTIC:
-            f = out[0, n]
-            pr = 1.0 / (1.0 + math.exp(-f))
-            acc.pred[0, n] += pr
-            acc.sq[0, n] += pr * pr
-            lp = _log_sigmoid(f) if acc.YT[0, n] > 0 else _log_sigmoid(-f)
-        else:
-            m, s = softmax_norm(out, n)
-            for o in range(n_out):
-                pr = math.exp(out[o, n] - m) / s
-                acc.pred[o, n] += pr
-                acc.sq[o, n] += pr * pr
-            lp = out[acc.YT[0, n], n] - m - math.log(s)
-        acc.lse[n] = logaddexp(acc.lse[n], lp)
+        m, s = softmax_norm(out, n)
+        for o in range(n_out):
+            pr = math.exp(out[o, n] - m) / s
+            acc.pred[o, n] += pr
+            acc.sq[o, n] += pr * pr
+        acc.lse[n] = logaddexp(acc.lse[n], out[acc.YT[0, n], n] - m - math.log(s))
 
 
 # -- labels, errors, probabilities ------------------------------------------------------
