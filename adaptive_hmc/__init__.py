@@ -25,10 +25,10 @@ __all__ = sorted(_WHERE)
 __version__ = "0.1.0"
 
 #: How long a model's first run takes to compile its sampler on 2 cores (the
-#: quick robot-arm config with an empty cache, the README's Quick start: 15.1-16.0 s
-#: measured with NUMBA_CACHE_DIR empty; the `init` templates 28-32 s). Said at the
+#: quick robot-arm config with an empty cache, the README's Quick start: 13.5-15.5 s
+#: measured with NUMBA_CACHE_DIR empty; the `init` templates 27-30 s). Said at the
 #: start of a run, before the imports that take a second or two.
-COMPILE_TIME = "about 15-35 s"
+COMPILE_TIME = "about 15-30 s"
 
 #: The draws a chain ``adaptive-hmc export`` writes by default, evenly spaced (``--draws all``: every one): an
 #: ArviZ user's few thousand in all, where a long run holds tens of thousands.
