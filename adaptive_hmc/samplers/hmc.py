@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 from ..jit import njit
 from .leapfrog import kinetic, leapfrog, set_state
 from .settings import KernelInfo
@@ -33,16 +35,17 @@ def draw_step_sizes(step_sizes, step_nu, rng):
 
 
 @njit(inline="always")
-def _offer(idx, lo, hi, q, g, p, u, h, logsum, cq, cg, cp, cu, rng):
+def _offer(idx, lo, hi, q, g, p, sign, u, h, logsum, cq, cg, cp, cu, rng):
     """Streaming choice of one state of window [lo, hi] with probability
-    proportional to exp(-H): the state at ``idx`` replaces the candidate with
-    probability exp(-H) / (sum of exp(-H) so far). Returns the new log sum."""
+    proportional to exp(-H): the state (q, sign p) at ``idx`` replaces the
+    candidate with probability exp(-H) / (sum of exp(-H) so far). Returns the
+    new log sum."""
     if idx < lo or idx > hi:
         return logsum, cu
     m = max(logsum, -h)
     new = m + math.log(math.exp(logsum - m) + math.exp(-h - m))
     if rng.random() < math.exp(-h - new):
-        set_state(cq, cg, cp, q, g, p, 1.0)
+        set_state(cq, cg, cp, q, g, p, sign)
         cu = u
     return new, cu
 
@@ -65,12 +68,12 @@ class WindowChoice(NamedTuple):
 
 
 @njit(inner=True)
-def _offer_both(idx, W, L, q, g, p, u, h, sel, rng):
-    """Offer the state at trajectory index ``idx`` to both windows of ``sel``
-    (a :class:`WindowChoice`); returns the new one."""
-    log_r, ru = _offer(idx, 0, W - 1, q, g, p, u, h, sel.reject_logsum, sel.reject_q, sel.reject_g, sel.reject_p,
-                       sel.reject_u, rng)
-    log_a, au = _offer(idx, L - W + 1, L, q, g, p, u, h, sel.accept_logsum, sel.accept_q, sel.accept_g,
+def _offer_both(idx, W, L, q, g, p, sign, u, h, sel, rng):
+    """Offer the state (q, sign p) at trajectory index ``idx`` to both windows of ``sel``
+    (a :class:`WindowChoice`); returns the new one. The sign instead of a negated copy: no array a step."""
+    log_r, ru = _offer(idx, 0, W - 1, q, g, p, sign, u, h, sel.reject_logsum, sel.reject_q, sel.reject_g,
+                       sel.reject_p, sel.reject_u, rng)
+    log_a, au = _offer(idx, L - W + 1, L, q, g, p, sign, u, h, sel.accept_logsum, sel.accept_q, sel.accept_g,
                        sel.accept_p, sel.accept_u, rng)
     return WindowChoice(log_r, sel.reject_q, sel.reject_g, sel.reject_p, ru, log_a, sel.accept_q, sel.accept_g,
                         sel.accept_p, au)
@@ -127,13 +130,14 @@ def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     # the current state sits at a uniformly chosen s in [0, W-1].
     s = int(rng.random() * W)
     sel = WindowChoice(-math.inf, q0.copy(), g0.copy(), p0.copy(), u, -math.inf, q0.copy(), g0.copy(), p0.copy(), u)
-    sel = _offer_both(s, W, L, q0, g0, p0, u, h0, sel, rng)
+    sel = _offer_both(s, W, L, q0, g0, p0, 1.0, u, h0, sel, rng)
     used = 0
     ok = True
     worst = 0.0
     # Backward from the current state (run with negated momentum, offer (q, -p)),
     # then forward: states s-1..0, then s+1..L.
-    qb, gb, pb = q0.copy(), g0.copy(), -p0
+    qb, gb, pb = np.empty_like(q0), np.empty_like(g0), np.empty_like(p0)
+    set_state(qb, gb, pb, q0, g0, p0, -1.0)
     for i in range(L):
         backward = i < s
         qx, gx, px = (qb, gb, pb) if backward else (q, g, p)
@@ -144,9 +148,9 @@ def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
         h = ux + kinetic(px)
         worst = max(worst, h - h0)
         if backward:
-            sel = _offer_both(s - 1 - i, W, L, qx, gx, -px, ux, h, sel, rng)
+            sel = _offer_both(s - 1 - i, W, L, qx, gx, px, -1.0, ux, h, sel, rng)
         else:
-            sel = _offer_both(i + 1, W, L, qx, gx, px, ux, h, sel, rng)
+            sel = _offer_both(i + 1, W, L, qx, gx, px, 1.0, ux, h, sel, rng)
     if not ok:
         set_state(q, g, p, q0, g0, p0, -1.0)
         return KernelInfo(0.0, 0.0, math.inf, True, used, u, 0.0)
