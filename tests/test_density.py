@@ -733,6 +733,32 @@ def test_a_density_file_with_cached_numba_functions_runs_again_from_the_cache(tm
         assert list((tmp_path / "__pycache__").glob("cached.logp_grad-*.nbi"))       # written, then read
 
 
+
+def test_a_plain_python_log_density_runs_in_a_fresh_interpreter(tmp_path):
+    """``def logp(q): return -0.5 * float(q @ q), -q``, with no Numba in it, runs through ``adaptive-hmc run``
+    and ``adaptive_hmc.sample`` in a process that imports nothing but the package (numba types the Python
+    callback's address only once numba.experimental.function_type is imported, which arviz happened to do)."""
+    import subprocess
+    import sys
+    import yaml
+    (tmp_path / "f.py").write_text("def logp(q):\n    return -0.5 * float(q @ q), -q\n")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"name": "plain", "model": {"kind": "density", "file": "f.py", "function": "logp",
+                                                             "dim": 2},
+                                   "sampler": {"chains": 2, "warmup": 100},
+                                   "run": {"seed": 1, "super_transitions": 3, "budget": 200}}))
+    r = subprocess.run([sys.executable, "-m", "adaptive_hmc.front.cli", "run", str(cfg), "--out", str(tmp_path / "D"),
+                        "--quiet"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert (tmp_path / "D" / "posterior.nc").is_file()
+    code = ("import sys\nimport adaptive_hmc\nsys.path.insert(0, '.')\nfrom f import logp\n"
+            "idata = adaptive_hmc.sample(logp, [[0.1, 0.2], [-0.3, 0.4]], warmup=100, super_transitions=3, "
+            "budget=200, seed=1)\nq = idata.posterior['q'].values\nprint(q.shape[0], q.shape[2], bool((q == q).all()))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-3:] == ["2", "2", "True"]
+
+
 _Y = np.empty(200)
 _E = np.random.default_rng(0).normal(size=200)
 _Y[0] = 0.5 + _E[0]

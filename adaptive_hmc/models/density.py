@@ -21,6 +21,7 @@ import threading
 from typing import Callable, NamedTuple
 
 import numba
+import numba.experimental.function_type  # noqa: F401 - types a Python callback's address (as arviz's import did)
 import numpy as np
 from numba import types
 from numba.core import cgutils
