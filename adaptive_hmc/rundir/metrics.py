@@ -138,6 +138,14 @@ def hyper_draws(kept: dict, rows, history_hyper, names=None) -> np.ndarray | tup
     return np.log(y[:, :, varying]), [n for n, v in zip(names, varying) if v]
 
 
+def largest_own_rhat(y) -> np.ndarray:
+    """Each chain's largest own split R-hat over the variables of draws ``y`` (chains, draws, variables)
+    (:func:`~adaptive_hmc.diagnostics.within_chain_rhat`) as ArviZ computes it: a value below 1, which a
+    chain of nearly independent draws gives, is reported as it is, not raised to 1; -inf (shown as None)
+    for a chain of no variables."""
+    return np.max(within_chain_rhat(y), axis=1, initial=-np.inf)
+
+
 def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: dict, test_slices: dict,
                     history_hyper, gradients: int, seconds: float, hyper_names=None) -> dict:
     """summary.json's ``diagnostics``: R-hat and bulk and tail ESS across the
@@ -168,9 +176,9 @@ def run_diagnostics(spec: MLPSpec, kept: dict, rows, chains: str, predictions: d
     found = [d["rhat_max"] for d in [*out["test"].values(), out["hyper"]] if d is not None]
     out["rhat_max"] = None if None in found else max(found, default=None)
     out["rhat_max_of"] = rhat_of(out)
-    own = {"predictions": np.max(within_chain_rhat(y), axis=1, initial=1.0)}
+    own = {"predictions": largest_own_rhat(y)}
     if out["hyper"] is not None:
-        own["hyper"] = np.max(within_chain_rhat(h), axis=1, initial=1.0)
+        own["hyper"] = largest_own_rhat(h)
     out["within_chain"] = {k: [round(float(v), 4) if np.isfinite(v) else None for v in r] for k, r in own.items()}
     out["verdict"] = verdict(out["rhat_max"], np.max(list(own.values()), axis=0))
     return out
