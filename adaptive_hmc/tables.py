@@ -8,6 +8,7 @@ Flow position: **tables** -> data.
 """
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import math
@@ -41,26 +42,47 @@ def check_finite(A, what: str, first_row: int = 0) -> str | None:
             f"allowed")
 
 
-#: Cells read as missing values (case does not matter).
-MISSING = ("", "?", "na", "n/a", "nan", "null", "none")
+#: Cells read as missing values (case does not matter), as docs/CONFIG.md (data.missing) lists them; any other
+#: text (none, null, n/a) is a level of a text column.
+MISSING = ("", "?", "na", "nan")
+
+
+def is_missing(cell: str) -> bool:
+    """Whether ``cell`` is one of the :data:`MISSING` markers."""
+    return cell.strip().lower() in MISSING
 
 
 def _number(cell: str) -> float | None:
     try:
         return float(cell)
     except ValueError:
-        return math.nan if cell.strip().lower() in MISSING else None
+        return math.nan if is_missing(cell) else None
+
+
+#: A number written with a currency, a percent sign or a decimal comma or digit grouping: '5%', '$3', '1,5'.
+_WRITTEN = re.compile(r"[-+]?([$€£¥]?)\s*[-+]?\d+(?:[.,' ]\d+)*\s*(%|‰|[$€£¥]?)")
+
+
+def written_number(cell: str) -> str | None:
+    """How to write ``cell`` when it is a number written as text ('5%', '$3', '1,5'), else None."""
+    m = _WRITTEN.fullmatch(cell.strip())
+    if m is None or not (m.group(1) or m.group(2) or "," in cell):
+        return None
+    return (f"{cell.strip()!r} is a number written with a unit or a decimal comma: write the column as plain "
+            f"numbers (a decimal point, no unit, no thousands separator: 5 for 5%, 1.5 for 1,5), e.g. by formatting "
+            f"its cells as numbers in the spreadsheet")
 
 
 #: Delimiters a table may use besides white space.
 DELIMITERS = ",;\t"
 
 
-def _sniff(lines: list) -> str | None:
+def _sniff(text: str) -> str | None:
     """The delimiter of a table: what Python's ``csv.Sniffer`` finds among
     :data:`DELIMITERS` in its first lines (quotes understood), else whichever
     of them occurs most in the first line outside quotes, or None (white
     space) when none does."""
+    lines = [ln for ln in re.split(r"\r\n|\r|\n", text) if ln.strip() and not ln.lstrip().startswith("#")] or [""]
     try:
         return csv.Sniffer().sniff("\n".join(lines[:20]), delimiters=DELIMITERS).delimiter
     except csv.Error:
@@ -70,14 +92,17 @@ def _sniff(lines: list) -> str | None:
         return best if counts[best] else None
 
 
-def _rows(lines: list, delim: str | None) -> list:
-    """The cells of each row, as Python's ``csv`` module reads them (quoted cells may hold the delimiter, doubled
-    quotes and line breaks; the quotes are not part of a cell), stripped; white space splits each line where
-    ``delim`` is None."""
+def _rows(text: str, delim: str | None) -> list:
+    """The cells of each row of ``text``, as Python's ``csv`` module reads them (quoted cells may hold the
+    delimiter, doubled quotes and line breaks; the quotes are not part of a cell; only \\n and \\r end a row),
+    stripped; spaces and tabs split each line where ``delim`` is None. Blank rows and rows whose first cell
+    starts with # are left out, after the parse (a quoted cell may hold either)."""
     if delim is None:
-        return [[c.strip('"') for c in ln.split()] for ln in lines]
-    reader = csv.reader(io.StringIO("\n".join(lines)), delimiter=delim, skipinitialspace=True)
-    return [[c.strip() for c in row] for row in reader if row]
+        rows = [[c.strip('"') for c in re.split(r"[ \t]+", ln.strip(" \t"))] for ln in re.split(r"\r\n|\r|\n", text)]
+    else:
+        reader = csv.reader(io.StringIO(text, newline=""), delimiter=delim, skipinitialspace=True)
+        rows = [[c.strip() for c in row] for row in reader]
+    return [r for r in rows if any(r) and not r[0].startswith("#")]
 
 
 class Table(NamedTuple):
@@ -87,6 +112,7 @@ class Table(NamedTuple):
     names: list | None      # the header's cells, or None
     texts: dict             # {column: its cells} of the columns that hold text
     notes: tuple = ()       # what was done that the user should hear (an empty trailing column left out, ...)
+    cells: dict = {}        # {column: its cells as written} of every column that may hold text ('01' is not '1')
 
 
 def _decode(raw: bytes, path: Path, key: str, value, encoding: str | None) -> str:
@@ -97,10 +123,16 @@ def _decode(raw: bytes, path: Path, key: str, value, encoding: str | None) -> st
     name = "the encoding (data.encoding in a config; --encoding for init and predict)"
     if encoding is not None:
         try:
-            return raw.decode(encoding)
+            codec = codecs.lookup(encoding).name
         except LookupError:
             raise DataError(key, value, f"encoding {encoding!r} is not one Python knows ({path}); e.g. utf-8, "
                                         f"latin-1, cp1252, utf-16") from None
+        if codec.startswith(("utf-16", "utf-32")) and raw and b"\0" not in raw:
+            raise DataError(key, value, f"not {encoding} text: the file holds no NUL bytes, which {encoding} "
+                                        f"text of Latin letters and digits does, so it is UTF-8 or another 8-bit "
+                                        f"encoding ({path}): leave out {name} to read UTF-8, or name the file's")
+        try:
+            return raw.decode("utf-8-sig" if codec == "utf-8" else encoding)     # Excel's byte-order mark skipped
         except UnicodeDecodeError as e:
             raise DataError(key, value, f"not {encoding} text: byte 0x{raw[e.start]:02x} at offset {e.start} "
                                         f"({path}); name {name}") from None
@@ -151,23 +183,22 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
     break, Excel's UTF-8 byte-order mark; UTF-16 with its byte-order mark, or
     the ``encoding`` named): the delimiter is detected unless given; a first
     row holding text (not numbers or missing markers) is a header unless
-    ``header`` says otherwise; empty lines and lines starting with # are
-    skipped; empty columns at the right (a trailing delimiter) are left out
-    with a note. ``text_columns(names, width)`` gives the columns that may
+    ``header`` says otherwise; blank rows and rows starting with # are
+    skipped (after the parse: a quoted cell may hold either); empty columns
+    at the right (a trailing delimiter) are left out with a note. ``text_columns(names, width)`` gives the columns that may
     hold text (a classification's labels, text inputs; ``names`` None before a
     header is known); DataError names the first other cell that is neither a
     number nor missing, and a column name the header gives twice."""
     if not path.is_file():
         raise DataError(key, value, f"no such file ({path})")
     text = _decode(path.read_bytes(), path, key, value, encoding)
-    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    if not lines:
-        raise DataError(key, value, f"the file has no rows ({path})")
-    delim = delimiter if delimiter is not None else _sniff(lines)
+    delim = delimiter if delimiter is not None else _sniff(text)
     try:
-        rows = _rows(lines, delim)
+        rows = _rows(text, delim)
     except csv.Error as e:
         raise DataError(key, value, f"not a table Python's csv module can read ({e}) ({path})") from None
+    if not rows:
+        raise DataError(key, value, f"the file has no rows ({path})")
     notes = []
     empty = _trailing_empty(rows)
     if empty:
@@ -192,7 +223,7 @@ def parse_table(path: Path, key: str, value, delimiter: str | None = None, heade
         notes.append(f"{path}: the first row ({shown}) holds only numbers, so it is read as data; if it names the "
                      f"columns, set data.header: true")
     A, texts = _cells(body, width, may_be_text, delim, key, value, path)
-    return Table(A, names, texts, tuple(notes))
+    return Table(A, names, texts, tuple(notes), {j: [row[j] for row in body] for j in may_be_text if j < width})
 
 
 def _unique(names: list, key: str, value, path: Path) -> list:
@@ -222,10 +253,11 @@ def _cells(body: list, width: int, may_be_text: set, delim, key: str, value, pat
                 v = math.nan
             elif v is None:
                 broken = " (a line break inside a quoted cell)" if "\n" in cell or "\r" in cell else ""
+                hint = f"; {written_number(cell)}" if written_number(cell) else ""
                 raise DataError(key, value, f"not a numeric table: row {i}, column {j} is {cell!r}{broken} (rows "
                                             f"counted from 1 below any header, columns from 0; missing values may "
                                             f"be written as {', '.join(repr(m) for m in MISSING if m)} or left "
-                                            f"empty) ({path})")
+                                            f"empty) ({path}){hint}")
             A[i - 1, j] = v
     return A, {j: [row[j] for row in body] for j in texts}
 
@@ -256,7 +288,7 @@ def target_indices(target_columns, names, width: int) -> list:
 def label_classes(cells) -> tuple:
     """The classes of a column of text labels: its distinct cells but the
     missing ones, sorted; class k is the k-th (as scikit-learn codes them)."""
-    return tuple(sorted({c for c in cells if c.strip().lower() not in MISSING}))
+    return tuple(sorted({c for c in cells if not is_missing(c)}))
 
 
 def single_row_classes(labels) -> list:
@@ -288,7 +320,7 @@ def encode_levels(cells, column: str, levels, where: str, unseen: str = "a level
         k = code.get(cell)
         if k is not None:
             out[i, k] = 1.0
-        elif cell.strip().lower() in MISSING:
+        elif is_missing(cell):
             out[i] = math.nan
         else:
             raise ValueError(f"row {i + 1} of {where}: column {column!r} is {cell!r}, {unseen}; it knows "
@@ -296,23 +328,38 @@ def encode_levels(cells, column: str, levels, where: str, unseen: str = "a level
     return out[:, 1:] if len(levels) == 2 else out
 
 
+def encoded_names(columns, levels: dict, key: str, value, path) -> list:
+    """The network's input names for input ``columns`` (each named in ``levels`` as its
+    :func:`indicator_names`); DataError when two are one name (a column ``a=y`` beside text column ``a``)."""
+    seen: dict = {}
+
+    def what(n, c):
+        return f"text column {c!r}'s indicator of level {n[len(c) + 1:]!r}" if c in levels else f"input column {c!r}"
+    for c in columns:
+        for n in indicator_names(c, levels[c]) if c in levels else [c]:
+            if n in seen:
+                both = sorted([what(n, seen[n]), what(n, c)], key=lambda w: w.startswith("text"))
+                raise DataError(key, value, f"{both[0]} and {both[1]} have one name, {n!r}, among the network's "
+                                            f"inputs ({path}); rename the column")
+            seen[n] = c
+    return list(seen)
+
+
 def _encode(table: Table, columns: list, levels: dict, key: str, value, path: Path, unseen: str) -> tuple:
-    """(the table's ``columns`` as numbers, their names) with each column
-    named in ``levels`` replaced by its indicator columns (:func:`encode_levels`)."""
-    parts, names = [], []
+    """(the table's ``columns`` as numbers, each named in ``levels`` replaced by its indicator columns
+    (:func:`encode_levels`) of its cells as written; the table's column each of those columns comes from)."""
+    parts, source = [], []
     for j in columns:
         name = table.names[j] if table.names is not None else str(j)
         if name in levels:
-            cells = table.texts.get(j) or [f"{v:g}" for v in table.A[:, j]]
             try:
-                parts.append(encode_levels(cells, name, levels[name], str(path), unseen))
+                parts.append(encode_levels(table.cells[j], name, levels[name], str(path), unseen))
             except ValueError as e:
                 raise DataError(key, value, str(e)) from None
-            names += indicator_names(name, levels[name])
         else:
             parts.append(table.A[:, [j]])
-            names.append(name)
-    return (np.hstack(parts) if parts else np.empty((len(table.A), 0))), names
+        source += [j] * parts[-1].shape[1]
+    return (np.hstack(parts) if parts else np.empty((len(table.A), 0))), np.array(source, int)
 
 
 class Columns(NamedTuple):
@@ -326,6 +373,29 @@ class Columns(NamedTuple):
     notes: tuple                # :class:`Table`'s notes
 
 
+def _check_categorical(categorical: dict, header) -> None:
+    """DataError for a hand-written ``data.categorical`` whose levels are none or one given twice, or that names
+    columns of a table without a header."""
+    for c, lv in categorical.items():
+        twice = [v for i, v in enumerate(lv) if v in lv[:i]]
+        if twice or not lv:
+            raise DataError(f"data.categorical.{c}", list(lv), f"lists level {twice[0]!r} twice; each level once"
+                            if twice else "lists no level; give the column's levels (init writes them)")
+    if categorical and header is False:
+        raise DataError("data.categorical", sorted(categorical), "names columns, but data.header is false")
+
+
+def _named_columns(categorical: dict, names: list, targets: list, path: Path) -> None:
+    """DataError when ``data.categorical`` names a column the header ``names`` lacks, or a target column."""
+    unknown = [c for c in categorical if c not in names]
+    if unknown:
+        raise DataError("data.categorical", sorted(categorical), f"no column named {unknown[0]!r} in {path}; the "
+                                                                 f"header has {names}")
+    if set(targets) & {names.index(c) for c in categorical}:
+        raise DataError("data.categorical", sorted(categorical), "names a target column; it is for input columns "
+                                                                 "(a classification's text labels need no entry)")
+
+
 def read_table(path: Path, target_columns, key: str, value, delimiter=None, header=None, labels: bool = False,
                categorical: dict | None = None, encoding: str | None = None) -> Columns:
     """The :class:`Columns` of a table (see :func:`parse_table`):
@@ -334,14 +404,17 @@ def read_table(path: Path, target_columns, key: str, value, delimiter=None, head
     classes, class k coded k, as scikit-learn's estimators do (``classes``
     empty for numeric labels). The input columns named in ``categorical``
     ({name: levels}) hold text, each replaced by its indicator columns
-    (:func:`indicator_names`)."""
+    (:func:`indicator_names`) of its cells as written; their names are checked against the header before
+    its cells are read."""
     categorical = categorical or {}
+    _check_categorical(categorical, header)
 
     def text_columns(names, width):
         if names is None:                   # before a header is known: the columns given by number
             return [c % width for c in target_columns if labels and not isinstance(c, str) and -width <= c < width]
-        return (target_indices(target_columns, names, width) if labels else []) + \
-            [j for j, n in enumerate(names) if n in categorical]
+        targets = target_indices(target_columns, names, width)
+        _named_columns(categorical, names, targets, path)
+        return (targets if labels else []) + [j for j, n in enumerate(names) if n in categorical]
     try:
         table = parse_table(path, key, value, delimiter, header, text_columns, encoding)
     except DataError as e:
@@ -352,24 +425,19 @@ def read_table(path: Path, target_columns, key: str, value, delimiter=None, head
     A, names = table.A, table.names
     if categorical and names is None:
         raise DataError("data.categorical", sorted(categorical), f"names columns, but {path} has no header row")
-    unknown = [c for c in categorical if c not in names] if categorical else []
-    if unknown:
-        raise DataError("data.categorical", sorted(categorical), f"no column named {unknown[0]!r} in {path}; the "
-                                                                 f"header has {names}")
     cols = target_indices(target_columns, names, A.shape[1])
-    if set(cols) & {names.index(c) for c in categorical}:
-        raise DataError("data.categorical", sorted(categorical), "names a target column; it is for input columns "
-                                                                 "(a classification's text labels need no entry)")
     classes: tuple = ()
     for j in cols:
         if j in table.texts:
             classes = label_classes(table.texts[j])
             code = {c: k for k, c in enumerate(classes)}
             A[:, j] = [code.get(c, math.nan) for c in table.texts[j]]
-    X, x_names = _encode(table, [j for j in range(A.shape[1]) if j not in cols], categorical, key, value, path,
-                         "a level data.categorical does not list for it")
+    inputs = [j for j in range(A.shape[1]) if j not in cols]
+    x_names = None if names is None else encoded_names([names[j] for j in inputs], categorical, "data.categorical",
+                                                       sorted(categorical), path)
+    X, _ = _encode(table, inputs, categorical, key, value, path, "a level data.categorical does not list for it")
     target_names = [names[j] for j in cols] if names is not None else None
-    return Columns(X, A[:, cols], x_names if names is not None else None, target_names, classes, table.notes)
+    return Columns(X, A[:, cols], x_names, target_names, classes, table.notes)
 
 
 def raw_input_names(names, levels: dict) -> list:
@@ -393,15 +461,16 @@ def read_inputs(path, n_inputs: int, names=(), notes: list | None = None, levels
     otherwise they are read by position, and when the run knows the names, a
     line appended to ``notes`` says the order assumed. The text columns of
     ``levels`` ({name: levels}, the run's ``data.categorical``) are encoded as
-    the run's training table was; a level it did not know is an error naming
-    the row, the column and the levels it knows."""
+    the run's training table was (their cells as written); a level it did not know is an error naming
+    the row, the column and the levels it knows. A header's column that is not an input of the run (a label
+    column) may hold text: it is named as not an input."""
     levels = levels or {}
     raw = raw_input_names(names, levels) if names else []
     text = {j for j, n in enumerate(raw) if n in levels}
     try:
         table = parse_table(Path(path), "input", str(path), encoding=encoding,
                             text_columns=lambda header, width: text if header is None else
-                            [j for j, n in enumerate(header) if n in levels])
+                            [j for j, n in enumerate(header) if n in levels or (raw and n not in raw)])
     except DataError as e:
         raise ValueError(f"{path}: {e.allowed}") from None
     header = table.names
@@ -425,12 +494,14 @@ def read_inputs(path, n_inputs: int, names=(), notes: list | None = None, levels
         order = list(range(table.A.shape[1]))
         table = table._replace(names=raw or None)
     try:
-        X, _ = _encode(table, order, levels, "input", str(path), Path(path), "a level the run was not trained on")
+        X, source = _encode(table, order, levels, "input", str(path), Path(path), "a level the run was not trained on")
     except DataError as e:
         raise ValueError(f"{path}: {e.allowed}") from None
     if X.shape[1] != n_inputs:
         raise ValueError(f"{path}: {X.shape[1]} columns; the network takes {n_inputs} inputs (one column each)")
-    problem = check_finite(X, "inputs", first_row=1)
+    cells = np.zeros_like(table.A)             # a cell non-finite where one of its encoded columns is
+    np.add.at(cells.T, source, X.T)
+    problem = check_finite(cells, "inputs", first_row=1)
     if problem:
         raise ValueError(f"{path}: {problem}")
     return X

@@ -261,3 +261,167 @@ def test_a_second_run_during_the_first_ones_start_is_told_in_use_first(tmp_path,
     assert "in use by another run" in err and "starting it over" not in err
     assert main(["run", str(cfg), "--out", str(tmp_path / "r"), "--quiet"]) == 0         # free again: it starts over
     assert "stopped before its first checkpoint; starting it over" in capsys.readouterr().err
+
+
+# issue 86: text levels read back as they were written, tables read by Python's csv module whole
+
+
+def _levels_table(tmp_path, levels, n=60, name="g.csv", seed=0):
+    """A table age, grade (text, cycling through ``levels``), charge; its path."""
+    rng = np.random.default_rng(seed)
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["age", "grade", "charge"])
+    for i in range(n):
+        w.writerow([f"{rng.uniform(20, 70):.2f}", levels[i % len(levels)], f"{i % len(levels) + rng.normal():.3f}"])
+    (tmp_path / name).write_text(buf.getvalue(), encoding="utf-8")
+    return tmp_path / name
+
+
+def test_numeric_looking_levels_are_read_back_as_written(tmp_path):
+    """Levels 01 and 1 are two levels: a predict file whose cells are all '01' gets the indicator of '01', not
+    of '1' (at 02070ed the cells were parsed as numbers and printed back as '1'); levels of digits alone, written
+    by hand, are read as written in training and prediction."""
+    levels = {"grade": ["01", "1", "x", "y"]}
+    names = ["age"] + [f"grade={lv}" for lv in levels["grade"]]
+    (tmp_path / "p.csv").write_text("age,grade\n30,01\n40,01\n")
+    X = read_inputs(tmp_path / "p.csv", 5, names, [], levels)
+    np.testing.assert_array_equal(X, [[30, 1, 0, 0, 0], [40, 1, 0, 0, 0]])
+    zips = {"grade": ["01", "02", "A", "B"]}
+    (tmp_path / "z.csv").write_text("age,grade\n30,01\n40,02\n")
+    X = read_inputs(tmp_path / "z.csv", 5, ["age"] + [f"grade={lv}" for lv in zips["grade"]], [], zips)
+    np.testing.assert_array_equal(X[:, 1:3], [[1, 0], [0, 1]])
+    (tmp_path / "t.csv").write_text("age,grade,charge\n" + "".join(f"{i},0{1 + i % 2},{i}\n" for i in range(20)))
+    t = read_table(tmp_path / "t.csv", ["charge"], "data.path", "t.csv", categorical={"grade": ["01", "02"]})
+    assert t.input_names == ["age", "grade=02"]
+    np.testing.assert_array_equal(t.X[:, 1], [i % 2 for i in range(20)])
+
+
+LEVELS = ["01", "1", "none", "n/a", "null", "café", "😀", "a\u2028b"]
+
+
+def test_text_levels_round_trip_from_the_csv_through_init_run_and_predict(tmp_path, capsys):
+    """Numeric-looking ('01' beside '1'), non-ASCII (an accent, an emoji, a U+2028 inside the cell) and NA-like
+    levels ('none', 'n/a', 'null', not the documented missing markers) are written by init as UTF-8, validated,
+    trained on and encoded by predict exactly as the CSV wrote them; 'NA' is read as missing, and init says so."""
+    path = _levels_table(tmp_path, LEVELS + ["NA"], n=90)
+    cfg = tmp_path / "g.yaml"
+    assert main(["init", "regression", "--csv", str(path), "--out", str(cfg)]) == 0
+    out = capsys.readouterr().out
+    assert "column 'grade': 10 rows hold 'NA', read as missing" in out, out
+    text = cfg.read_text(encoding="utf-8")
+    assert "😀" in text and "café" in text and "\\ud83d" not in text
+    assert yaml.safe_load(text)["data"]["categorical"] == {"grade": sorted(LEVELS)}
+    _short(cfg)
+    assert main(["validate", str(cfg), "--no-estimate"]) == 0
+    assert main(["run", str(cfg), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    from adaptive_hmc.rundir.finished_run import read_run
+    run = read_run(tmp_path / "run")
+    assert dict(run.input_map.levels) == {"grade": tuple(sorted(LEVELS))}
+    for level in LEVELS:
+        buf = io.StringIO()
+        csv.writer(buf, lineterminator="\n").writerows([["grade", "age"], [level, "30"], [level, "50"]])
+        (tmp_path / "new.csv").write_text(buf.getvalue(), encoding="utf-8")
+        capsys.readouterr()
+        assert main(["predict", str(tmp_path / "run"), str(tmp_path / "new.csv"), "--out",
+                     str(tmp_path / "o.csv")]) == 0, capsys.readouterr().err
+        onehot = [float(lv == level) for lv in sorted(LEVELS)]
+        expected = run.predict(np.array([[30.0] + onehot, [50.0] + onehot]))[:, 0]
+        got = np.loadtxt(tmp_path / "o.csv", delimiter=",", skiprows=1)[:, 0]
+        np.testing.assert_allclose(got, expected, rtol=1e-9, err_msg=level)
+
+
+def test_only_the_documented_missing_markers_are_missing():
+    """Empty, ?, NA and nan (any case) are missing, as docs/CONFIG.md says; none, null and n/a are text."""
+    from adaptive_hmc.config.parse import reference
+    from adaptive_hmc.tables import MISSING
+    assert set(MISSING) == {"", "?", "na", "nan"}
+    assert "(empty, ?, NA, nan)" in reference()
+
+
+@pytest.mark.parametrize("cells", [["5%", "10%", "15%"], ["1,5", "2,0", "2,5"], ["$3", "$4", "$5"]])
+def test_numbers_written_with_units_or_a_decimal_comma_are_refused(tmp_path, capsys, cells):
+    """A column of 5%, 10%, ... (or 1,5, 2,0, ... in a semicolon table) is numbers written as text, not 30
+    levels: init refuses it naming the file, the column and a cell and saying how to write it; a run on
+    such a table says the same."""
+    rows = ["s;rate;p"] + [f"{i};{cells[i % 3]};{i}" for i in range(30)]
+    (tmp_path / "u.csv").write_text("\n".join(rows) + "\n")
+    assert main(["init", "regression", "--csv", str(tmp_path / "u.csv"), "--out", str(tmp_path / "u.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert f"input column 'rate' of {tmp_path / 'u.csv'} holds numbers written as text: row 1 is {cells[0]!r}" \
+           in err and "plain numbers" in err and "Traceback" not in err, err
+    assert not (tmp_path / "u.yaml").exists()
+    with pytest.raises(DataError, match=r"row 1, column 1 is .*a number written with a unit or a decimal comma"):
+        read_table(tmp_path / "u.csv", ["p"], "data.path", "u.csv")
+
+
+@pytest.mark.parametrize("text", ['a,b\n"1\n# not a comment",2\n3,4\n', 'a,b\n"1\n\nx",2\n3,4\n',
+                                  "a,b\n1\u2028x,2\n3,4\n", "a,b\n1\x0cx,2\n3,4\n", "a,b\n1\x85x,2\n3,4\n"])
+def test_lines_are_split_by_pythons_csv_module_alone(tmp_path, text):
+    """A # line or a blank line inside a quoted cell, an unquoted U+2028, form feed or U+0085 inside a cell:
+    the cell whole, as csv.reader(io.StringIO(text, newline='')) reads it; blank and # rows outside quotes
+    are skipped."""
+    (tmp_path / "t.csv").write_text("# a comment\n\n" + text + "\n# the end\n", encoding="utf-8", newline="")
+    table = parse_table(tmp_path / "t.csv", "data.path", "t.csv", text_columns=lambda names, width: [0])
+    expected = list(csv.reader(io.StringIO(text, newline="")))
+    assert table.names == ["a", "b"] and table.texts[0] == [expected[1][0], "3"]
+    np.testing.assert_array_equal(table.A[:, 1], [2, 4])
+
+
+def test_a_cp1252_file_read_as_latin_1_keeps_its_cells_whole(tmp_path):
+    """cp1252's '…' (byte 0x85) read with the suggested --encoding latin-1 is U+0085, a line break to
+    str.splitlines: the cell stays whole."""
+    (tmp_path / "w.csv").write_bytes("a,b\nwait…more,1\nok,2\n".encode("cp1252"))
+    table = parse_table(tmp_path / "w.csv", "data.path", "w.csv", encoding="latin-1",
+                        text_columns=lambda names, width: [0])
+    assert table.texts[0] == ["wait\x85more", "ok"] and table.A.shape == (2, 2)
+
+
+@pytest.mark.parametrize("name", ["utf-8", "UTF8", "utf_8"])
+def test_a_byte_order_mark_is_not_part_of_the_first_name_when_utf_8_is_named(tmp_path, name):
+    (tmp_path / "b.csv").write_bytes("\ufeffsize,price\n1,2\n".encode("utf-8"))
+    assert parse_table(tmp_path / "b.csv", "data.path", "b.csv", encoding=name).names == ["size", "price"]
+
+
+def test_a_numeric_column_named_like_a_text_columns_indicator_is_refused(tmp_path, capsys):
+    """``a=y`` beside a text column ``a`` of levels x, y: the network would have two inputs named 'a=y', and
+    predict could never be given them; init and validate refuse it naming both."""
+    rows = ["a,a=y,p"] + [f"{'xy'[i % 2]},{i},{i}" for i in range(30)]
+    (tmp_path / "c.csv").write_text("\n".join(rows) + "\n")
+    said = "input column 'a=y' and text column 'a''s indicator of level 'y' have one name"
+    assert main(["init", "regression", "--csv", str(tmp_path / "c.csv"), "--out", str(tmp_path / "c.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert said in err and str(tmp_path / "c.csv") in err and not (tmp_path / "c.yaml").exists(), err
+    raw = _small(_raw(), n=3)
+    raw["data"] = {"path": str(tmp_path / "c.csv"), "target_columns": ["p"], "train_rows": [1, 20],
+                   "test_sets": {"rest": [21, 30]}, "categorical": {"a": ["x", "y"]}}
+    cfg = _write(tmp_path, raw)
+    assert main(["validate", str(cfg), "--no-estimate"]) == 2
+    err = capsys.readouterr().err
+    assert said in err and str(cfg) in err and "Traceback" not in err, err
+
+
+def test_wording_of_table_refusals_86(tmp_path):
+    """predict names an extra text column or the label column as not inputs of the run; its non-finite message
+    counts the file's columns; data.categorical naming no column or the target is said before the parse;
+    duplicate levels are refused; utf-16 named for a UTF-8 file is said to be UTF-8."""
+    levels = {"region": ["east", "north", "west"]}
+    names = ["region=east", "region=north", "region=west", "age"]
+    (tmp_path / "l.csv").write_text("region,age,label\neast,30,high\n")
+    with pytest.raises(ValueError, match=r"not inputs of the run: \['label'\]"):
+        read_inputs(tmp_path / "l.csv", 4, names, [], levels)
+    (tmp_path / "n.csv").write_text("a,b,name\n1,2,bob\n")
+    with pytest.raises(ValueError, match=r"not inputs of the run: \['name'\]"):
+        read_inputs(tmp_path / "n.csv", 2, ["a", "b"], [])
+    (tmp_path / "e.csv").write_text("region,age\neast,30\nwest,\n")
+    with pytest.raises(ValueError, match=r"first at row 2, column 1; rows counted from 1, columns from 0"):
+        read_inputs(tmp_path / "e.csv", 4, names, [], levels)
+    (tmp_path / "w.csv").write_text("s,w,p\n" + "".join(f"{i},{'ab'[i % 2]},{i}\n" for i in range(30)))
+    for categorical, said in (({"x": ["a"]}, r"data.categorical = \['x'\]: no column named 'x'"),
+                              ({"p": ["a"]}, r"data.categorical = \['p'\]: names a target column")):
+        with pytest.raises(DataError, match=said):
+            read_table(tmp_path / "w.csv", ["p"], "data.path", "w.csv", categorical=categorical)
+    with pytest.raises(DataError, match=r"data.categorical.w = \['a', 'b', 'a'\]: lists level 'a' twice"):
+        read_table(tmp_path / "w.csv", ["p"], "data.path", "w.csv", categorical={"w": ["a", "b", "a"]})
+    with pytest.raises(DataError, match=r"not utf-16 text: the file holds no NUL bytes.* UTF-8 or another 8-bit encoding"):
+        parse_table(tmp_path / "w.csv", "data.path", "w.csv", encoding="utf-16")

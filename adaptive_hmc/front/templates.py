@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..tables import (MAX_LEVELS, MISSING, DataError, indicator_names, label_classes, parse_table,
-                      single_row_classes)
+from ..tables import (MAX_LEVELS, DataError, encoded_names, indicator_names, is_missing, label_classes,
+                      parse_table, single_row_classes, written_number)
 
 #: The tasks a template is shipped for.
 KINDS = ("regression", "classification")
@@ -62,21 +62,34 @@ def _classes(labels: np.ndarray, target: str, csv: Path) -> str:
                                         f"0..K-1 (K >= 2): recode the column, or use regression")
 
 
-def _text_inputs(texts: dict, A, names, target_col: int, csv: Path) -> dict:
+def _yaml_json(value) -> str:
+    """``value`` as JSON, which is YAML, in UTF-8 (``ensure_ascii=False``: an emoji or an accent as written),
+    with the characters YAML reads as line breaks or will not take unescaped written as escapes."""
+    return re.sub(r"[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]", lambda m: f"\\u{ord(m.group()):04x}",
+                  json.dumps(value, ensure_ascii=False))
+
+
+def _text_inputs(table, target_col: int, csv: Path, said: list) -> dict:
     """{column: its levels} of the input columns of ``csv`` that hold text
-    (``texts``, :func:`~adaptive_hmc.tables.parse_table`'s); DataError for a
-    column of numbers with a few stray words, or of too many distinct texts."""
-    levels = {}
-    for j, cells in sorted(texts.items()):
+    (``table.texts``, :func:`~adaptive_hmc.tables.parse_table`'s), a line in ``said`` for each one's cells read
+    as missing ('NA'); DataError for a column of numbers with a few stray words, of numbers written as text
+    ('5%', '1,5'), or of too many distinct texts."""
+    levels, A, names = {}, table.A, table.names
+    for j, cells in sorted(table.texts.items()):
         if j == target_col:
             continue
-        words = [(i, c) for i, c in enumerate(cells, start=1) if np.isnan(A[i - 1, j]) and
-                 c.strip().lower() not in MISSING]
+        words = [(i, c) for i, c in enumerate(cells, start=1) if np.isnan(A[i - 1, j]) and not is_missing(c)]
+        if words and all(written_number(c) for _, c in words):
+            i, c = words[0]
+            raise DataError("--csv", str(csv), f"input column {names[j]!r} of {csv} holds numbers written as text: "
+                                               f"row {i} is {c!r} (rows counted from 1 below the header); "
+                                               f"{written_number(c)}")
         if len(words) < (~np.isnan(A[:, j])).sum():     # mostly numbers: the words are typing errors
             i, c = words[0]
+            hint = f"; {written_number(c)}" if written_number(c) else ""
             raise DataError("--csv", str(csv), f"not a numeric table: row {i}, column {j} ({names[j]!r}) is {c!r}, "
                                                f"in a column of numbers (rows counted from 1 below the header, "
-                                               f"columns from 0); fix the cell, or leave it empty as missing")
+                                               f"columns from 0); fix the cell, or leave it empty as missing{hint}")
         found = label_classes(cells)
         if len(found) > MAX_LEVELS:
             raise DataError("--csv", str(csv), f"input column {names[j]!r} holds {len(found)} distinct texts "
@@ -84,7 +97,51 @@ def _text_inputs(texts: dict, A, names, target_col: int, csv: Path) -> dict:
                                                f"input column a level, at most {MAX_LEVELS}: leave the column out "
                                                f"of the table, or recode it as numbers")
         levels[names[j]] = list(found)
+        marked = sorted({c for c in cells if is_missing(c) and c.strip()})
+        if marked:
+            said.append(f"column {names[j]!r}: {sum(is_missing(c) and bool(c.strip()) for c in cells)} rows hold "
+                        f"{', '.join(map(repr, marked))}, read as missing, as empty, ?, NA and nan are in any case "
+                        f"(data.missing: those rows are left out)")
     return levels
+
+
+def _prefill(kind: str, text: str, table, csv: Path, target: str | None, out: Path, said: list) -> str:
+    """The template ``text`` prefilled from the :class:`~adaptive_hmc.tables.Table` of ``csv`` (see
+    :func:`write_template`), what init says appended to ``said``."""
+    names, texts, A = table.names, table.texts, table.A
+    if names is None:
+        raise DataError("--csv", str(csv), "has no header row; the templates name their columns "
+                                           "(add a header, or copy a template and give column numbers)")
+    target = target or names[-1]
+    if target not in names:
+        raise DataError("--target", target, f"no column named {target!r} in {csv}; the header has {names}")
+    col = names.index(target)
+    if kind == "regression" and col in texts:
+        first = next(c for c in texts[col] if not is_missing(c))
+        hint = f"; {written_number(first)}" if written_number(first) else ""
+        raise DataError("--target", target, f"column {target!r} of {csv} holds text ({first!r}); regression "
+                                            f"needs numbers: recode it, or use the classification template{hint}")
+    levels = _text_inputs(table, col, csv, said)
+    if not encoded_names([n for n in names if n != target], levels, "--csv", str(csv), csv):
+        raise DataError("--csv", str(csv), f"has no input column beside the target {target!r}")
+    text = _set(text, "name", re.sub(r"[^A-Za-z0-9._-]+", "_", csv.stem) or "my_data")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = _set(text, "path", _scalar(os.path.relpath(csv.resolve(), out.parent.resolve())))   # through links
+    text = _set(text, "target_columns", f"[{_scalar(target)}]")
+    if levels:
+        text = _set(text, "categorical", _yaml_json(levels))
+        said += [f"input column {c!r} holds text: encoded as {', '.join(indicator_names(c, v))} (levels "
+                 f"{', '.join(map(repr, v))}; data.categorical)" for c, v in levels.items()]
+    if kind == "classification":
+        classes = label_classes(texts.get(col, ()))
+        text = _set(text, "likelihood", ("logistic" if len(classes) == 2 else "softmax") if len(classes) >= 2
+                    else _classes(A[:, col], target, csv))
+        lone = single_row_classes([c for c in texts.get(col, ()) if c in classes] if classes else
+                                  [f"{v:g}" for v in A[:, col][~np.isnan(A[:, col])]])
+        if lone:
+            raise DataError("--target", target, f"class {lone[0]!r} of {csv} has a single row; the template's "
+                            f"stratified split needs at least 2 of each class: remove or merge it")
+    return text
 
 
 def write_template(kind: str, out: Path, csv: Path | None = None, target: str | None = None,
@@ -93,52 +150,21 @@ def write_template(kind: str, out: Path, csv: Path | None = None, target: str | 
     ``force``); with ``csv``, prefilled from its header: ``data.path``
     (relative to ``out``'s folder, through any symbolic links),
     ``data.target_columns`` (``target``, by default the last column), the
-    text input columns and their levels (``data.categorical``), the
+    text input columns and their levels (``data.categorical``, in UTF-8), the
     ``encoding`` when one is named, and the run's name; for classification
     the likelihood from the labels. Returns what was done and what to do
     next. :class:`~adaptive_hmc.data.DataError` (exit 2) names what is wrong."""
     text = template_text(kind)
     if out.exists() and not force:
         raise DataError("--out", str(out), "exists; choose another file name, or add --force to overwrite it")
-    said = []
+    said: list = []
     if csv is not None:
-        A, names, texts, notes = parse_table(csv, "--csv", str(csv), encoding=encoding,
-                                             text_columns=lambda names, width: range(width) if names else [])
-        said += notes
-        if names is None:
-            raise DataError("--csv", str(csv), "has no header row; the templates name their columns "
-                                               "(add a header, or copy a template and give column numbers)")
-        target = target or names[-1]
-        if target not in names:
-            raise DataError("--target", target, f"no column named {target!r} in {csv}; the header has {names}")
-        col = names.index(target)
-        if kind == "regression" and col in texts:
-            first = next(c for c in texts[col] if c.strip().lower() not in MISSING)
-            raise DataError("--target", target, f"column {target!r} of {csv} holds text ({first!r}); regression "
-                                                f"needs numbers: recode it, or use the classification template")
-        levels = _text_inputs(texts, A, names, col, csv)
-        if len(names) - 1 - len(levels) + sum(len(indicator_names(c, v)) for c, v in levels.items()) < 1:
-            raise DataError("--csv", str(csv), f"has no input column beside the target {target!r}")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        rel = os.path.relpath(csv.resolve(), out.parent.resolve())      # through links, as the OS will read it
-        text = _set(text, "name", re.sub(r"[^A-Za-z0-9._-]+", "_", csv.stem) or "my_data")
-        text = _set(text, "path", _scalar(rel))
-        text = _set(text, "target_columns", f"[{_scalar(target)}]")
-        if levels:
-            text = _set(text, "categorical", json.dumps(levels))
-            said += [f"input column {c!r} holds text: encoded as {', '.join(indicator_names(c, v))} (levels "
-                     f"{', '.join(map(repr, v))}; data.categorical)" for c, v in levels.items()]
+        table = parse_table(csv, "--csv", str(csv), encoding=encoding,
+                            text_columns=lambda names, width: range(width) if names else [])
+        said += table.notes
+        text = _prefill(kind, text, table, csv, target, out, said)
         if encoding is not None:
             text = _set(text, "encoding", _scalar(encoding), after="path")
-        if kind == "classification":
-            classes = label_classes(texts.get(col, ()))
-            text = _set(text, "likelihood", ("logistic" if len(classes) == 2 else "softmax") if len(classes) >= 2
-                        else _classes(A[:, col], target, csv))
-            lone = single_row_classes([c for c in texts.get(col, ()) if c in classes] if classes else
-                                      [f"{v:g}" for v in A[:, col][~np.isnan(A[:, col])]])
-            if lone:
-                raise DataError("--target", target, f"class {lone[0]!r} of {csv} has a single row; the template's "
-                                f"stratified split needs at least 2 of each class: remove or merge it")
     elif target is not None:
         raise DataError("--target", target, "needs --csv (the table whose column it names)")
     elif encoding is not None:
