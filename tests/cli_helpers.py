@@ -342,3 +342,37 @@ def _table_run(tmp_path, likelihood="gaussian", thin=5, name="run", y_scale=1.0,
     path = _write(tmp_path, raw, f"{name}.yaml")
     assert main(["run", str(path), "--out", str(tmp_path / name), "--quiet"]) == 0
     return tmp_path / name, X, y
+
+
+# issue 86: tables
+def _levels(t, name, sep=","):
+    """A table s, w (text a/b), p in the test folder, its path (``sep`` its delimiter)."""
+    return _text(t, sep.join("swp") + "\n" + "".join(f"{i}{sep}{'ab'[i % 2]}{sep}{i}\n" for i in range(30)),
+                 name).as_posix()
+
+
+CASES.update({
+    "a column of percentages": (lambda r, t: _use_table(r, t, target_columns=["p"], path=_text(
+        t, "s,rate,p\n" + "".join(f"{i},{5 * (1 + i % 3)}%,{i}\n" for i in range(30)), "u.csv").as_posix()),
+        "'5%' is a number written with a unit or a decimal comma: write the column as plain numbers"),
+    "a decimal comma in a semicolon table": (lambda r, t: _use_table(r, t, target_columns=["p"], path=_text(
+        t, "s;w;p\n" + "".join(f"{i};{1 + i % 3},5;{i}\n" for i in range(30)), "k.csv").as_posix()),
+        "'1,5' is a number written with a unit or a decimal comma"),
+    "a numeric column named like an indicator": (lambda r, t: _use_table(r, t, target_columns=["p"], path=_text(
+        t, "a,a=y,p\n" + "".join(f"{'xy'[i % 2]},{i},{i}\n" for i in range(30)), "i.csv").as_posix(),
+        categorical={"a": ["x", "y"]}), "input column 'a=y' and text column 'a''s indicator of level 'y' have one "
+                                        "name, 'a=y', among the network's inputs"),
+    "a level listed twice in categorical": (lambda r, t: _use_table(r, t, target_columns=["p"], path=_levels(
+        t, "w.csv"), categorical={"w": ["a", "b", "a"]}),
+        "data.categorical.w = ['a', 'b', 'a']: lists level 'a' twice"),
+    "categorical naming the target beside a text column": (lambda r, t: _use_table(
+        r, t, target_columns=["p"], path=_levels(t, "w.csv"), categorical={"p": ["a"]}),
+        "data.categorical = ['p']: names a target column"),
+    "categorical naming no column beside a text column": (lambda r, t: _use_table(
+        r, t, target_columns=["p"], path=_levels(t, "w.csv"), categorical={"x": ["a"]}),
+        "data.categorical = ['x']: no column named 'x'"),
+    "categorical of a table without a header": (lambda r, t: _use_table(r, t, header=False, categorical={"1": ["a"]}),
+                                                "data.categorical = ['1']: names columns, but data.header is false"),
+    "utf-16 named for a UTF-8 table": (lambda r, t: _use_table(r, t, encoding="utf-16"),
+                                       "not utf-16 text: the file holds no NUL bytes"),
+})
