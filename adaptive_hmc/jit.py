@@ -2,21 +2,16 @@
 
 Flow position: used by every layer that runs compiled code (model, samplers, replicas).
 """
-import functools
-import hashlib
-import importlib
 import math
-from pathlib import Path
 
 import numba
 import numpy as np
 from llvmlite import binding as ll
 from llvmlite import ir
-from numba.core import caching, lowering, types
-from numba.core.registry import CPUDispatcher
+from numba.core import caching, types
 from numba.extending import intrinsic
 
-from . import linker  # noqa: F401  (how our kernels are linked and cached: before anything compiles)
+from . import linker  # how our kernels are linked and cached (the package's patches of numba): before any compile
 
 #: fastmath subset: reassociation, FMA contraction, no signed zeros, reciprocal
 #: approximations. Deliberately WITHOUT "nnan"/"ninf": full fastmath lets LLVM
@@ -49,48 +44,6 @@ _wide_vectors()
 JIT_OPTIONS = dict(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH, no_cfunc_wrapper=True)
 
 
-_PACKAGE = Path(__file__).resolve().parent
-#: The files whose compiled code ends up inside the package's kernels.
-KERNEL_SOURCES = ("jit.py", "linker.py", "models/*.py", "samplers/*.py")
-
-
-def sources_hash(paths) -> str:
-    """SHA-256 over the names and contents of ``paths``."""
-    h = hashlib.sha256()
-    for p in sorted(Path(p) for p in paths):
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
-    return h.hexdigest()
-
-
-@functools.lru_cache(maxsize=None)
-def kernel_sources_hash() -> str:
-    return sources_hash(p for pattern in KERNEL_SOURCES for p in _PACKAGE.glob(pattern))
-
-
-def _whole_package_stamp(get_source_stamp):
-    """Numba keeps a cached kernel while its own file is unchanged, even when a
-    kernel it calls (in another file) or jit.py changed: the cache then runs
-    stale code. The stamp of every cached function also carries a hash of all
-    the package's kernel sources, so that any change to them recompiles every
-    kernel, and every compiled function outside the package that may call one
-    (a benchmark's timed loop, a user's own): the package can't tell which do."""
-
-    def patched(self):
-        return (get_source_stamp(self), kernel_sources_hash())
-
-    patched.__wrapped__ = get_source_stamp
-    return patched
-
-
-_Mixin = caching._SourceFileBackedLocatorMixin
-if not hasattr(_Mixin.get_source_stamp, "__wrapped__"):
-    _Mixin.get_source_stamp = _whole_package_stamp(_Mixin.get_source_stamp)
-# Hashed now, with the sources this process imports: hashed at its first cache entry instead, a run whose
-# sources were changed while it went on filed the code it had compiled under the new sources' stamp, and a
-# later run loaded that code for them (a segmentation fault, seen once).
-kernel_sources_hash()
-
-
 def is_ready(dispatcher, *args) -> bool | None:
     """Whether calling ``dispatcher`` with ``args`` runs at once: compiled in
     this process, or held by the compile cache for these argument types
@@ -107,89 +60,24 @@ def is_ready(dispatcher, *args) -> bool | None:
         return None
 
 
-def threadsafe_layer() -> bool:
-    """Whether numba's threading layer lets several threads run parallel loops at once: its tbb and omp
-    layers do, its own workqueue (the one left where neither is installed) does not."""
-    layer = numba.config.THREADING_LAYER
-    if layer != "default":
-        return layer != "workqueue"       # "tbb", "omp", "safe", "threadsafe": numba refuses them if absent
-    for module in ("numba.np.ufunc.tbbpool", "numba.np.ufunc.omppool"):
-        try:
-            importlib.import_module(module)
-            return True
-        except ImportError:
-            continue
-    return False
-
-
-def threads_within(threads: int, chains: int) -> int:
-    """Threads that share each of ``chains`` chains' energy and gradient when a run has ``threads``: those
-    the chains leave over (``threads // chains``, at least 1). Several chains sharing theirs run parallel
-    loops at once, which needs a thread-safe layer (:func:`threadsafe_layer`); without one, 1. Results do not
-    depend on it (:class:`~adaptive_hmc.models.mlp.ThreadScratch`)."""
-    within = max(1, int(threads) // max(int(chains), 1))
-    return 1 if within > 1 and chains > 1 and not threadsafe_layer() else within
-
-
-#: (module, qualified name) of every inner kernel (:class:`InnerDispatcher`).
-_INNER = set()
-
-
-class InnerDispatcher(CPUDispatcher):
-    """A kernel called by the package's compiled kernels alone (``njit(inner=True)``): compiled without
-    numba's entry point for Python (the code that unboxes each argument, a
-    :class:`~adaptive_hmc.models.mlp.MLPTarget`'s dozen arrays among them), which every kernel otherwise
-    gets whoever calls it; with the C entry points left out too (:data:`JIT_OPTIONS`), a first run's compile
-    13-18% shorter (``docs/RESULTS.md``, "A first run's compile"). A call from Python is refused with
-    a TypeError (it has no code to run) instead of being dispatched. Its options are the other kernels'
-    (numba's ``no_cpython_wrapper`` would do the same, but numba compiles an ``overload`` once for each set
-    of options of its callers: the two sets compiled the gradient's dispatch, numpy's and the random
-    generators' functions twice): :func:`_python_entry` leaves the entry point out instead."""
-
-    def add_overload(self, cres):
-        self.overloads[tuple(cres.signature.args)] = cres      # nothing for Python's calls to find
-
-    def _compile_for_args(self, *args, **kws):
-        raise TypeError(f"{self.py_func.__module__}.{self.py_func.__qualname__} runs inside the package's "
-                        f"compiled kernels only (it has no entry point for Python): call a kernel that calls it")
-
-
-def _python_entry(create):
-    """numba's lowering makes the Python entry point of every kernel but an inner one."""
-    def patched(self, *args, **kwargs):
-        if (self.fndesc.modname, self.fndesc.qualname) in _INNER:
-            return None
-        return create(self, *args, **kwargs)
-
-    patched.__wrapped__ = create
-    return patched
-
-
-linker._patch(lowering.Lower, "create_cpython_wrapper", _python_entry)
-
-
 def njit(*args, inner: bool = False, **kwargs):
-    """``numba.njit`` with the package-wide options (overridable per function); ``inner``: a kernel that
-    only compiled kernels call (:class:`InnerDispatcher`)."""
+    """``numba.njit`` with the package-wide options (overridable per function), the kernel registered as the
+    package's (:func:`~adaptive_hmc.linker.own`); ``inner``: a kernel that only compiled kernels call
+    (:func:`~adaptive_hmc.linker.inner`)."""
     opts = dict(JIT_OPTIONS, fastmath=set(FASTMATH))
     opts.update(kwargs)
     if inner:
         if args:
             raise TypeError("njit(inner=True) takes options only, no signatures")
-        cache = opts.pop("cache", False)
 
         def decorate(fn):
             if numba.config.DISABLE_JIT:          # numba's switch for debugging: the plain Python function
                 return fn
-            _INNER.add((fn.__module__, fn.__qualname__))
-            dispatcher = InnerDispatcher(py_func=fn, locals={}, targetoptions=dict(opts, nopython=True))
-            if cache:
-                dispatcher.enable_caching()
-            return dispatcher
+            return linker.inner(fn, opts)
         return decorate
     if args and callable(args[0]):
-        return numba.njit(**opts)(args[0])
-    return numba.njit(*args, **opts)
+        return linker.own(numba.njit(**opts)(args[0]))
+    return lambda fn: linker.own(numba.njit(*args, **opts)(fn))
 
 
 # expm1(r)/r ~ sum_k _E[k] r^k on |r| <= log(2)/2: Chebyshev interpolant of degree 10

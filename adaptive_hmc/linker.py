@@ -1,5 +1,7 @@
 """How the package's compiled kernels are linked, run and cached (numba's ``CPUCodeLibrary.finalize`` and its
-compile cache's saves, changed for this package's libraries only).
+compile cache's saves, changed for this package's libraries only), and every other change the package makes
+to numba: each through :func:`_patch`, here and nowhere else, and only for a numba whose patched functions
+are the ones tested (:data:`NUMBA_SOURCES`).
 
 Flow position: imported first by :mod:`adaptive_hmc.jit`, below every compiled layer.
 
@@ -30,8 +32,25 @@ network's gradient) was compiled to machine code once for each level above it. H
   libraries (reference counts, random numbers) linked in first to be inlined; a copy of a kernel in a caller's
   cache entry is that optimised code as it is, so that every copy is the same code as the kernel's own
   (``tests/test_reproducible.py``: the same draws from a fresh compile and from the cache).
+
+Which linking a process gets (:data:`LINKING`): the package's ("package") where numba's minor is one of
+:data:`NUMBA_SOURCES` and the source of every numba function that a patch here wraps, overrides, restates or
+relies on hashes as recorded there (:func:`changed_sources`); numba's own ("numba") otherwise, or with
+``ADAPTIVE_HMC_LINKER=numba`` in the environment: no patch applied, every kernel a plain ``numba.njit`` with
+the package's options, a one-line note on stderr at import. numba's own linking compiles a first run more
+slowly and rounds differently (its kernels are optimised with their callees): the draws differ from the
+default's within Monte Carlo error (``tests/test_linking.py``). Cache entries of the two never mix (a
+kernel's entries carry the package's source hash in the default linking alone, :func:`own`).
+
+What is the package's: a library whose code defines a function of the package's modules (or holds a copy of
+one: linked here, so that no library but a kernel's own exports its code) for linking; a function compiled
+by :func:`adaptive_hmc.jit.njit` for the cache's stamp and the loaded hooks (:data:`_OURS`). A user's own
+``numba.njit`` function that calls none of them is compiled, linked and cached as numba alone does it.
 """
 import atexit
+import functools
+import hashlib
+import inspect
 import os
 import subprocess
 import sys
@@ -41,11 +60,146 @@ from pathlib import Path
 
 import numba
 from llvmlite import binding as ll
-from numba.core import caching, codegen, compiler
+from numba.core import caching, codegen, compiler, dispatcher, lowering
+from numba.core.registry import CPUDispatcher
 
 from . import emitter
 
 PACKAGE = "adaptive_hmc"
+#: The environment variable that chooses numba's own linking ("numba").
+LINKER_ENV = "ADAPTIVE_HMC_LINKER"
+
+#: Every numba function the patches here wrap, override, restate or rely on the behaviour of, by a name of
+#: its own: the code that reads it (``finalize`` is re-implemented from numba's, ``_rebuild``'s ten
+#: parameters restated, the cache's stamp set on the ``IndexDataCacheFile`` that ``Cache.__init__`` makes).
+NUMBA_FUNCTIONS = {
+    "CPUCodeLibrary.finalize": lambda: codegen.CPUCodeLibrary.finalize,
+    "CPUCodeLibrary._get_module_for_linking": lambda: codegen.CPUCodeLibrary._get_module_for_linking,
+    "CPUCodeLibrary._optimize_final_module": lambda: codegen.CPUCodeLibrary._optimize_final_module,
+    "CPUCodeLibrary._finalize_final_module": lambda: codegen.CPUCodeLibrary._finalize_final_module,
+    "CPUCodeLibrary.serialize_using_object_code": lambda: codegen.CPUCodeLibrary.serialize_using_object_code,
+    "CPUCodeLibrary._unserialize": lambda: codegen.CPUCodeLibrary._unserialize,
+    "JITCodeLibrary._finalize_specific": lambda: codegen.JITCodeLibrary._finalize_specific,
+    "JITCPUCodegen._customize_tm_options": lambda: codegen.JITCPUCodegen._customize_tm_options,
+    "Cache.__init__": lambda: caching.Cache.__init__,
+    "Cache.save_overload": lambda: caching.Cache.save_overload,
+    "IndexDataCacheFile._load_index": lambda: caching.IndexDataCacheFile._load_index,
+    "IndexDataCacheFile._save_index": lambda: caching.IndexDataCacheFile._save_index,
+    "CompileResult._rebuild": lambda: compiler.CompileResult._rebuild,
+    "Lower.create_cpython_wrapper": lambda: lowering.Lower.create_cpython_wrapper,
+    "Dispatcher.__init__": lambda: dispatcher.Dispatcher.__init__,
+    "Dispatcher.enable_caching": lambda: dispatcher.Dispatcher.enable_caching,
+    "Dispatcher.add_overload": lambda: dispatcher.Dispatcher.add_overload,
+    "Dispatcher._compile_for_args": lambda: dispatcher._DispatcherBase._compile_for_args,
+}
+
+#: numba minor -> {name in NUMBA_FUNCTIONS: the first 16 hex digits of the SHA-256 of its source}: the tested
+#: range (pyproject.toml's bounds on numba and llvmlite say the same), checked at import.
+NUMBA_SOURCES = {
+    "0.67": {
+        "CPUCodeLibrary.finalize": "4b4c34b83488a72f",
+        "CPUCodeLibrary._get_module_for_linking": "56dde0e0555b5ec8",
+        "CPUCodeLibrary._optimize_final_module": "e405bd473752613b",
+        "CPUCodeLibrary._finalize_final_module": "95bbf4fcbb90ed99",
+        "CPUCodeLibrary.serialize_using_object_code": "a895c26d01bad670",
+        "CPUCodeLibrary._unserialize": "c83d278d993487f3",
+        "JITCodeLibrary._finalize_specific": "81c2abfc04e950da",
+        "JITCPUCodegen._customize_tm_options": "cb0890119bb0c72d",
+        "Cache.__init__": "9e49d3726586f1ab",
+        "Cache.save_overload": "ce07b8d21537e299",
+        "IndexDataCacheFile._load_index": "4fe82fb6a9f81f38",
+        "IndexDataCacheFile._save_index": "3a2668b5237572f0",
+        "CompileResult._rebuild": "44fa9dc2255883ab",
+        "Lower.create_cpython_wrapper": "a03ca2cc17c43c2e",
+        "Dispatcher.__init__": "7b7bc34e60e75241",
+        "Dispatcher.enable_caching": "8c75d787fa6845ba",
+        "Dispatcher.add_overload": "3cd1a51507868539",
+        "Dispatcher._compile_for_args": "6fe2b0f0f701524e",
+    },
+    "0.68": {
+        "CPUCodeLibrary.finalize": "4b4c34b83488a72f",
+        "CPUCodeLibrary._get_module_for_linking": "56dde0e0555b5ec8",
+        "CPUCodeLibrary._optimize_final_module": "e405bd473752613b",
+        "CPUCodeLibrary._finalize_final_module": "95bbf4fcbb90ed99",
+        "CPUCodeLibrary.serialize_using_object_code": "a895c26d01bad670",
+        "CPUCodeLibrary._unserialize": "c83d278d993487f3",
+        "JITCodeLibrary._finalize_specific": "81c2abfc04e950da",
+        "JITCPUCodegen._customize_tm_options": "cb0890119bb0c72d",
+        "Cache.__init__": "9e49d3726586f1ab",
+        "Cache.save_overload": "ce07b8d21537e299",
+        "IndexDataCacheFile._load_index": "4fe82fb6a9f81f38",
+        "IndexDataCacheFile._save_index": "3a2668b5237572f0",
+        "CompileResult._rebuild": "44fa9dc2255883ab",
+        "Lower.create_cpython_wrapper": "a03ca2cc17c43c2e",
+        "Dispatcher.__init__": "7b7bc34e60e75241",
+        "Dispatcher.enable_caching": "8c75d787fa6845ba",
+        "Dispatcher.add_overload": "3cd1a51507868539",
+        "Dispatcher._compile_for_args": "6fe2b0f0f701524e",
+    },
+}
+
+
+def _source_hash(name: str) -> str:
+    """The SHA-256 (16 hex digits) of the source of numba's function ``name`` (unwrapped: a patched one's
+    own), or "missing" where numba has no such function or its source cannot be read."""
+    try:
+        source = inspect.getsource(inspect.unwrap(NUMBA_FUNCTIONS[name]()))
+    except (AttributeError, OSError, TypeError):
+        return "missing"
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
+def source_hashes() -> dict:
+    """The hash of every function of :data:`NUMBA_FUNCTIONS` in the numba this process runs."""
+    return {name: _source_hash(name) for name in NUMBA_FUNCTIONS}
+
+
+def changed_sources(table: dict = NUMBA_SOURCES, version: str = numba.__version__, hashes=None) -> list:
+    """What keeps the package's linking off this numba, one message each, by ``table`` (numba minor -> the
+    hashes :func:`source_hashes` gives); empty where its minor's hashes are all the same."""
+    minor = ".".join(version.split(".")[:2])
+    if minor not in table:
+        return [f"numba {version} is outside the tested range ({', '.join(sorted(table)) or 'none'})"]
+    hashes = source_hashes() if hashes is None else hashes
+    recorded = table[minor]
+    return [f"numba {version}: {name} is not the tested one (source sha256 {hashes.get(name, 'missing')}, "
+            f"tested {recorded.get(name, 'none')} for numba {minor})"
+            for name in sorted(set(hashes) | set(recorded)) if hashes.get(name) != recorded.get(name)]
+
+
+def _linking() -> tuple:
+    """("package", None), or ("numba", why)."""
+    if os.environ.get(LINKER_ENV, "").strip().lower() == "numba":
+        return "numba", f"{LINKER_ENV}=numba"
+    changed = changed_sources()
+    if not changed:
+        return "package", None
+    return "numba", changed[0] + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
+
+
+#: "package": the package's linking (the patches below applied); "numba": numba's own.
+LINKING, WHY = _linking()
+if WHY:
+    print(f"adaptive_hmc: {WHY}: numba's own linking (no patch of the package's; a first compile is slower, "
+          f"the draws differ from the default's within Monte Carlo error)", file=sys.stderr)
+
+
+_PACKAGE = Path(__file__).resolve().parent
+#: The files whose compiled code ends up inside the package's kernels.
+KERNEL_SOURCES = ("jit.py", "linker.py", "models/*.py", "samplers/*.py")
+
+
+def sources_hash(paths) -> str:
+    """SHA-256 over the names and contents of ``paths``."""
+    h = hashlib.sha256()
+    for p in sorted(Path(p) for p in paths):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def kernel_sources_hash() -> str:
+    return sources_hash(p for pattern in KERNEL_SOURCES for p in _PACKAGE.glob(pattern))
 
 
 def _defines_ours(module, linkages=(ll.Linkage.external,)) -> bool:
@@ -197,21 +351,91 @@ def save_compiled(wait: bool = True) -> None:
 
 
 def _rebuild(rebuild):
-    """A compile result loaded from the cache: its library keeps the hooks that the load ran, so that a
+    """A compile result of ours loaded from the cache: its library keeps the hooks that the load ran, so that a
     library linking it takes them (numba's ``CodeLibrary.finalize`` does, from its callees' libraries)."""
     def patched(cls, target_context, libdata, fndesc, env, signature, objectmode, lifted, typeann, reload_init,
                 referenced_envs):
         result = rebuild.__func__(cls, target_context, libdata, fndesc, env, signature, objectmode, lifted,
                                   typeann, reload_init, referenced_envs)
-        result.library._reload_init.update(reload_init or ())
+        if (fndesc.modname, fndesc.qualname) in _OURS:
+            result.library._reload_init.update(reload_init or ())
         return result
 
     patched.__wrapped__ = rebuild
     return classmethod(patched)
 
 
+#: (module, qualified name) of every function compiled by the package's ``njit`` (:func:`own`).
+_OURS = set()
+#: (module, qualified name) of every inner kernel (:class:`InnerDispatcher`).
+_INNER = set()
+
+
+def own(compiled):
+    """A dispatcher made by the package's ``njit``, registered as the package's: where it caches, its entries'
+    stamp (numba's: its own file's) also carries a hash of every kernel source (:func:`kernel_sources_hash`),
+    so that a kernel whose callee in another file (or jit.py) changed is compiled again instead of running
+    stale code (numba keeps a cached kernel while its own file is unchanged). The package's linking only:
+    numba's own keeps numba's stamp, so that the two linkings never load each other's entries."""
+    fn = getattr(compiled, "py_func", None)
+    if fn is None:                               # numba's NUMBA_DISABLE_JIT: the plain Python function
+        return compiled
+    _OURS.add((fn.__module__, fn.__qualname__))
+    cache = getattr(compiled, "_cache", None)
+    if LINKING == "package" and isinstance(cache, caching.Cache):
+        cache._cache_file._source_stamp = (cache._cache_file._source_stamp, kernel_sources_hash())
+    return compiled
+
+
+class InnerDispatcher(CPUDispatcher):
+    """A kernel called by the package's compiled kernels alone (``njit(inner=True)``): compiled without
+    numba's entry point for Python (the code that unboxes each argument, a
+    :class:`~adaptive_hmc.models.mlp.MLPTarget`'s dozen arrays among them), which every kernel otherwise
+    gets whoever calls it; with the C entry points left out too (``jit.JIT_OPTIONS``), a first run's compile
+    13-18% shorter (``docs/RESULTS.md``, "A first run's compile"). A call from Python is refused with
+    a TypeError (it has no code to run) instead of being dispatched. Its options are the other kernels'
+    (numba's ``no_cpython_wrapper`` would do the same, but numba compiles an ``overload`` once for each set
+    of options of its callers: the two sets compiled the gradient's dispatch, numpy's and the random
+    generators' functions twice): :func:`_python_entry` leaves the entry point out instead. The package's
+    linking only (:func:`inner`)."""
+
+    def add_overload(self, cres):
+        self.overloads[tuple(cres.signature.args)] = cres      # nothing for Python's calls to find
+
+    def _compile_for_args(self, *args, **kws):
+        raise TypeError(f"{self.py_func.__module__}.{self.py_func.__qualname__} runs inside the package's "
+                        f"compiled kernels only (it has no entry point for Python): call a kernel that calls it")
+
+
+def inner(fn, options: dict):
+    """The kernel ``fn`` compiled with ``options`` (numba's ``njit`` options) for the package's kernels alone:
+    an :class:`InnerDispatcher`, or with numba's own linking a plain ``numba.njit`` kernel."""
+    if LINKING != "package":
+        return own(numba.njit(**options)(fn))
+    options = dict(options)
+    cache = options.pop("cache", False)
+    _INNER.add((fn.__module__, fn.__qualname__))
+    compiled = InnerDispatcher(py_func=fn, locals={}, targetoptions=dict(options, nopython=True))
+    if cache:
+        compiled.enable_caching()
+    return own(compiled)
+
+
+def _python_entry(create):
+    """numba's lowering makes the Python entry point of every kernel but an inner one."""
+    def patched(self, *args, **kwargs):
+        if (self.fndesc.modname, self.fndesc.qualname) in _INNER:
+            return None
+        return create(self, *args, **kwargs)
+
+    patched.__wrapped__ = create
+    return patched
+
+
 def _patch(owner, name, wrap):
-    if not hasattr(getattr(owner, name), "__wrapped__"):
+    """The one way the package changes numba: ``owner.name`` wrapped by ``wrap`` (once), with the package's
+    linking only."""
+    if LINKING == "package" and not hasattr(getattr(owner, name), "__wrapped__"):
         setattr(owner, name, wrap(getattr(owner, name)))
 
 
@@ -219,4 +443,9 @@ _patch(codegen.CPUCodeLibrary, "finalize", _finalize)
 _patch(codegen.CPUCodeLibrary, "serialize_using_object_code", _serialize)
 _patch(caching.Cache, "save_overload", _deferred_save)
 _patch(compiler.CompileResult, "_rebuild", _rebuild)
-atexit.register(save_compiled)
+_patch(lowering.Lower, "create_cpython_wrapper", _python_entry)
+if LINKING == "package":
+    kernel_sources_hash()   # now, with the sources this process imports: hashed at its first cache entry
+    atexit.register(save_compiled)  # instead, a run whose sources were changed while it went on filed the
+    # code it had compiled under the new sources' stamp, and a later run loaded that code for them (a
+    # segmentation fault, seen once)

@@ -7,7 +7,7 @@ import pytest
 
 from adaptive_hmc.engine.replica_state import chain_arrays
 from adaptive_hmc.engine.replicas import ReplicaSet
-from adaptive_hmc.jit import threads_within
+from adaptive_hmc.engine.replica_options import threads_within
 from adaptive_hmc.models.base import energy_grad, gibbs_energy_grad
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec, block_cases, cases_per_block
@@ -85,18 +85,18 @@ def test_the_shared_path_would_be_caught_adding_a_block_twice():
 
 def test_threads_left_over_by_the_chains_go_to_each_chain(monkeypatch):
     """threads // chains each; several chains sharing theirs only with a thread-safe threading layer."""
-    import adaptive_hmc.jit as jit
+    import adaptive_hmc.engine.replica_options as options
     assert threads_within(2, 1) == 2 and threads_within(3, 1) == 3 and threads_within(1, 1) == 1
     assert threads_within(2, 4) == 1 and threads_within(3, 2) == 1
-    monkeypatch.setattr(jit, "threadsafe_layer", lambda: True)
-    assert jit.threads_within(8, 4) == 2 and jit.threads_within(9, 2) == 4
-    monkeypatch.setattr(jit, "threadsafe_layer", lambda: False)
-    assert jit.threads_within(8, 4) == 1 and jit.threads_within(8, 1) == 8     # one chain launches alone
+    monkeypatch.setattr(options, "threadsafe_layer", lambda: True)
+    assert options.threads_within(8, 4) == 2 and options.threads_within(9, 2) == 4
+    monkeypatch.setattr(options, "threadsafe_layer", lambda: False)
+    assert options.threads_within(8, 4) == 1 and options.threads_within(8, 1) == 8     # one chain launches alone
 
 
 def test_the_threading_layer_named_decides_whether_it_is_thread_safe(monkeypatch):
     import numba
-    from adaptive_hmc.jit import threadsafe_layer
+    from adaptive_hmc.engine.replica_options import threadsafe_layer
     for layer, safe in (("workqueue", False), ("omp", True), ("tbb", True), ("threadsafe", True)):
         monkeypatch.setattr(numba.config, "THREADING_LAYER", layer)
         assert threadsafe_layer() is safe

@@ -1,14 +1,16 @@
 """How the chains of a replica set are made and run (:class:`ReplicaOptions`,
 each default and check in one place), the names of its chains and models,
-and seeds.
+seeds, and the threads each chain gets (:func:`threads_within`).
 
 Flow position: samplers -> **replica_options** -> replica_state -> super_transition -> replicas.
 """
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from ..models.priors import PriorSpec
@@ -29,6 +31,30 @@ def as_seed_sequence(seed) -> np.random.SeedSequence:
     return np.random.SeedSequence(int(seed))
 
 
+
+
+def threadsafe_layer() -> bool:
+    """Whether numba's threading layer lets several threads run parallel loops at once: its tbb and omp
+    layers do, its own workqueue (the one left where neither is installed) does not."""
+    layer = numba.config.THREADING_LAYER
+    if layer != "default":
+        return layer != "workqueue"       # "tbb", "omp", "safe", "threadsafe": numba refuses them if absent
+    for module in ("numba.np.ufunc.tbbpool", "numba.np.ufunc.omppool"):
+        try:
+            importlib.import_module(module)
+            return True
+        except ImportError:
+            continue
+    return False
+
+
+def threads_within(threads: int, chains: int) -> int:
+    """Threads that share each of ``chains`` chains' energy and gradient when a run has ``threads``: those
+    the chains leave over (``threads // chains``, at least 1). Several chains sharing theirs run parallel
+    loops at once, which needs a thread-safe layer (:func:`threadsafe_layer`); without one, 1. Results do not
+    depend on it (:class:`~adaptive_hmc.models.mlp.ThreadScratch`)."""
+    within = max(1, int(threads) // max(int(chains), 1))
+    return 1 if within > 1 and chains > 1 and not threadsafe_layer() else within
 
 
 CHAINS = ("all", "full", "replicas")
@@ -194,7 +220,7 @@ class ReplicaOptions:
         L = 5000 weigh the same (their compute) instead of 250 : 1; the kept
         rows carry the same weights (:meth:`ReplicaSet.kept_weights`).
     threads : worker threads (default: the cores available): the chains run on them, and those the chains
-        leave over share each chain's blocks of cases (:func:`~adaptive_hmc.jit.threads_within`); results do
+        leave over share each chain's blocks of cases (:func:`threads_within`); results do
         not depend on it.
     standardize_targets : regression only: the chains sample a network for
         the targets standardised by the training cases' mean and sd per output

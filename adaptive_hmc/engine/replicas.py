@@ -28,7 +28,6 @@ from dataclasses import replace
 import numpy as np
 
 from ..data import kfold
-from ..jit import threads_within
 from ..models.base import energy_grad, gibbs, hyper_values
 from ..models.bnn import BayesianMLP, check_data
 from ..models.mlp import MLPSpec
@@ -40,7 +39,8 @@ from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_recor
 from ..samplers.settings import Action, check_settings
 from ..samplers.starts import optimized_start
 from .chain_set import ChainSetBase
-from .replica_options import MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds
+from .replica_options import (MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds,
+                              threads_within)
 from .replica_state import KEPT_STATS, ReplicaState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, diagnostic_draws, super_transition
 
