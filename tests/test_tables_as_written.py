@@ -425,3 +425,17 @@ def test_wording_of_table_refusals_86(tmp_path):
         read_table(tmp_path / "w.csv", ["p"], "data.path", "w.csv", categorical={"w": ["a", "b", "a"]})
     with pytest.raises(DataError, match=r"not utf-16 text: the file holds no NUL bytes.* UTF-8 or another 8-bit encoding"):
         parse_table(tmp_path / "w.csv", "data.path", "w.csv", encoding="utf-16")
+
+
+def test_non_ascii_column_names_are_written_as_utf_8(tmp_path, capsys):
+    """A target and a text column named with an emoji: init's config names them as written, and validates
+    (at 02070ed json.dumps wrote the emoji as two surrogate escapes, which PyYAML does not join)."""
+    rows = ["größe,farbe 🎨,preis 😀"] + [f"{i},{'rot' if i % 2 else 'grün'},{2 * i}" for i in range(30)]
+    (tmp_path / "e.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    cfg = tmp_path / "e.yaml"
+    assert main(["init", "regression", "--csv", str(tmp_path / "e.csv"), "--out", str(cfg)]) == 0
+    data = yaml.safe_load(cfg.read_text(encoding="utf-8"))["data"]
+    assert data["target_columns"] == ["preis 😀"] and data["categorical"] == {"farbe 🎨": ["grün", "rot"]}
+    _short(cfg)
+    capsys.readouterr()
+    assert main(["validate", str(cfg), "--no-estimate"]) == 0, capsys.readouterr().err

@@ -49,7 +49,7 @@ def _set(text: str, key: str, value: str, after: str | None = None) -> str:
 
 def _scalar(v: str) -> str:
     """``v`` as a YAML scalar: bare when plain, else quoted."""
-    return v if re.fullmatch(r"[A-Za-z_./][\w./-]*", v) else json.dumps(v)
+    return v if re.fullmatch(r"[A-Za-z_./][\w./-]*", v) else _yaml_json(v)
 
 
 def _classes(labels: np.ndarray, target: str, csv: Path) -> str:
