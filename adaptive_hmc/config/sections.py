@@ -60,6 +60,9 @@ class PriorsConfig(_Strict):
                                               "precision together with its weights' scale, and of each hidden "
                                               "layer's incoming against its outgoing weights; docs/METHOD.md) or "
                                               "gibbs (Neal's Gibbs updates given the weights alone)")
+    collapse: bool = Field(False, description="integrate each free weight group's precision (ARD's excepted) and "
+                           "the free noise precision out of HMC's density (a t prior, a t likelihood: one smooth "
+                           "density); they are still drawn given the weights for the reports and predictions")
 
     def prior_spec(self) -> PriorSpec:
         defaults = PriorSpec()
@@ -67,7 +70,8 @@ class PriorsConfig(_Strict):
                                                        "hidden_output", "output_bias", "input_output", "noise")
                   if getattr(self, g) is not None}
         return PriorSpec(**groups, ard=self.ard, ard_shape=float(self.ard_shape),
-                         scale_hidden_output=self.scale_hidden_output, hyper_moves=self.hyper_moves)
+                         scale_hidden_output=self.scale_hidden_output, hyper_moves=self.hyper_moves,
+                         collapse=self.collapse)
 
 
 class SplitConfig(_Strict):

@@ -16,6 +16,7 @@ from numba.extending import overload
 from ..tables import check_finite
 from ..jit import njit
 from .base import Model, TargetKernels
+from .collapsed import Collapse, build_collapse, collapsed_energy_grad, collapsed_step_scales
 from .mlp import (GAUSSIAN, LIKELIHOOD, N_OUT, MLPSpec, SparseInputs, ThreadScratch, Workspace, forward, mlp_data_energy,
                   mlp_energy_grad, mlp_step_scales, line_data_energy, line_setup, pad_cases, predict, sparse_inputs,
                   use_sparse)
@@ -61,16 +62,47 @@ class MLPTarget(NamedTuple):
     scale_dirs: np.ndarray | None  # (n, S) directions of the interweaving moves (priors.scale_directions; None: no
                                    # moves, whose code is then not even compiled)
     threads: ThreadScratch | None  # the threads that share the blocks of cases (None: the calling thread alone)
+    collapse: Collapse | None = None  # the precisions integrated out of the density (models.collapsed; None:
+                                      # every precision explicit, the collapsed code not even compiled)
+
+
+def _collapsed(t) -> bool:
+    """Whether the target type ``t`` (numba's) integrates precisions out (its ``collapse`` not None)."""
+    return not isinstance(t.types[t.fields.index("collapse")], types.NoneType)
+
+
+def _energy(q, grad, t, hyper):
+    """The network's energy and gradient: every precision explicit, or some integrated out (:mod:`collapsed`),
+    chosen by the target's type (a function of its own, not inlined: see mlp._likelihood_terms)."""
+
+
+@overload(_energy)
+def _energy_impl(q, grad, t, hyper):
+    if _collapsed(t):
+        return lambda q, grad, t, hyper: collapsed_energy_grad(q, grad, t, hyper)
+    return lambda q, grad, t, hyper: mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work,
+                                                     t.sparse, t.threads)
+
+
+def _scales(t, hyper, out):
+    """The step scales at the explicit precisions (collapsed ones at their reference), by the target's type."""
+
+
+@overload(_scales)
+def _scales_impl(t, hyper, out):
+    if _collapsed(t):
+        return lambda t, hyper, out: collapsed_step_scales(t, hyper, out)
+    return lambda t, hyper, out: mlp_step_scales(t.arch, hyper.prec, hyper.noise, t.sumsq, float(t.YT.shape[1]), out)
 
 
 @njit(inline="always")
 def _energy_grad(q, grad, t, hyper):
-    return mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse, t.threads)
+    return _energy(q, grad, t, hyper)
 
 
 @njit(inline="always")
 def _step_scales(t, hyper, out):
-    return mlp_step_scales(t.arch, hyper.prec, hyper.noise, t.sumsq, float(t.YT.shape[1]), out)
+    return _scales(t, hyper, out)
 
 
 #: Slice sampling of the interweaving moves (Neal 2003): initial width (in log weight scale: 1 is a
@@ -223,7 +255,7 @@ def _gibbs_energy_grad(q, grad, t, hyper, rng, moves):
     out = forward(q, t.arch, t.XT, t.work, t.sparse, t.threads) if noise else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     moved = _moves(q, t, hyper, rng) if moves else 0
-    energy = mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work, t.sparse, t.threads)
+    energy = _energy(q, grad, t, hyper)
     return energy, 1 + int(noise) + moved
 
 
@@ -274,7 +306,9 @@ class BayesianMLP(Model):
         self.target = MLPTarget(spec.arch, XT.astype(precision), spec.target_rows(Y), work,
                                 self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero,
                                 scale_directions(spec, self.prior) if priors.hyper_moves == "interweave" else None,
-                                spec.thread_scratch(XT.shape[1], precision, threads))
+                                spec.thread_scratch(XT.shape[1], precision, threads),
+                                build_collapse(self.prior, X.shape[0], spec.likelihood == "gaussian")
+                                if priors.collapse else None)
         self.n_cases = X.shape[0]
         self.dim = spec.n_params
 

@@ -77,6 +77,9 @@ class PriorSpec:
     adds, after each Gibbs update, slice updates of each free precision
     together with the scale of its weights, and of each hidden layer's
     incoming against its outgoing weights (:func:`scale_directions`).
+    ``collapse``: integrate every free precision without ARD, and a Gaussian
+    likelihood's free noise precision, out of HMC's density (:mod:`~adaptive_hmc.models.collapsed`);
+    they are still drawn from their conditionals before each trajectory.
     """
 
     input_hidden: GammaPrior = field(default_factory=weight_prior)
@@ -91,6 +94,7 @@ class PriorSpec:
     ard_shape: float = 0.5
     scale_hidden_output: bool = True
     hyper_moves: str = "interweave"
+    collapse: bool = False
 
     def __post_init__(self):
         if self.hyper_moves not in HYPER_MOVES:
