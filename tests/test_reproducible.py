@@ -152,23 +152,28 @@ def test_killed_and_resumed_runs_end_as_uninterrupted_ones(tmp_path, warm_cache)
 def test_cached_kernels_are_stamped_with_every_kernel_source(tmp_path):
     """Numba keeps a cached kernel while its own file is unchanged; ours also
     carry a hash of every kernel source, so editing a callee in another file (or
-    jit.py) recompiles the callers instead of running stale code."""
+    jit.py) recompiles the callers instead of running stale code. Ours alone: a
+    user's own numba.njit function keeps numba's stamp (tests/test_linking.py)."""
+    import numba
     from numba.core.caching import InTreeCacheLocator
 
-    from adaptive_hmc import jit
+    from adaptive_hmc import linker
     from adaptive_hmc.samplers import chain
-    locator = InTreeCacheLocator.from_function(chain._run_chain.py_func, chain.__file__)
-    stamp = locator.get_source_stamp()
-    assert isinstance(stamp, tuple) and stamp[1] == jit.kernel_sources_hash()
-    files = sorted(p for pattern in jit.KERNEL_SOURCES for p in Path(jit.__file__).parent.glob(pattern))
-    assert {"jit.py", "mlp.py", "hmc.py", "chain.py"} <= {p.name for p in files}
+    stamp = chain._run_chain._cache._cache_file._source_stamp
+    own = InTreeCacheLocator.from_function(chain._run_chain.py_func, chain.__file__).get_source_stamp()
+    assert stamp == (own, linker.kernel_sources_hash())
+    users = numba.njit(cache=True)(lambda x: x)
+    assert users._cache._cache_file._source_stamp == InTreeCacheLocator.from_function(
+        users.py_func, __file__).get_source_stamp()
+    files = sorted(p for pattern in linker.KERNEL_SOURCES for p in Path(linker.__file__).parent.glob(pattern))
+    assert {"jit.py", "linker.py", "mlp.py", "hmc.py", "chain.py"} <= {p.name for p in files}
     copies = []
     for p in files:
         copies.append(tmp_path / f"{len(copies)}_{p.name}")
         copies[-1].write_bytes(p.read_bytes())
-    before = jit.sources_hash(copies)
+    before = linker.sources_hash(copies)
     copies[0].write_bytes(copies[0].read_bytes() + b"\n# an edit\n")
-    assert jit.sources_hash(copies) != before
+    assert linker.sources_hash(copies) != before
 
 
 def test_the_emitter_process_makes_the_object_code_this_process_would():
