@@ -172,3 +172,92 @@ def test_a_tuner_of_ones_own_runs_a_configured_run_and_its_resume(tmp_path, caps
         err = capsys.readouterr().err
         assert message in err and "Traceback" not in err, err
         assert not (tmp_path / "bad").exists()
+
+
+#: The random search misbehaving as its setting ``bad`` says from its second ask on (the first super-transition
+#: runs and is checkpointed); ``BAD = ""`` in the file is the fixed tuner.
+BAD_TUNER_FILE = TUNER_FILE.replace('"random_file"', '"bad_file"') + '''
+BAD = None
+
+
+class Bad(RandomSearch):
+    def __init__(self, bounds, seed, bad="", asked=0):
+        super().__init__(bounds, seed)
+        self.bad, self.asked = bad if BAD is None else BAD, asked
+
+    def ask(self):
+        self.asked += 1
+        action = super().ask()
+        if self.asked < 2 or self.bad in ("", "raise in tell", "numpy state"):
+            return action
+        if self.bad == "raise in ask":
+            raise RuntimeError("no more actions")
+        return {"NaN step": {**action, "step_factor": float("nan")}, "negative step": {**action, "step_factor": -0.1},
+                "L = 0": {**action, "num_steps": 0}, "L above the budget": {**action, "num_steps": 10 ** 6},
+                "L = 12.5": {**action, "num_steps": 12.5}, "wrong keys": {"step": 0.1, "L": 10}}[self.bad]
+
+    def tell(self, action, reward, acceptance=None, transient=False):
+        if self.bad == "raise in tell" and self.asked >= 2:
+            raise ValueError("cannot learn")
+        return super().tell(action, reward, acceptance, transient)
+
+    def state_dict(self):
+        out = {**super().state_dict(), "kind": "bad_file", "bad": self.bad, "asked": self.asked}
+        return {**out, "gp": np.zeros(2)} if self.bad == "numpy state" and self.asked >= 2 else out
+
+    @classmethod
+    def from_state(cls, state):
+        t = cls(state["bounds"], state["seed"], state["bad"], state["asked"])
+        t._rng.bit_generator.state, t._history = state["stream"], [dict(h) for h in state["history"]]
+        return t
+
+
+@dataclass(frozen=True)
+class BadOptions:
+    bounds: dict
+    bad: str = ""
+
+    def tuner(self, seed):
+        return Bad(self.bounds, seed, self.bad)
+
+
+register_tuner("bad_file", Bad)
+'''
+
+#: Each misbehaviour of Bad and what the run's message says of it.
+MISBEHAVIOURS = {"NaN step": "ask() returned {'step_factor': nan", "negative step": "step_factor=-0.1: must be a",
+                 "L = 0": "num_steps=0: must be a whole number >= 1",
+                 "L above the budget": "num_steps=1000000: must be <= the budget (600)",
+                 "L = 12.5": "num_steps=12.5: must be a whole number",
+                 "wrong keys": "ask() returned {'step': 0.1, 'L': 10}: need step_factor and num_steps",
+                 "raise in ask": "ask() raised RuntimeError: no more actions",
+                 "raise in tell": "tell() raised ValueError: cannot learn",
+                 "numpy state": "state_dict() returned a value JSON cannot hold (TypeError: Object of type ndarray"}
+
+
+def test_a_misbehaving_tuner_of_ones_own_is_named_with_the_checkpoint_to_resume_from(tmp_path, capsys):
+    """A tuner of one's own that asks no action (a NaN or negative step factor, L = 0, 12.5 or above the
+    budget, other keys), raises in ask or tell, or gives a state JSON cannot hold ends the run with exit 2 and
+    one line naming tuner.kind, its file, the method and the value, and how many super-transitions the
+    checkpoint holds; fixed, the run resumes from there to its end."""
+    import yaml
+    from cli_helpers import _raw, _small, _write
+    from adaptive_hmc.front.cli import main
+    (tmp_path / "bad_tuner.py").write_text(BAD_TUNER_FILE)
+    raw = _small(_raw(), n=3)
+    raw["run"]["checkpoint_every"] = 1
+    raw["tuner"] = {"kind": "bad_file", "file": "bad_tuner.py", "options_type": "BadOptions",
+                    "bounds": {"step_factor": [0.05, 0.5], "num_steps": [10, 60]}, "warmup_super_transitions": 1}
+    for bad, message in MISBEHAVIOURS.items():
+        raw["tuner"]["settings"] = {"bad": bad}
+        path, out = _write(tmp_path, raw, "c.yaml"), tmp_path / bad.replace(" ", "_")
+        assert main(["run", str(path), "--out", str(out), "--quiet"]) == 2, bad
+        err = capsys.readouterr().err
+        assert f"{path}: tuner.kind = 'bad_file' (bad_tuner.py): " in err and message in err, err
+        assert "the checkpoint holds 1 super-transition: fix the tuner, then --resume" in err, err
+        assert "Traceback" not in err and err.count("\n") == 1, err
+    (tmp_path / "bad_tuner.py").write_text(BAD_TUNER_FILE.replace("BAD = None", 'BAD = ""'))
+    raw["tuner"]["settings"] = {"bad": "L = 0"}
+    assert main(["run", str(_write(tmp_path, raw, "c.yaml")), "--out", str(tmp_path / "L_=_0"), "--quiet",
+                 "--resume"]) == 0
+    assert yaml.safe_load((tmp_path / "L_=_0" / "config.resolved.yaml").read_text())["tuner"]["kind"] == "bad_file"

@@ -7,6 +7,7 @@ The runner speaks to tuners through ``ask`` and ``tell`` only.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, replace
 from functools import partial
@@ -17,7 +18,7 @@ import numpy as np
 from .replica_options import ReplicaOptions
 from .replicas import ReplicaSet
 from .rewards import cv_error, cv_reward, esjd_reward, slowest_movement
-from ..samplers.settings import Action
+from ..samplers.settings import Action, SettingsError
 from .super_transition import SuperTransitionResult
 from ..tuners.base import Tuner
 from ..tuners.options import BanditOptions
@@ -58,6 +59,60 @@ class ChainSet(Protocol):
     def restore(self, saved: dict, stored) -> None: ...
 
     def probe(self, action: Action, budget: int, k: int = 0) -> SuperTransitionResult | None: ...
+
+
+class TunerError(RuntimeError):
+    """A tuner of one's own misbehaved (:class:`CheckedTuner`); the message names the method and the value."""
+
+
+class CheckedTuner:
+    """A tuner of one's own (any :class:`~adaptive_hmc.tuners.base.Tuner`) whose every call is checked:
+    :class:`TunerError` when ``ask``, ``tell``, ``history`` or ``state_dict`` raise, when ``ask`` returns
+    other than an action (``step_factor`` a finite number > 0, ``num_steps`` a whole number from 1 to the
+    ``budget``), and when ``state_dict`` returns what JSON cannot hold (a checkpoint stores it as JSON)."""
+
+    def __init__(self, inner, budget: int):
+        self.inner, self.budget = inner, int(budget)
+
+    def _call(self, method: str, *args, **kwargs):
+        try:
+            return getattr(self.inner, method)(*args, **kwargs)
+        except Exception as e:                           # noqa: BLE001 - any error of the user's tuner, named
+            raise TunerError(f"{method}() raised {type(e).__name__}: {e}") from None
+
+    @property
+    def accept_floor(self):
+        return getattr(self.inner, "accept_floor", None)
+
+    @property
+    def history(self) -> list:
+        return self._call("__getattribute__", "history")
+
+    def ask(self) -> dict:
+        action = self._call("ask")
+        try:
+            L = Action.of(action).num_steps
+        except SettingsError as e:
+            raise TunerError(f"ask() returned {action!r}: {e.allowed if e.field == 'action' else e}") from None
+        if L > self.budget:
+            raise TunerError(f"ask() returned {action!r}: num_steps={L}: must be <= the budget ({self.budget}), "
+                             f"the leapfrog steps per chain in a super-transition")
+        return action
+
+    def tell(self, action: dict, reward: float, acceptance: float | None = None, transient: bool = False):
+        info = self._call("tell", action, reward, acceptance=acceptance, transient=transient)
+        if not (hasattr(info, "p") and hasattr(info, "moved")):
+            raise TunerError(f"tell() returned {info!r}: a TellInfo(p, moved) (adaptive_hmc.tuners.base)")
+        return info
+
+    def state_dict(self) -> dict:
+        state = self._call("state_dict")
+        try:
+            json.dumps(state)
+        except (TypeError, ValueError) as e:
+            raise TunerError(f"state_dict() returned a value JSON cannot hold ({type(e).__name__}: {e}; "
+                             f"{repr(state)[:80]}): a checkpoint stores it as JSON") from None
+        return state
 
 
 #: The package's default reward model (the tuning study, docs/tuning_study.md):

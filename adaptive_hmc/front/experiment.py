@@ -21,7 +21,7 @@ from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics,
 from ..rundir.results import RunDir, RunDirSink, RunError
 from ..engine.driver import Until, drive, end_warnings
 from ..engine.progress import compile_kernels, start_chains
-from ..engine.runner import MAX_SUPER_TRANSITIONS, make_run
+from ..engine.runner import MAX_SUPER_TRANSITIONS, CheckedTuner, TunerError, make_run
 from ..tuners.registry import TUNERS
 from .user_files import callable_in, import_file
 
@@ -48,8 +48,9 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
     X = sc.transform(X)
     tests = {n: (sc.transform(a), b) for n, (a, b) in tests.items()}
     _check_fit(cfg, source, X, Y, tests, split.n_outputs, split.classes)
+    tuner = tuner_options(cfg, source)                  # its errors name their keys already
     try:
-        return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=tuner_options(cfg, source),
+        return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=tuner,
                         run=cfg.run_options(), replicas=cfg.replica_options(), test_sets=tests), sc
     except ValueError as e:
         raise ConfigError(f"{source}: model/data: {e}") from None
@@ -157,20 +158,36 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
     resuming = rd.prepare(resume, say, extend)      # refusals come before any work or writing
     if resuming:
         rd.check_same_config(cfg)
-    total = rd.progress()[0] + extend if extend else rd.extended_to() if resuming else None
-    if total is not None and total > MAX_SUPER_TRANSITIONS:
-        raise RunError(f"--extend {extend}: the run would have {total:,} super-transitions, more than the "
-                       f"{MAX_SUPER_TRANSITIONS:,} a run may have; add fewer")
+    total = _length(rd, resuming, extend)
     run_cfg = cfg if total is None else lengthened(cfg, source, total)
     setup, x_scale = build(run_cfg, source)   # all validation before any writing
     lock = rd.lock()
     try:
         resuming = rd.prepare(resume, None, extend)
+        now = _length(rd, resuming, extend)         # the length once no other run can change it
+        if now != total:                            # another run extended it meanwhile: on from its end
+            run_cfg = lengthened(cfg, source, now)
+            setup, x_scale = build(run_cfg, source)
         if extend:
             rd.begin_extension(extend)
         return _run_locked(rd, run_cfg, source, resuming, quiet, stop_after, setup, x_scale)
     finally:
         lock.close()
+
+
+def _length(rd: RunDir, resuming: bool, extend: int) -> int | None:
+    """The super-transitions the run in ``rd`` goes on to: its checkpoint's and ``extend`` more, or the
+    length an interrupted extension set (None: the config's); RunError when it would be too long."""
+    total = rd.progress()[0] + extend if extend else rd.extended_to() if resuming else None
+    if total is not None and total > MAX_SUPER_TRANSITIONS:
+        raise RunError(f"--extend {extend}: the run would have {total:,} super-transitions, more than the "
+                       f"{MAX_SUPER_TRANSITIONS:,} a run may have; add fewer")
+    return total
+
+
+def _saved(rd: RunDir) -> int:
+    """The super-transitions the last checkpoint in ``rd`` holds (0: none)."""
+    return rd.load_checkpoint()[0].chains["n_super"] if rd.has_checkpoint else 0
 
 
 def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
@@ -199,6 +216,8 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
 def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) -> dict:
     replicas = setup.replicas
     tuner, log, wall, meta = _begin(rd, cfg, source, resuming, quiet, replicas, setup.tuner)
+    if cfg.tuner.kind not in ("bandit", "fixed"):          # a tuner of one's own: every call checked
+        tuner = CheckedTuner(tuner, cfg.run.budget)
     until, first = cfg.run.until, cfg.run.super_transitions
 
     def say(line):
@@ -211,10 +230,14 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
                      sink=RunDirSink(rd, replicas, tuner, log, cfg.run.checkpoint_every), quiet=quiet,
                      stop_after=stop_after, say=say)
     except KeyboardInterrupt:
-        saved = rd.load_checkpoint()[0].chains["n_super"] if rd.has_checkpoint else 0
         raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "
-                          f"{'at least ' if until else ''}{first}; the last checkpoint holds {saved}; resume with: "
-                          f"adaptive-hmc run {source} --out {rd.path} --resume") from None
+                          f"{'at least ' if until else ''}{first}; the last checkpoint holds {_saved(rd)}; resume "
+                          f"with: adaptive-hmc run {source} --out {rd.path} --resume") from None
+    except TunerError as e:
+        n = _saved(rd)
+        then = (f"the checkpoint holds {n} super-transition{'s' * (n != 1)}: fix the tuner, then --resume" if
+                rd.has_checkpoint else "nothing was checkpointed: fix the tuner, then run again")
+        raise RunError(f"{source}: tuner.kind = {cfg.tuner.kind!r} ({cfg.tuner.file}): {e}; {then}") from None
     if not done.finished:
         return {}
     meta["end"] = time.strftime("%Y-%m-%dT%H:%M:%S")
