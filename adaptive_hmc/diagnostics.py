@@ -310,10 +310,10 @@ def summary_line(st: dict, stats: dict, gradients: int, seconds: float) -> str:
     r, ess = np.max(st["rhat"]), float(np.min(st["ess_bulk"]))
     div = stats["diverging"]
     bfmi = e_bfmi(stats["energy"]) if stats["energy"].shape[1] > 2 else [np.nan]
-    return (f"{div.shape[0]} chains x {div.shape[1]} draws: R-hat max of the unconstrained coordinates "
-            f"{r:.3f} (target <= {RHAT_LIMIT}); smallest bulk ESS {ess:.0f} ({ess / seconds:.1f} per second of "
-            f"warm-up and sampling, {1000 * ess / gradients:.3g} per 1000 gradients); {int(div.sum())} divergent "
-            f"trajectories; E-BFMI min {np.min(bfmi):.2f}")
+    return (f"{div.shape[0]} chain{'s' * (div.shape[0] != 1)} x {div.shape[1]} draws: R-hat max of the "
+            f"unconstrained coordinates {r:.3f} (target <= {RHAT_LIMIT}); smallest bulk ESS {ess:.0f} "
+            f"({ess / seconds:.1f} per second of warm-up and sampling, {1000 * ess / gradients:.3g} per 1000 "
+            f"gradients); {int(div.sum())} divergent trajectories; E-BFMI min {np.min(bfmi):.2f}")
 
 
 def trust_warnings(rhat, diverging, energy=None, ess=None, longer=None) -> list:

@@ -376,3 +376,21 @@ CASES.update({
     "utf-16 named for a UTF-8 table": (lambda r, t: _use_table(r, t, encoding="utf-16"),
                                        "not utf-16 text: the file holds no NUL bytes"),
 })
+
+
+# issue 86: runs
+_OWN_BOUNDS = {"step_factor": [0.05, 0.5], "num_steps": [10, 60]}
+CASES.update({
+    "old replicas of one fold": (lambda r, t: (r.pop("chains"), r.update(replicas={"k": 1, "data": "folds"})),
+                                 "cv.folds = 1: 0 (the full-data chain alone) or >= 2 folds (replicas is the old name "
+                                 "of chains and cv: read as `cv: {folds: 1}`"),
+    "old replicas of no chain": (lambda r, t: (r.pop("chains"), r.update(replicas={"k": 0})),
+                                 "(replicas is the old name of chains and cv: read as `chains: 0`"),
+    "a tuner file that is not there": (lambda r, t: r.update(tuner={"kind": "mine", "file": "nosuch.py", "options_type":
+                                                                    "Options", "bounds": _OWN_BOUNDS}),
+                                       "yaml: tuner.file = 'nosuch.py': no such file"),
+    "a tuner file that raises": (lambda r, t: ((t / "broken_tuner.py").write_text("raise ImportError('broken')\n"),
+                                               r.update(tuner={"kind": "mine", "file": "broken_tuner.py",
+                                                               "options_type": "Options", "bounds": _OWN_BOUNDS})),
+                                 "yaml: tuner.file = 'broken_tuner.py': importing it raised ImportError: broken"),
+})

@@ -249,7 +249,7 @@ def test_missing_resolved_config_is_refused(tmp_path, capsys):
     path, out = _checkpointed(tmp_path)
     (out / "config.resolved.yaml").unlink()
     assert main(["run", str(path), "--out", str(out), "--resume"]) == 2
-    assert "config.resolved.yaml is missing" in capsys.readouterr().err
+    assert f"{out / 'config.resolved.yaml'}: missing or damaged (No such file or directory)" in capsys.readouterr().err
 
 
 def test_a_run_stopped_before_its_first_checkpoint_starts_over(tmp_path, capsys):

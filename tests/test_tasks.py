@@ -72,7 +72,7 @@ def test_a_task_config_validates_and_its_mistakes_are_named(tmp_path, capsys):
         assert message in capsys.readouterr().err
     for name in ("hand", "bandit"):
         assert main(["validate", str(ROOT / "configs" / f"rasmussen1996_{name}.yaml")]) == 0
-        assert "Network 6-13-1 (gaussian, 111 parameters), 1 chains, 104 training cases; test sets: test " \
+        assert "Network 6-13-1 (gaussian, 111 parameters), 1 chain, 104 training cases; test sets: test " \
                "(105 cases)" in capsys.readouterr().err
 
 

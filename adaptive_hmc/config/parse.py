@@ -333,12 +333,16 @@ def parse(raw, source: str = "<config>") -> Config | DensityConfig:
     note = None if density else old_replicas(raw := dict(raw), source)
     try:
         root = DensityConfig if density else Config
-        cfg = root.model_validate(raw)
-    except ValidationError as err:
-        raise ConfigError(_format(err, source, raw, root)) from None
-    if not density:
-        _check(cfg, source)
-        cfg.notes.extend([note] if note else [])
+        try:
+            cfg = root.model_validate(raw)
+        except ValidationError as err:
+            raise ConfigError(_format(err, source, raw, root)) from None
+        if not density:
+            _check(cfg, source)
+    except ConfigError as err:        # a key that the old section replicas became: named as written
+        raise ConfigError(f"{err} ({note})" if note else str(err)) from None
+    if note:
+        cfg.notes.append(note)
     return cfg
 
 

@@ -63,7 +63,8 @@ def start_chains(chains: ChainSet, quiet: bool = False) -> dict | None:
     count in the first super-transition's. What it did, or None."""
     info = chains.start_chains()
     if info is not None and not quiet:
-        print(f"{len(info['chains'])} chains started from optimized networks (L-BFGS from each chain's random "
+        n = len(info["chains"])
+        print(f"{n} chain{'s' * (n != 1)} started from optimized networks (L-BFGS from each chain's random "
               f"weights) in {info['seconds']:.1f} s ({info['gradients']:,} gradients"
               f"{'; cut short at the time limit' if info['cut_short'] else ''})", file=sys.stderr, flush=True)
     return info

@@ -40,8 +40,10 @@ def _validate(args) -> int:
     if not isinstance(cfg, Config):                      # model.kind: density
         from .density_run import check
         fn, _, starts = check(cfg, args.config)
+        n = cfg.sampler.chains
+        starts_of = "the chain's start" if n == 1 else f"the {n} chains' starts"
         print(f"# {args.config}: valid. A log density of {cfg.model.dim} coordinates ({cfg.model.file}: "
-              f"{cfg.model.function}), finite at the {cfg.sampler.chains} chains' starts", file=sys.stderr, flush=True)
+              f"{cfg.model.function}), finite at {starts_of}", file=sys.stderr, flush=True)
         _print_config(cfg, args)
         if not getattr(args, "no_estimate", False):
             _density_estimate(cfg, args.config, fn, starts)
@@ -52,8 +54,8 @@ def _validate(args) -> int:
     n_train = replicas.replicas[-1].model.n_cases if replicas.n_cv == 0 else sum(len(f) for f in replicas.folds)
     shape = "-".join(str(n) for n in (spec.n_inputs, *spec.hidden, spec.n_outputs))
     print(f"# {args.config}: valid. Network {shape} ({spec.likelihood}, {spec.n_params:,} parameters), "
-          f"{replicas.n_replicas} chains, {n_train} training cases; test sets: {tests}; the resolved config "
-          f"follows", file=sys.stderr, flush=True)
+          f"{replicas.n_replicas} chain{'s' * (replicas.n_replicas != 1)}, {n_train} training cases; test sets: "
+          f"{tests}; the resolved config follows", file=sys.stderr, flush=True)
     _print_config(cfg, args)
     if not getattr(args, "no_estimate", False):
         from ..engine.progress import compile_kernels
@@ -365,7 +367,7 @@ def _add_plot(sub) -> None:
 
 
 def _draws(v: str) -> str:
-    if v != "all" and not (v.isdigit() and int(v) >= 1):
+    if v != "all" and not (v.isascii() and v.isdigit() and int(v) >= 1):     # "²" is a digit to isdigit alone
         raise argparse.ArgumentTypeError(f"{v!r}: a number of draws >= 1, or all")
     return v
 

@@ -103,7 +103,9 @@ def run_density(cfg: DensityConfig, out, source: str, resume: bool = False, quie
             raise Interrupted(f"{out}: interrupted; the checkpoint holds the super-transitions done (and the "
                               f"warm-up once it ended); resume with: adaptive-hmc run {source} --out {out} "
                               f"--resume") from None
-        except (CheckpointError, WarmupError) as e:
+        except CheckpointError as e:                 # it names the directory or its file
+            raise RunError(str(e)) from None
+        except WarmupError as e:
             raise RunError(f"{out}: {e}") from None
         except DensityError as e:                # the Python log density raised during the run
             then = ("the checkpoint holds the run up to there: fix the function, then --resume"

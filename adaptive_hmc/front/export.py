@@ -12,7 +12,6 @@ import numpy as np
 from scipy.stats import norm
 
 from .. import EXPORT_DRAWS
-from ..diagnostics import arviz
 from ..rundir.finished_run import Run, read_run
 from ..rundir.inference import evenly_spaced, inference_data
 from ..rundir.results import RunError
@@ -57,7 +56,7 @@ def export(d, max_draws: int | None = EXPORT_DRAWS) -> Path:
     run = read_run(d)
     if not run.network:                        # its posterior.nc is the InferenceData already
         out = run.dir / "inference_data.nc"
-        idata = arviz().from_netcdf(str(run.posterior_file))
+        idata = run.inference_data()
         n = idata.posterior.sizes["draw"]
         if max_draws is None or n <= max_draws:
             atomic_write(out, run.posterior_file.read_bytes())

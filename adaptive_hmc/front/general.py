@@ -203,8 +203,8 @@ def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget,
     (flo, fhi), (tlo, thi) = step_factor_bounds, trajectory_bounds
     t0 = time.perf_counter()
     if verbose:
-        print(f"warm-up: {warmup} iterations of {chains.R} chains (a diagonal metric and a reference step)",
-              flush=True)
+        print(f"warm-up: {warmup} iterations of {chains.R} chain{'s' * (chains.R != 1)} (a diagonal metric and a "
+              f"reference step)", flush=True)
     step = chains.warm_up(int(warmup), target_accept)
     lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
     if budget is None:

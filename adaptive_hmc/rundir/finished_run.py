@@ -131,9 +131,12 @@ class DensityRun(NamedTuple):
         return self.dir / POSTERIOR
 
     def inference_data(self):
-        """The run's draws (posterior, sample_stats, the tuner's log in attrs)."""
+        """The run's draws (posterior, sample_stats, the tuner's log in attrs); RunError naming a damaged file."""
         from ..diagnostics import arviz
-        return arviz().from_netcdf(str(self.posterior_file))
+        try:
+            return arviz().from_netcdf(str(self.posterior_file))
+        except (OSError, ValueError, KeyError) as e:
+            raise RunError(f"{self.posterior_file}: missing or damaged ({type(e).__name__}: {e})") from None
 
     def with_network(self, what: str):
         """RunError: a verb asked this run for a network's ``what``."""

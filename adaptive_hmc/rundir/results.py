@@ -174,6 +174,8 @@ class RunDir:
         neither is right; ``say`` is told when a run starts over (None: silent, as
         when the caller holds the directory's lock already; otherwise a run that
         holds it is refused as in use first). Writes nothing but the lock file."""
+        if say is not None and self.file(LOCK).is_file():
+            self.lock().close()             # a run working there (started, checkpointed) is named, not undone
         status = self.status()
         if extend and (resume or status != "finished"):
             raise RunError("--resume continues an interrupted run or extension; --extend adds to a finished one: one "
@@ -197,20 +199,28 @@ class RunDir:
             if not self.has_checkpoint:
                 raise RunError(f"{self.path}: --extend {extend}: its checkpoint is gone, so the chains cannot go on; "
                                f"run again with a longer run.super_transitions")
+            self.check_layout()
             return True
         if status == "checkpointed":
             if not resume:
                 raise RunError(f"{self.path}: holds an unfinished run with a checkpoint; add --resume to continue "
                                f"it, or use another --out")
+            self.check_layout()
             return True
         if say is None:
             return False
         if status == "started":
-            self.lock().close()             # a run still starting there (its optimised starts) is named, not undone
             say(f"{self.path}: the run there stopped before its first checkpoint; starting it over")
         elif resume:
             say(f"{self.path}: nothing to resume (no checkpoint); starting the run")
         return False
+
+    def check_layout(self) -> None:
+        """RunError unless the run here can go on: one of an earlier version's layout cannot."""
+        if self.file(OLD_DRAWS).is_dir():
+            raise RunError(f"{self.path}: written by an earlier version, which kept the draws in {OLD_DRAWS}/; it "
+                           f"cannot be resumed or extended (its finished results still read): start the run again "
+                           f"in a new directory")
 
     def clear_start(self) -> None:
         """Remove the files of a run that stopped before its first checkpoint
@@ -268,13 +278,33 @@ class RunDir:
         atomic_write(self.file(SUMMARY), json.dumps(summary, indent=2).encode())
         return summary
 
+    def _damaged(self, name: str, problem) -> RunError:
+        """The refusal of a run whose file ``name`` is missing or damaged (``problem``: an exception, or words)."""
+        if isinstance(problem, OSError):
+            problem = problem.strerror or type(problem).__name__
+        elif isinstance(problem, Exception):
+            problem = f"{type(problem).__name__}: {(str(problem).splitlines() or [''])[0]}"
+        return RunError(f"{self.file(name)}: missing or damaged ({problem}), so the run cannot go on; start it "
+                        f"again in a new directory")
+
+    def resolved(self) -> dict:
+        """The config the run started with (``config.resolved.yaml``); RunError when missing or damaged."""
+        try:
+            raw = yaml.safe_load(self.file(CONFIG).read_text())
+        except (OSError, ValueError, yaml.YAMLError) as e:
+            raise self._damaged(CONFIG, e) from None
+        if not (isinstance(raw, dict) and isinstance(raw.get("run"), dict)):
+            raise self._damaged(CONFIG, "not a run's resolved config")
+        return raw
+
     def check_same_config(self, cfg: Config) -> None:
-        if not self.file(CONFIG).is_file():
-            raise RunError(f"{self.path}: {CONFIG} is missing, so the checkpoint cannot be matched to a config; "
-                           f"start the run again in a new directory")
-        then, now = self.file(CONFIG).read_bytes(), resolved_config(cfg)
-        if then != now:
-            changed = _changed_keys(yaml.safe_load(then), yaml.safe_load(now))
+        """RunError naming the keys where ``cfg`` differs from the config the run started with, but
+        ``run.threads`` (every draw is the same whatever the threads: a run may resume on another machine)."""
+        then, now = self.resolved(), yaml.safe_load(resolved_config(cfg))
+        for raw in (then, now):
+            raw["run"].pop("threads", None)
+        if yaml.safe_dump(then) != yaml.safe_dump(now):
+            changed = _changed_keys(then, now)
             shown = "; ".join(f"{k}: {a!r} then, {b!r} now" for k, a, b in changed[:3]) + \
                 ("; ..." if len(changed) > 3 else "")
             raise RunError(f"{self.path}: the config differs from the one this run started with "
@@ -282,7 +312,14 @@ class RunDir:
                            f"with the config it started with (put it back, or start a new run with --out)")
 
     def read_metadata(self) -> dict:
-        return json.loads(self.file(METADATA).read_text())
+        """``metadata.json``; RunError when missing or damaged."""
+        try:
+            meta = json.loads(self.file(METADATA).read_text())
+        except (OSError, ValueError) as e:
+            raise self._damaged(METADATA, e) from None
+        if not isinstance(meta, dict):
+            raise self._damaged(METADATA, f"a JSON {type(meta).__name__}, not an object")
+        return meta
 
     def write_metadata(self, meta: dict) -> None:
         atomic_write(self.file(METADATA), _json(meta))
@@ -341,16 +378,18 @@ class RunDir:
         """(super-transitions the newest intact checkpoint holds, the run's
         total); RunError when either cannot be read."""
         ck, _ = self.load_checkpoint()
-        try:
-            total = self.extended_to() or yaml.safe_load(self.file(CONFIG).read_text())["run"]["super_transitions"]
-        except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError) as e:
-            raise RunError(f"{self.file(CONFIG)}: cannot be read ({e})") from None
+        total = self.extended_to() or self.resolved()["run"].get("super_transitions")
+        if not isinstance(total, int):
+            raise self._damaged(CONFIG, f"run.super_transitions = {total!r}")
         return ck.chains["n_super"], total
 
     def extended_to(self) -> int | None:
         """The length an ``--extend`` set (the metadata's last extension), or None for a run never extended."""
         extensions = self.read_metadata().get("extended") if self.file(METADATA).is_file() else None
-        return int(extensions[-1]["to"]) if extensions else None
+        try:
+            return int(extensions[-1]["to"]) if extensions else None
+        except (TypeError, KeyError, IndexError, ValueError):
+            raise self._damaged(METADATA, f"extended = {extensions!r}") from None
 
     def begin_extension(self, by: int) -> int:
         """Make a finished run an unfinished one of ``by`` more super-transitions
@@ -371,10 +410,7 @@ class RunDir:
         restored in place from it and the sample store of ``codec``'s units,
         which is cut back to it (as is the log); ``check(state)``: why the
         state cannot go on as this run (None: it can)."""
-        if self.file(OLD_DRAWS).is_dir():
-            raise RunError(f"{self.path}: written by an earlier version, which kept the draws in {OLD_DRAWS}/; it "
-                           f"cannot be resumed (its finished results still read): start the run again in a new "
-                           f"directory")
+        self.check_layout()
         ck, note = self.load_checkpoint(what)
         problem = check(ck.chains) if check is not None else None
         if problem:
