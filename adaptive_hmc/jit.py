@@ -26,13 +26,16 @@ def _wide_vectors():
     bench_scale.py's network, one thread): a gradient of 2,000 rows and 32
     hidden units 220 -> 194 us, of 20,000 rows and 128 hidden units 9.3 -> 7.3
     ms, the tanh of a case 1.06 -> 0.75 ns. Only where NUMBA_CPU_FEATURES does
-    not choose otherwise; numba's compile cache keys its entries on the features,
-    so cached and fresh code agree. Takes effect if numba compiled nothing yet in
-    the process (the package's modules import this one first)."""
+    not choose otherwise, and for the package's own functions alone (each
+    function its modules define carries the features: :func:`~adaptive_hmc.
+    linker.own_features`; numba's CPU features, which its compile cache keys its
+    entries on, stay numba's, so that a user's own functions are compiled and
+    cached as numba alone does it); with the package's linking only (numba's own
+    compiles every function for numba's features)."""
     if numba.config.CPU_FEATURES is None:
         features = ll.get_host_cpu_features()
         if features.get("avx512f"):
-            numba.config.CPU_FEATURES = features.flatten() + ",-prefer-256-bit"
+            linker.own_features(features.flatten() + ",-prefer-256-bit")
 
 
 _wide_vectors()

@@ -60,7 +60,7 @@ from pathlib import Path
 
 import numba
 from llvmlite import binding as ll
-from numba.core import caching, codegen, compiler, dispatcher, lowering
+from numba.core import caching, cgutils, codegen, compiler, dispatcher, lowering
 from numba.core.registry import CPUDispatcher
 
 from . import emitter
@@ -77,6 +77,8 @@ NUMBA_FUNCTIONS = {
     "CPUCodeLibrary._get_module_for_linking": lambda: codegen.CPUCodeLibrary._get_module_for_linking,
     "CPUCodeLibrary._optimize_final_module": lambda: codegen.CPUCodeLibrary._optimize_final_module,
     "CPUCodeLibrary._finalize_final_module": lambda: codegen.CPUCodeLibrary._finalize_final_module,
+    "CPUCodeLibrary.add_ir_module": lambda: codegen.CPUCodeLibrary.add_ir_module,
+    "CPUCodeLibrary.add_llvm_module": lambda: codegen.CPUCodeLibrary.add_llvm_module,
     "CPUCodeLibrary.serialize_using_object_code": lambda: codegen.CPUCodeLibrary.serialize_using_object_code,
     "CPUCodeLibrary._unserialize": lambda: codegen.CPUCodeLibrary._unserialize,
     "JITCodeLibrary._finalize_specific": lambda: codegen.JITCodeLibrary._finalize_specific,
@@ -101,6 +103,8 @@ NUMBA_SOURCES = {
         "CPUCodeLibrary._get_module_for_linking": "56dde0e0555b5ec8",
         "CPUCodeLibrary._optimize_final_module": "e405bd473752613b",
         "CPUCodeLibrary._finalize_final_module": "95bbf4fcbb90ed99",
+        "CPUCodeLibrary.add_ir_module": "fb6dd665f0f609c4",
+        "CPUCodeLibrary.add_llvm_module": "84621057b3084c21",
         "CPUCodeLibrary.serialize_using_object_code": "a895c26d01bad670",
         "CPUCodeLibrary._unserialize": "c83d278d993487f3",
         "JITCodeLibrary._finalize_specific": "81c2abfc04e950da",
@@ -121,6 +125,8 @@ NUMBA_SOURCES = {
         "CPUCodeLibrary._get_module_for_linking": "56dde0e0555b5ec8",
         "CPUCodeLibrary._optimize_final_module": "e405bd473752613b",
         "CPUCodeLibrary._finalize_final_module": "95bbf4fcbb90ed99",
+        "CPUCodeLibrary.add_ir_module": "fb6dd665f0f609c4",
+        "CPUCodeLibrary.add_llvm_module": "84621057b3084c21",
         "CPUCodeLibrary.serialize_using_object_code": "a895c26d01bad670",
         "CPUCodeLibrary._unserialize": "c83d278d993487f3",
         "JITCodeLibrary._finalize_specific": "81c2abfc04e950da",
@@ -432,6 +438,45 @@ def _python_entry(create):
     return patched
 
 
+#: The CPU features of the package's own code where they are not numba's (:func:`own_features`), or None.
+_features = None
+
+
+def own_features(features: str) -> None:
+    """Compile the package's own functions for ``features`` (LLVM's "target-features" of each function its
+    modules define, from their first optimisation on), every other library for numba's: so that a user's
+    own functions are compiled and cached as numba alone does it (numba keys its cache entries on the CPU
+    features it compiles for)."""
+    global _features
+    _features = features
+
+
+def _with_features(text: str) -> str:
+    attribute = f' "target-features"="{_features}"'
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith("define "):
+            head = line.rstrip()
+            lines[i] = head[:-1].rstrip() + attribute + " {" if head.endswith("{") else head + attribute
+    return "\n".join(lines)
+
+
+def _add_ir(add_ir_module):
+    """A module that defines functions of the package's is compiled for :func:`own_features`' features (numba's
+    ``add_ir_module``, the features added to each definition)."""
+    def patched(self, ir_module):
+        if _features is None or not any(PACKAGE in fn.name for fn in ir_module.functions if not fn.is_declaration):
+            return add_ir_module(self, ir_module)
+        self._raise_if_finalized()
+        ll_module = ll.parse_assembly(_with_features(cgutils.normalize_ir_text(str(ir_module))))
+        ll_module.name = ir_module.name
+        ll_module.verify()
+        self.add_llvm_module(ll_module)
+
+    patched.__wrapped__ = add_ir_module
+    return patched
+
+
 def _patch(owner, name, wrap):
     """The one way the package changes numba: ``owner.name`` wrapped by ``wrap`` (once), with the package's
     linking only."""
@@ -441,6 +486,7 @@ def _patch(owner, name, wrap):
 
 _patch(codegen.CPUCodeLibrary, "finalize", _finalize)
 _patch(codegen.CPUCodeLibrary, "serialize_using_object_code", _serialize)
+_patch(codegen.CPUCodeLibrary, "add_ir_module", _add_ir)
 _patch(caching.Cache, "save_overload", _deferred_save)
 _patch(compiler.CompileResult, "_rebuild", _rebuild)
 _patch(lowering.Lower, "create_cpython_wrapper", _python_entry)
