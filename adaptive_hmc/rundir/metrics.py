@@ -244,7 +244,7 @@ def diagnostics_line(summary: dict) -> str:
     bound = (" (a lower bound: near the number of diagnostic draws, 16 a super-transition a chain: the chains' "
              "draws are nearly independent at that spacing)"
              if thin_limited(d) else "")
-    return (f"{t['chains']} {d['chains']!r} chains; R-hat max of {rhat_of(d)} "
+    return (f"{t['chains']} {d['chains']!r} chain{'s' * (t['chains'] != 1)}; R-hat max of {rhat_of(d)} "
             f"{'not finite' if r is None else f'{r:.3f}'}; "
             f"ESS of the {name} predictions (smallest / median over outputs) {t['ess_bulk']['min']:.0f} / "
             f"{t['ess_bulk']['median']:.0f}, per 1000 gradients {per_g['min']:.3f} / {per_g['median']:.3f} "
