@@ -43,6 +43,7 @@ LAYERS = [
     ("front.experiment", "front.estimator"),
     ("front.density_run",),
     ("front.reports", "front.plots", "front.export", "front.elpd"),
+    ("front.versus",),
     ("front.sweep",),
     ("front.cli",),
 ]

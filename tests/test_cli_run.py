@@ -13,7 +13,7 @@ from adaptive_hmc.front.experiment import run_experiment
 from adaptive_hmc.rundir.metrics import untimed
 from adaptive_hmc.rundir.finished_run import read_run
 from adaptive_hmc.rundir.results import RunDir
-from cli_helpers import ROBOT_ARM_QUICK, _raw, _write, _small, _checkpointed, DAMAGE
+from cli_helpers import CONFIGS, ROBOT_ARM_QUICK, _raw, _write, _small, _checkpointed, DAMAGE
 
 
 @pytest.mark.parametrize("path", ROBOT_ARM_QUICK, ids=[p.stem for p in ROBOT_ARM_QUICK])
@@ -401,3 +401,61 @@ def test_dexter_runs_through_the_cli_and_predicts_from_raw_word_counts(tmp_path,
     np.savetxt(csv, Xt[:5, :100], delimiter=",", fmt="%g")
     assert main(["predict", str(out), str(csv)]) == 2
     assert "20000" in capsys.readouterr().err
+
+
+def test_the_main_job_tunes_compares_with_hand_tuned_at_equal_compute_and_plots(tmp_path, capsys):
+    """README's command 1 (configs/robot_arm_main.yaml), shrunk: the bandit's run, then the same chains with the
+    hand-tuned setting of tuner.compare_with for as many super-transitions into DIR-fixed (no warning of its
+    own), one comparison line, the reward surface drawn (run.plots), the end of the run folded at 100
+    characters; --json carries both; a second run refuses a DIR-fixed already there, and compare_with is
+    checked before any work."""
+    from adaptive_hmc.front.versus import SUFFIX
+    main_cfg = read_config(str(CONFIGS / "robot_arm_main.yaml"))
+    t = main_cfg.tuner
+    assert (main_cfg.data.dataset, t.kind, main_cfg.run.plots) == ("robot_arm", "bandit", True)
+    assert t.compare_with is not None and main_cfg.run.until is not None and not main_cfg.sampler.gibbs
+    readme = (CONFIGS.parent / "README.md").read_text()
+    ci = (CONFIGS.parent / ".ci" / "run").read_text()
+    assert "adaptive-hmc run configs/robot_arm_main.yaml" in readme
+    assert next(x for x in ci.splitlines() if "adaptive-hmc\" run" in x).endswith("run configs/robot_arm_main.yaml")
+    raw = _small(_raw("robot_arm_main.yaml"), n=8, budget=400)
+    raw["tuner"]["compare_with"] = {"step_factor": 0.1, "num_steps": 40}
+    cfg = _write(tmp_path, raw)
+    out = tmp_path / "run"
+    assert main(["run", str(cfg), "--out", str(out)]) == 0
+    said = capsys.readouterr()
+    fixed = tmp_path / f"run{SUFFIX}"
+    s, f = (json.loads((d / "summary.json").read_text()) for d in (out, fixed))
+    assert s["super_transitions"] == f["super_transitions"] == 8
+    assert s["leapfrog_steps"] <= 8 * 400 * 4 and f["leapfrog_steps"] <= 8 * 400 * 4
+    resolved = yaml.safe_load((fixed / "config.resolved.yaml").read_text())
+    assert resolved["tuner"]["kind"] == "fixed" and resolved["tuner"]["step_factor"] == 0.1
+    assert resolved["tuner"]["num_steps"] == 40 and resolved["run"]["until"] is None
+    assert resolved["model"] == yaml.safe_load((out / "config.resolved.yaml").read_text())["model"]
+    versus = " ".join(said.out.split())                       # the lines unfolded
+    assert "versus hand-tuned eps=0.1 L=40, the same 8 super-transitions" in versus
+    assert f"{fixed}): ESS per 1000 gradients" in versus and "test_201_400 mse" in versus and "R-hat" in versus
+    assert (out / "plots" / "reward_surface.png").is_file() and f"plots: {out / 'plots'}/ (" in versus
+    assert not (fixed / "plots").exists() and f"{fixed}: warning" not in said.err
+    assert all(len(x) <= 100 or " " not in x.strip() for x in said.out.splitlines()[1:-1])   # but the paths' lines
+    end = said.err[said.err.index(f"{out}: computing the predictions"):].splitlines()[1:]
+    assert end and [x for x in end if len(x) > 100 and " " in x.strip()] == []
+    # --json: the summary with the comparison and the plots
+    again = tmp_path / "again"
+    assert main(["run", str(cfg), "--out", str(again), "--json", "--quiet"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["compared_with"]["run_dir"] == str(tmp_path / f"again{SUFFIX}") and len(j["plots"]) >= 2
+    assert j["compared_with"]["test_mse"] == f["test_mse"]            # the same seed: the same hand-tuned draws
+    # refused before any work: a DIR-fixed already there, a fixed tuner's compare_with, L above the budget
+    (tmp_path / f"third{SUFFIX}").mkdir()
+    assert main(["run", str(cfg), "--out", str(tmp_path / "third")]) == 2
+    assert "third-fixed (where this run's hand-tuned comparison goes) already exists" in capsys.readouterr().err
+    assert not (tmp_path / "third").exists()
+    raw["tuner"]["compare_with"]["num_steps"] = 500
+    assert main(["run", str(_write(tmp_path, raw, "long.yaml")), "--out", str(tmp_path / "long")]) == 2
+    assert "tuner.compare_with.num_steps = 500: must be <= run.budget (400)" in capsys.readouterr().err
+    raw["tuner"] = {"kind": "fixed", "step_factor": 0.1, "num_steps": 40, "compare_with": {"step_factor": 0.2,
+                                                                                         "num_steps": 40}}
+    assert main(["run", str(_write(tmp_path, raw, "fx.yaml")), "--out", str(tmp_path / "fx")]) == 2
+    assert "tuner.compare_with = {'step_factor': 0.2, 'num_steps': 40}: is for a tuned run" in \
+        capsys.readouterr().err

@@ -41,7 +41,7 @@ def test_readme_is_a_front_door():
     text = README.read_text()
     assert len(text.splitlines()) <= 200
     assert "python3 -m venv .venv && .venv/bin/pip install . && .venv/bin/adaptive-hmc run " \
-           "configs/robot_arm_bandit_quick.yaml" in text
+           "configs/robot_arm_main.yaml" in text
     assert 'python3 -m venv .venv && .venv/bin/pip install ".[test]" && .venv/bin/python -m pytest' in text
     assert len([b for p, b in BLOCKS if p == README]) >= 1
     for page in ("METHOD", "USAGE", "RESULTS", "CONFIG", "ESTIMATORS", "ARCHITECTURE"):

@@ -18,8 +18,8 @@ from ..tasks import LOADERS
 from ..engine.replica_options import DEFAULT_CHAINS, default_data
 from .base import ConfigError, RowList
 from .schema import Config, DensityConfig, DensityModelConfig, DensityRunConfig, DensitySamplerConfig
-from .sections import (OLD_REPLICAS_KEYS, BurnInConfig, CVConfig, DataConfig, GammaPriorConfig, ModelConfig,
-                       PriorsConfig, RunConfig, SamplerConfig, ScheduleConfig, SplitConfig, TunerConfig)
+from .sections import (OLD_REPLICAS_KEYS, BurnInConfig, CVConfig, DataConfig, GammaPriorConfig, HandSettingConfig,
+                       ModelConfig, PriorsConfig, RunConfig, SamplerConfig, ScheduleConfig, SplitConfig, TunerConfig)
 
 
 def _fail(source, path, value, allowed):
@@ -117,6 +117,13 @@ def _check_tuner(cfg: Config, source: str):
                   "step_factor and num_steps are for kind: fixed (a bandit tunes them within bounds)")
     if t.kind == "fixed" and t.num_steps > cfg.run.budget:
         _fail(source, "tuner.num_steps", t.num_steps, f"must be <= run.budget ({cfg.run.budget})")
+    if t.compare_with is not None:
+        if t.kind == "fixed":
+            _fail(source, "tuner.compare_with", t.compare_with.model_dump(), "is for a tuned run (kind: bandit or "
+                  "your own), to compare with a hand-tuned one; a fixed tuner is the hand-tuned run")
+        if t.compare_with.num_steps > cfg.run.budget:
+            _fail(source, "tuner.compare_with.num_steps", t.compare_with.num_steps,
+                  f"must be <= run.budget ({cfg.run.budget})")
     if cfg.sampler.calibrate_steps and t.warmup_super_transitions < 1:
         _fail(source, "sampler.calibrate_steps", True, "needs tuner.warmup_super_transitions >= 1 (the "
               "calibration is made after the warm-up, at states the chains have reached)")
@@ -284,7 +291,8 @@ def reference() -> str:
     sections = [("top level", Config), ("data", DataConfig), ("data.split", SplitConfig), ("model", ModelConfig),
                 ("model.priors", PriorsConfig), ("model.priors.GROUP (each prior)", GammaPriorConfig),
                 ("sampler", SamplerConfig), ("cv", CVConfig), ("tuner", TunerConfig),
-                ("tuner.schedule", ScheduleConfig), ("run", RunConfig), ("run.burn_in", BurnInConfig)]
+                ("tuner.schedule", ScheduleConfig), ("tuner.compare_with", HandSettingConfig), ("run", RunConfig),
+                ("run.burn_in", BurnInConfig)]
     out = ["# Config reference", "",
            "Generated from the schema in `adaptive_hmc/config/` by `adaptive-hmc reference`; do not edit.",
            "", "An experiment is one YAML file with the sections below. Unknown keys, keys given twice and values "

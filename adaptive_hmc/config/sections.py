@@ -273,6 +273,11 @@ class ScheduleConfig(_Strict):
     burn_in: Optional[int] = Field(None, ge=0, description="for wang2013")
 
 
+class HandSettingConfig(_Strict):
+    step_factor: Number = Field(gt=0, description="eps, multiplying FBM's heuristic step scales")
+    num_steps: int = Field(ge=1, description="trajectory length L (at most run.budget)")
+
+
 class TunerConfig(_Strict):
     kind: str = Field(description="bandit (tunes eps and L within bounds), fixed (hand-tuned: step_factor and "
                       "num_steps), or the kind of a tuner of your own (with tuner.file and tuner.options_type)")
@@ -336,6 +341,11 @@ class TunerConfig(_Strict):
     warmup_super_transitions: int = Field(DEFAULT_WARMUP, ge=0, description="first super-transitions whose "
                                           "rewards are not told to the tuner (a cold start measures the distance "
                                           "to equilibrium, not the action)")
+    compare_with: Optional[HandSettingConfig] = Field(
+        None, description="bandit or your own kind: a hand-tuned setting {step_factor, num_steps} to compare "
+        "with at equal compute: after the run, `adaptive-hmc run` runs the same chains with a fixed tuner at it for "
+        "as many super-transitions (the same leapfrog steps) into the sibling directory DIR-fixed and prints one "
+        "line comparing the two (ESS per 1000 gradients, test error, R-hat); null: no comparison")
 
     def action_bounds(self) -> dict:
         """``bounds`` as the tuners take them: {step_factor: (low, high) floats, num_steps: (low, high) ints}."""
@@ -399,6 +409,9 @@ class RunConfig(_Strict):
     threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores): the chains run "
                                    "on them, and those the chains leave over share each chain's blocks of cases; "
                                    "results do not depend on it")
+    plots: bool = Field(False, description="`adaptive-hmc run` draws the run's figures into DIR/plots at its end "
+                        "(as `adaptive-hmc plot DIR`: the learned reward surface of a bandit, traces, running error, "
+                        "...)")
 
     @model_validator(mode="after")
     def _burn_in_default(self):

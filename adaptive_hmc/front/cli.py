@@ -14,6 +14,7 @@ import json
 import math
 import signal
 import sys
+import textwrap
 from pathlib import Path
 
 from .. import COMPILE_TIME, EXPORT_DRAWS
@@ -158,23 +159,43 @@ def _run(args) -> int:
         while out.exists() and not (args.resume or args.extend is not None):   # --resume, --extend: the run there
             n += 1
             out = base.with_name(f"{base.name}-{n}")
+    versus = isinstance(cfg, Config) and cfg.tuner.compare_with is not None and args.extend is None
+    if versus:
+        from .versus import check_sibling
+        check_sibling(cfg, args.config, out, args.resume)        # before any work
     summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet, **extra)
+    more, lines = {}, []
+    if summary and versus:
+        from .experiment import folded
+        from .versus import run_fixed, versus_line
+        fixed = run_fixed(cfg, args.config, out, summary, None if args.quiet else (
+            lambda line: print(folded(f"{out}: {line}"), file=sys.stderr, flush=True)))
+        more["compared_with"] = fixed
+        lines.append(versus_line(cfg, summary, fixed))
+    if summary and isinstance(cfg, Config) and cfg.run.plots:
+        from .versus import draw
+        more["plots"] = draw(out)
+        lines.append(f"plots: {Path(out) / 'plots'}/ ({', '.join(Path(p).name for p in more['plots'])})")
     if args.json:
-        print(_strict_json({"run_dir": str(out), **summary}))
+        print(_strict_json({"run_dir": str(out), **summary, **more}))
     else:
-        print("\n".join(_summary_lines(out, summary)))
+        print("\n".join(_summary_lines(out, summary, lines)))
     return 0
 
 
-def _summary_lines(out, summary: dict) -> list:
-    """What a finished run says on stdout: its directory, length, largest R-hat and each test set's errors
-    (the whole summary: DIR/summary.json, or --json)."""
+def _summary_lines(out, summary: dict, more: list = ()) -> list:
+    """What a finished run says on stdout: its directory, length, largest R-hat (and the chains' verdict), each
+    test set's errors, then ``more`` (a comparison, the plots), each folded at 100 characters (the whole summary:
+    DIR/summary.json, or --json)."""
     lines = [f"run directory: {out}"]
     d = summary.get("diagnostics") or {}
     rhat = summary.get("rhat_max", d.get("rhat_max"))
     length = f"{summary['super_transitions']} super-transitions" if "super_transitions" in summary else ""
+    verdict = {"met": "the chains met", "moving": "the chains are still moving",
+               "apart": "the chains settled apart"}.get(d.get("verdict"))
     if length or rhat is not None:
-        lines.append(", ".join(x for x in (length, None if rhat is None else f"largest R-hat {rhat:.3f}") if x))
+        lines.append(", ".join(x for x in (length, None if rhat is None else f"largest R-hat {rhat:.3f}"
+                                           + (f" ({verdict})" if verdict else "")) if x))
     sets: dict = {}
     for key, value in summary.items():
         if key.startswith("test_") and isinstance(value, dict):
@@ -182,6 +203,8 @@ def _summary_lines(out, summary: dict) -> list:
                 if isinstance(v, (int, float)):
                     sets.setdefault(name, []).append(f"{key[5:]} {v:.6g}")
     lines += [f"test set {name}: {', '.join(v)}" for name, v in sets.items()]
+    lines += [textwrap.fill(line, 100, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
+              for line in more]                             # as experiment.folded, without importing it
     lines.append(f"everything: {out}/summary.json (or run with --json)")
     return lines
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 import time
 
 import numpy as np
@@ -138,7 +139,7 @@ def lengthened(cfg: Config, source: str, total: int) -> Config:
 
 
 def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = False, quiet: bool = False,
-                   stop_after=None, extend: int = 0) -> dict:
+                   stop_after=None, extend: int = 0, warn: bool = True) -> dict:
     """Run ``cfg`` into directory ``out``, or resume it from its last
     checkpoint (``resume``); a directory whose run stopped before its first
     checkpoint starts over. ``extend``: add that many super-transitions to the
@@ -147,7 +148,8 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
     ``run.until`` off: :func:`lengthened`). Returns the summary ({} when stopped early).
     ``stop_after`` ends the process's work after that many super-transitions
     (as an interruption would), leaving the checkpoint behind. Ctrl-C or
-    SIGTERM raise :class:`Interrupted`, saying how to resume."""
+    SIGTERM raise :class:`Interrupted`, saying how to resume. ``warn`` False: the end-of-run warnings are
+    left to summary.json (a comparison run whose caller says what it found)."""
     rd = RunDir(out)
 
     def say(message):
@@ -170,7 +172,7 @@ def run_experiment(cfg: Config, out, source: str = "<config>", resume: bool = Fa
             setup, x_scale = build(run_cfg, source)
         if extend:
             rd.begin_extension(extend)
-        return _run_locked(rd, run_cfg, source, resuming, quiet, stop_after, setup, x_scale)
+        return _run_locked(rd, run_cfg, source, resuming, quiet, stop_after, setup, x_scale, warn)
     finally:
         lock.close()
 
@@ -213,7 +215,7 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
     return tuner, log, wall, meta
 
 
-def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) -> dict:
+def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale, warn=True) -> dict:
     replicas = setup.replicas
     tuner, log, wall, meta = _begin(rd, cfg, source, resuming, quiet, replicas, setup.tuner)
     if cfg.tuner.kind not in ("bandit", "fixed"):          # a tuner of one's own: every call checked
@@ -248,10 +250,20 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale) ->
     summary = rd.write_results(replicas, tuner, log, done.wall, cfg, x_scale, compile_s=meta["compile_s"],
                                convergence=rule.stopped if until else None)
     if not quiet:
-        print(f"{rd.path}: {diagnostics_line(summary)}", file=sys.stderr, flush=True)
+        print(folded(f"{rd.path}: {diagnostics_line(summary)}"), file=sys.stderr, flush=True)
     n, burn = replicas.n_super, replicas.burn_in_super_transitions
-    for warning in end_warnings([rhat_warning(summary["diagnostics"], cfg.model.priors.hyper_moves, lambda factor: (
+    for warning in () if not warn else end_warnings([rhat_warning(summary["diagnostics"], cfg.model.priors.hyper_moves, lambda factor: (
             f"adaptive-hmc run {source} --out {rd.path} --extend {more_super_transitions(factor, n, burn)}"))],
             rule, log, f"see stuck_chains in {rd.path / 'log.jsonl'}: the step factor or L is too large for it"):
-        print(f"{rd.path}: warning: {warning}", file=sys.stderr, flush=True)
+        print(folded(f"{rd.path}: warning: {warning}"), file=sys.stderr, flush=True)
     return summary
+
+
+#: The width the end of a run folds its lines to.
+WIDTH = 100
+
+
+def folded(line: str) -> str:
+    """``line`` folded at :data:`WIDTH` characters, the lines after the first indented (a path or a command is
+    never broken inside)."""
+    return textwrap.fill(line, WIDTH, subsequent_indent="  ", break_on_hyphens=False, break_long_words=False)
