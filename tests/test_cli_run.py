@@ -22,7 +22,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
     cfg = _write(tmp_path, raw, path.name)
     out = tmp_path / "run"
     assert main(["run", str(cfg), "--out", str(out), "--seed", "4"]) == 0
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())            # the end of the run unfolded
     for f in ("config.resolved.yaml", "metadata.json", "log.jsonl", "predictions.npz", "summary.json",
               "checkpoint.npz", "tuner.json"):
         assert (out / f).is_file(), f
@@ -160,7 +160,7 @@ def test_a_run_until_its_chains_meet_stops_at_its_time_limit_and_says_so(tmp_pat
     path = _write(tmp_path, raw)
     out = tmp_path / "run"
     assert main(["run", str(path), "--out", str(out)]) == 0
-    err = capsys.readouterr().err
+    err = " ".join(capsys.readouterr().err.split())            # the end of the run unfolded
     s = json.loads((out / "summary.json").read_text())
     assert s["super_transitions"] == 4 and s["convergence"]["met"] is False
     assert "after 4 super-transitions: too few draws to judge yet; the time limit (run.until.max_seconds) is " \
@@ -330,13 +330,14 @@ def test_stuck_chains_are_flagged_in_log_progress_summary_and_compare(tmp_path, 
     out = tmp_path / "run"
     assert main(["run", str(path), "--out", str(out)]) == 0
     captured = capsys.readouterr()
-    assert "STUCK: chains [0, 1, 2, 3, 4, 5, 6, 7] accepted nothing" in captured.err
-    assert "warning: in 3 of 3 super-transitions some chain accepted no trajectory" in captured.err
-    assert captured.err.index("warning: in super-transition 0 (step factor 20, L 50) chains [0, 1, 2, 3, 4, 5, 6, 7] "
-                              "accepted no trajectory; the run goes on") < captured.err.index("in 3 of 3")
+    err = " ".join(captured.err.split())                      # the end of the run unfolded
+    assert "STUCK: chains [0, 1, 2, 3, 4, 5, 6, 7] accepted nothing" in err
+    assert "warning: in 3 of 3 super-transitions some chain accepted no trajectory" in err
+    assert err.index("warning: in super-transition 0 (step factor 20, L 50) chains [0, 1, 2, 3, 4, 5, 6, 7] "
+                              "accepted no trajectory; the run goes on") < err.index("in 3 of 3")
     log = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
     assert all(e["stuck_chains"] == list(range(8)) for e in log)
-    assert "(no test-set ESS)" in captured.err           # 3 super-transitions: too few draws for an ESS
+    assert "(no test-set ESS)" in err           # 3 super-transitions: too few draws for an ESS
     s = json.loads((out / "summary.json").read_text())
     assert s["stuck_super_transitions"] == 3 and s["low_acceptance_share"] == 1.0
     assert s["stuck_by_chain"] == [3] * 8 and len(s["divergences_by_chain"]) == 8
