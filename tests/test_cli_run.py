@@ -441,6 +441,14 @@ def test_the_main_job_tunes_compares_with_hand_tuned_at_equal_compute_and_plots(
     assert all(len(x) <= 100 or " " not in x.strip() for x in said.out.splitlines()[1:-1])   # but the paths' lines
     end = said.err[said.err.index(f"{out}: computing the predictions"):].splitlines()[1:]
     assert end and [x for x in end if len(x) > 100 and " " in x.strip()] == []
+    # the tuned run finished, its comparison not: --resume runs the comparison alone, to the same draws
+    import shutil
+    shutil.rmtree(fixed)
+    assert main(["run", str(cfg), "--out", str(out), "--resume"]) == 0
+    assert json.loads((fixed / "summary.json").read_text())["test_mse"] == f["test_mse"]
+    assert "versus hand-tuned eps=0.1 L=40" in capsys.readouterr().out
+    assert main(["run", str(cfg), "--out", str(out), "--resume"]) == 2             # both finished
+    assert "holds a finished run and its hand-tuned comparison" in capsys.readouterr().err
     # --json: the summary with the comparison and the plots
     again = tmp_path / "again"
     assert main(["run", str(cfg), "--out", str(again), "--json", "--quiet"]) == 0

@@ -163,7 +163,14 @@ def _run(args) -> int:
     if versus:
         from .versus import check_sibling
         check_sibling(cfg, args.config, out, args.resume)        # before any work
-    summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet, **extra)
+    if versus and args.resume and (out / "summary.json").is_file():
+        from .versus import sibling
+        if (sibling(out) / "summary.json").is_file():
+            raise RunError(f"{out}: holds a finished run and its hand-tuned comparison ({sibling(out)}); use "
+                           f"another --out to run again")
+        summary = json.loads((out / "summary.json").read_text())    # finished: on to its hand-tuned run
+    else:
+        summary = run(cfg, out, source=args.config, resume=args.resume, quiet=args.quiet, **extra)
     more, lines = {}, []
     if summary and versus:
         from .experiment import folded
