@@ -350,8 +350,9 @@ class BanditTuner:
             if not self._feasibility_known:
                 return
             margin = np.minimum((y[known] - self.accept_floor) / self.ACCEPT_SCALE, self.SAFE_CAP)  # safe is safe
-            self._feasibility_model.fit(np.array([a[0] for a in v])[known], margin - self.PRIOR_MARGIN,
-                                        (self.ACCEPT_NOISE / self.ACCEPT_SCALE) ** 2 / weights[known])
+            with np.errstate(over="ignore"):         # a nearly forgotten action's noise: inf, which ignores it
+                noise = (self.ACCEPT_NOISE / self.ACCEPT_SCALE) ** 2 / weights[known]
+            self._feasibility_model.fit(np.array([a[0] for a in v])[known], margin - self.PRIOR_MARGIN, noise)
 
     def _collapsed(self, reward: float) -> bool:
         """Whether ``reward`` (not yet in the history) ranks among the lowest
