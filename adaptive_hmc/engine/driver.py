@@ -104,9 +104,10 @@ MEMORY = Memory()
 
 
 class Driven(NamedTuple):
-    """What :func:`drive` returns: the whole log, the run's seconds (warm-up and super-transitions, not
-    checkpoints) and whether it ended (its length reached, or its :class:`Until` stopped it; False when
-    ``stop_after`` ended this call's work first)."""
+    """What :func:`drive` returns: the whole log, the run's seconds (warm-up and super-transitions, each
+    with its writes, checks and checkpoint: the wall time a time limit counts) and whether it ended (its
+    length reached, or its :class:`Until` stopped it; False when ``stop_after`` ended this call's work
+    first)."""
 
     log: list
     wall: float
@@ -134,7 +135,8 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
     state = dict(wall=wall, done=0, stuck=False, last=time.perf_counter())
 
     def after(entry, result) -> bool:
-        state["wall"] += time.perf_counter() - state["last"]       # the super-transition, not the checkpoint
+        now = time.perf_counter()       # since the last super-transition ended: it, and the last one's writes and checks
+        state["wall"], state["last"] = state["wall"] + now - state["last"], now
         sink.append(entry, result)
         progress.update(entry)
         if entry["stuck_chains"] and not state["stuck"] and say is not None:
@@ -147,7 +149,6 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
         end = until.done(n, state["wall"]) if until else n >= first
         sink.checkpoint(n, end, state["wall"])
         save_compiled(wait=False)                    # the compile cache's entries whose code is made meanwhile
-        state["last"] = time.perf_counter()
         asked = callback is not None and bool(callback(entry, result))
         return end or asked or (stop_after is not None and state["done"] >= stop_after)
 
