@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import yaml
 from llvmlite import binding as ll
+from test_reproducible import _config           # the shrunk quick robot-arm config the bit-identity tests run
 
-CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 NOTE = "numba's own linking"
 
 _SCRIPT = """
@@ -31,17 +30,6 @@ err = (model.predict(X[200:300]) - y[200:300]) ** 2
 patched = [hasattr(f, "__wrapped__") for f in (codegen.CPUCodeLibrary.finalize, compiler.CompileResult._rebuild)]
 print(json.dumps(dict(linking=linker.LINKING, patched=patched, mse=err.mean(), se=err.std() / len(err) ** 0.5)))
 """
-
-
-def _config(tmp_path: Path) -> Path:
-    raw = yaml.safe_load((CONFIGS / "robot_arm_bandit_quick.yaml").read_text())
-    raw["run"].update(super_transitions=8, budget=800, burn_in={"super_transitions": 2}, thin=5)
-    raw["tuner"].update(bounds={"step_factor": [0.01, 1.01], "num_steps": [10, 100]}, warmup_super_transitions=1,
-                        maxfun=200)
-    raw["sampler"]["initial_phase_steps"] = 200
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump(raw))
-    return config
 
 
 def _run(tmp_path: Path, name: str, env: dict) -> tuple:
