@@ -52,6 +52,27 @@ def test_extend_of_a_run_of_the_earlier_layout_is_refused_before_it_writes_anyth
     assert main(["export", str(out)]) == 0
 
 
+@pytest.mark.parametrize("kind", ["network", "density"])
+def test_extend_whose_restore_fails_leaves_the_finished_run_as_it_was(tmp_path, capsys, kind):
+    """An --extend refused by the restore itself (a shard of the sample store damaged after the run ended, which
+    the layout check cannot see): exit 2 naming the store, and every file of the run as it was, summary.json and
+    metadata.json included (the extension taken back), so its results still read and a repaired run extends."""
+    cfg, out = _network(tmp_path) if kind == "network" else _density(tmp_path)
+    shard = sorted((out / "store").iterdir())[0]
+    good = shard.read_bytes()
+    shard.write_bytes(b"damaged")
+    before = _files(out)
+    capsys.readouterr()
+    assert main(["run", str(cfg), "--out", str(out), "--quiet", "--extend", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "the sample store does not hold" in err and "Traceback" not in err, err
+    assert _files(out) == before and (out / "summary.json").is_file()
+    assert main(["export", str(out)]) == 0
+    shard.write_bytes(good)
+    assert main(["run", str(cfg), "--out", str(out), "--quiet", "--extend", "2"]) == 0
+    assert [(e["from"], e["to"]) for e in RunDir(out).read_metadata()["extended"]] == [(3, 5)]
+
+
 def test_two_extensions_at_once_each_add_their_super_transitions(tmp_path, monkeypatch):
     """A second --extend 2 that read the run's length before the first one took the directory's lock adds its
     own 2 after the first one's: the metadata records 3 -> 5 and 5 -> 7, and the run holds 7."""

@@ -392,16 +392,16 @@ class RunDir:
             raise self._damaged(METADATA, f"extended = {extensions!r}") from None
 
     def begin_extension(self, by: int) -> int:
-        """Make a finished run an unfinished one of ``by`` more super-transitions
-        than its checkpoint holds: record the new length in the metadata, then
-        remove the summary (the mark of a finished run; the other results are
-        rewritten at the end). Returns the new length. A kill after this leaves
-        a run that ``--resume`` continues to the new length."""
+        """Record in the metadata that a finished run goes on to ``by`` more
+        super-transitions than its checkpoint holds; returns the new length. The
+        run stays finished (its summary and results readable) until
+        :meth:`restore` has its chains back: a restore that fails loses nothing,
+        and a kill after that restore leaves a run that ``--resume`` continues
+        to the new length."""
         n = self.load_checkpoint()[0].chains["n_super"]
         meta = self.read_metadata()
         meta.setdefault("extended", []).append({"from": n, "to": n + by, "at": time.strftime("%Y-%m-%dT%H:%M:%S")})
         self.write_metadata(meta)
-        self.file(SUMMARY).unlink()
         return n + by
 
     def restore(self, chains, codec=STEPS, check=None, what: str = "an intact checkpoint of this package") -> tuple:
@@ -409,7 +409,23 @@ class RunDir:
         intact checkpoint, with ``chains`` (a network's or a density's)
         restored in place from it and the sample store of ``codec``'s units,
         which is cut back to it (as is the log); ``check(state)``: why the
-        state cannot go on as this run (None: it can)."""
+        state cannot go on as this run (None: it can). A finished run (an
+        ``--extend``'s) becomes an unfinished one only once its chains are back;
+        a refusal before that takes back the extension :meth:`begin_extension`
+        recorded, so the run is as it was."""
+        try:
+            restored = self._restore(chains, codec, check, what)
+        except RunError:
+            if self.is_finished:
+                meta = self.read_metadata()
+                meta["extended"].pop()
+                self.write_metadata({k: v for k, v in meta.items() if v or k != "extended"})
+            raise
+        if self.is_finished:            # the results are rewritten at the extended run's end
+            self.file(SUMMARY).unlink()
+        return restored
+
+    def _restore(self, chains, codec, check, what) -> tuple:
         self.check_layout()
         ck, note = self.load_checkpoint(what)
         problem = check(ck.chains) if check is not None else None
