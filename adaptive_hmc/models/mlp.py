@@ -1,8 +1,8 @@
 """Multilayer perceptron: spec, flat parameter vector with named groups, compiled
 energy, gradient and predictions.
 
-Flow position: data -> **model** -> integrator. Kernels take arrays only
-(principle 1 of DESIGN.md); :class:`MLPSpec` is the thin Python side.
+Flow position: data -> **model** -> integrator. Kernels take arrays (and
+named tuples of arrays) only; :class:`MLPSpec` is the thin Python side.
 
 Layout of the flat parameter vector ``q`` (all float64)::
 
