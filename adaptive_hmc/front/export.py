@@ -13,7 +13,8 @@ from scipy.stats import norm
 
 from .. import EXPORT_DRAWS
 from ..rundir.finished_run import Run, read_run
-from ..rundir.inference import evenly_spaced, inference_data
+from ..rundir.inference import inference_data
+from ..rundir.metrics import evenly_spaced
 from ..rundir.results import RunError
 from ..rundir.store import atomic_netcdf, atomic_write
 

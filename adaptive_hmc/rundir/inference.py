@@ -41,7 +41,7 @@ import numpy as np
 
 from ..diagnostics import arviz
 from ..models.predictive import class_probabilities, pointwise_log_likelihood
-from .metrics import draw_indices
+from .metrics import draw_indices, evenly_spaced
 
 
 #: The file's ``chains`` attribute: chains of one posterior (True) or cross-validation replicas (False).
@@ -50,13 +50,6 @@ CHAINS = {True: "chains of one posterior, every one on all the training cases: R
           False: "cross-validation replicas, each without its fold's cases: different posteriors, so R-hat across "
                  "them does not measure convergence, and there is no log_likelihood group (leave-one-out needs the "
                  "posterior of every training case)"}
-
-
-def evenly_spaced(n: int, most: int | None) -> np.ndarray:
-    """Indices of at most ``most`` of ``n`` draws, evenly spaced, the first and last kept (all: None or n <= most)."""
-    if most is None or n <= most:
-        return np.arange(n)
-    return np.unique(np.round(np.linspace(0, n - 1, most)).astype(int))
 
 
 def _at(post, rng, X, Y) -> tuple:
@@ -128,7 +121,7 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
     groups of the module's docstring.
     """
     az = arviz()
-    idx = draw_indices(kept, chains)                  # the draws summary.json's R-hat and ESS are computed from
+    idx = draw_indices(kept, chains, None)        # every diagnostic draw (summary.json's R-hat: max_draws 1,000 of them)
     in_run = idx.shape[1]
     idx = idx[:, evenly_spaced(in_run, max_draws)]
     n, pick = idx.shape[1], idx.ravel()                                                  # chain-major

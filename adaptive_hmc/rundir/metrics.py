@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import logsumexp
 
+from .. import EXPORT_DRAWS
 from ..config import Config
 from ..diagnostics import (APART, MOVING, RHAT_LIMIT, SETTLED_RHAT, arviz, chain_loo, chains_apart, diagnose, e_bfmi,
                            run_longer, stacked_log_score, stacking_weights, verdict, within_chain_rhat)
@@ -27,6 +28,12 @@ from ..engine.replicas import ReplicaSet
 LOW_ACCEPTANCE = 0.2
 #: Fewest kept samples of a chain for per-sample draws (below it, super-transition means are used).
 MIN_KEPT = 50
+#: The most draws a chain that every figure of a run's convergence is computed from (:func:`draw_indices`):
+#: a longer run's evenly spaced, as the default export's (so that ArviZ's figures of the export are
+#: summary.json's). Stan's 1,000 a chain, plenty for an ESS target of hundreds; the checks of a long run
+#: cost as their draws (a 2,000-super-transition run of 1,000 cases, 28,000 a chain, spent 30% of its ten
+#: minutes in them), now bounded.
+DIAGNOSTIC_DRAWS = EXPORT_DRAWS
 
 
 def kept_samples(replicas: ReplicaSet, after: int = 0) -> dict:
@@ -60,7 +67,14 @@ def convergence(diagnostics: dict, target_ess: float) -> tuple:
                  f"the predictions {ess:.0f} (target >= {target_ess:g})")
 
 
-def draw_indices(kept: dict, rows) -> np.ndarray:
+def evenly_spaced(n: int, most: int | None) -> np.ndarray:
+    """Indices of at most ``most`` of ``n`` draws, evenly spaced, the first and last kept (all: None or n <= most)."""
+    if most is None or n <= most:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, most)).astype(int))
+
+
+def draw_indices(kept: dict, rows, most: int | None = DIAGNOSTIC_DRAWS) -> np.ndarray:
     """The draws every figure of a run's convergence is computed from, as
     indices (chains, draws) into the rows of ``kept``
     (:func:`kept_samples`): each of the chains ``rows``' diagnostic draws
@@ -71,7 +85,9 @@ def draw_indices(kept: dict, rows) -> np.ndarray:
     run's line, the hyperparameters plot, the estimators' ``diagnostics_``
     and the ArviZ export (whose draws these are) all read these draws, as
     ArviZ reads an export: with equal weight (a super-transition's draws
-    stand for its equal budget of leapfrog steps, as in the run's averages)."""
+    stand for its equal budget of leapfrog steps, as in the run's averages).
+    At most ``most`` a chain (:data:`DIAGNOSTIC_DRAWS`; None: all), evenly
+    spaced as the export's (:func:`~adaptive_hmc.rundir.inference.evenly_spaced`)."""
     mark = kept.get("diagnostic")
     use = mark > 0 if mark is not None and np.any(mark > 0) else np.ones(len(kept["chain"]), bool)
     out = [np.flatnonzero(use & (kept["chain"] == r)) for r in rows]
@@ -79,7 +95,7 @@ def draw_indices(kept: dict, rows) -> np.ndarray:
     if not out:
         return np.zeros((0, 0), np.int64)
     n = min(len(x) for x in out)
-    return np.stack([x[:n] for x in out])
+    return np.stack([x[:n][evenly_spaced(n, most)] for x in out])
 
 
 def _draws(kept: dict, rows, values) -> np.ndarray:
