@@ -120,18 +120,6 @@ def test_step_scales_do_not_follow_the_collapsed_precisions():
     assert not np.allclose(explicit.scales(a), explicit.scales(b))
 
 
-def test_drawn_scales_are_the_explicit_precisions_scales_and_change_nothing():
-    """drawn_scales (the learned metric's overall size) are FBM's scales at the drawn precisions, collapsed
-    ones and the noise too: the explicit model's scales at the same hyperparameters; the step scales
-    themselves stay at the reference afterwards; a model with nothing collapsed has none."""
-    model = _model(MLPSpec(2, (3,), 1), np.random.default_rng(4), PriorSpec(collapse=True))
-    explicit = _model(MLPSpec(2, (3,), 1), np.random.default_rng(4), PriorSpec())
-    hyper, before = explicit.initial_hyper(30.0), model.scales(model.initial_hyper(1.0))
-    assert np.allclose(model.drawn_scales(hyper), explicit.scales(hyper), rtol=1e-12)
-    assert not np.allclose(model.drawn_scales(hyper), before)                                  # power
-    assert np.array_equal(model.scales(hyper), before) and explicit.drawn_scales(hyper) is None
-
-
 def _importance(spec, X, Y, groups, noise, x_star, n, seed):
     """Posterior means (and standard errors) of the log precisions of the three weight groups, of the log
     noise precision when ``noise`` is a (shape alpha, mean) pair (integrated out of the weights

@@ -46,23 +46,6 @@ def test_factors_recover_the_sds_of_a_gaussian_relative_to_the_heuristic():
     assert not np.allclose(learned_factors(_moments(q, g), n, np.tile(s, (R, 1))), 1.0, rtol=0.1)   # power
 
 
-def test_factors_keep_the_size_of_the_drawn_precisions_heuristic():
-    """With the heuristic at the drawn precisions beside the one the steps use (precisions integrated out):
-    the same factors up to one constant, chosen so that the steps eps * s * f have the geometric mean of
-    eps * drawn; drawn equal to the heuristic gives the factors without it, bit for bit."""
-    rng = np.random.default_rng(5)
-    R, n, D = 2, 200, 5
-    sigma = rng.uniform(0.1, 2.0, D)
-    q = sigma * rng.normal(size=(R, n, D))
-    g = q / sigma ** 2
-    s = np.tile(rng.uniform(0.5, 2.0, D), (R, 1))
-    drawn = s * rng.uniform(0.05, 0.3, D)
-    plain, sized = learned_factors(_moments(q, g), n, s), learned_factors(_moments(q, g), n, s, drawn)
-    assert np.allclose(sized / plain, (sized / plain)[0], rtol=1e-12) and not np.allclose(sized, plain)
-    assert np.exp(np.log(s[0] * sized).mean()) == pytest.approx(np.exp(np.log(drawn[0]).mean()), rel=1e-12)
-    assert np.array_equal(learned_factors(_moments(q, g), n, s, s.copy()), plain)
-
-
 def test_factors_are_limited_and_one_where_nothing_is_known():
     R, n, D = 2, 50, 3
     q = np.zeros((R, n, D))

@@ -191,10 +191,7 @@ def _learned_metric(setup: ReplicaSet, state: ReplicaState, chains: tuple, windo
     if state.n_super + 1 != window[1]:
         return dict(moments=moments, moment_count=count)
     heuristic = np.stack([r.model.scales(c.hyper) for r, c in zip(setup.replicas, chains)])
-    drawn = [r.model.drawn_scales(c.hyper) for r, c in zip(setup.replicas, chains)]
-    drawn = None if drawn[0] is None else np.stack(drawn)
-    return dict(step_scale=learned_factors(moments, count, heuristic, drawn), moments=np.zeros_like(moments),
-                moment_count=0)
+    return dict(step_scale=learned_factors(moments, count, heuristic), moments=np.zeros_like(moments), moment_count=0)
 
 
 def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,

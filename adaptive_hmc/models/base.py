@@ -91,11 +91,6 @@ class Model:
         hyper = self.initial_hyper() if hyper is None else hyper
         return step_scales(self.target, hyper, np.empty(self.dim))
 
-    def drawn_scales(self, hyper) -> np.ndarray | None:
-        """The heuristic step scales at every precision ``hyper`` holds, where :meth:`scales` puts some at a
-        fixed reference (precisions integrated out of the density); None where it puts none."""
-        return None
-
     def energy_grad(self, q, hyper) -> tuple:
         """(U(q), dU/dq) at ``hyper``."""
         g = np.empty(self.dim)

@@ -316,22 +316,6 @@ class BayesianMLP(Model):
         """Hyperparameters at their prior means, or every free precision at ``value``."""
         return initial_hyper(self.prior, value)
 
-    def drawn_scales(self, hyper):
-        """FBM's scales at the drawn precisions of the collapsed slots and noise too (the scales the explicit
-        precisions would give; None with none collapsed): for the learned metric's overall size alone,
-        never for a step (:mod:`~adaptive_hmc.models.collapsed`)."""
-        c = self.target.collapse
-        if c is None:
-            return None
-        saved, at = (c.scale_prec.copy(), c.scale_noise.copy()), c.slot[self.prior.param_slot]
-        c.scale_prec[at] = hyper.prec[at]
-        if c.noise:
-            c.scale_noise[:] = hyper.noise
-        try:
-            return self.scales(hyper)
-        finally:
-            c.scale_prec[:], c.scale_noise[:] = saved
-
     def hyper_names(self) -> list:
         T = self.prior.top_shape.size
         return (list(self.slot_names) + [f"ard_mean_{t}" for t in range(T)]

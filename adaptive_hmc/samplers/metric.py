@@ -45,8 +45,7 @@ def window_of(n_super: int):
     return None
 
 
-def learned_factors(moments: np.ndarray, count: int, heuristic: np.ndarray,
-                    drawn: np.ndarray | None = None) -> np.ndarray:
+def learned_factors(moments: np.ndarray, count: int, heuristic: np.ndarray) -> np.ndarray:
     """The factors (D,) of the heuristic scales from the chains' summed
     ``moments`` (R, 4, D): each chain's sums of q, q^2, dU/dq and (dU/dq)^2
     over ``count`` iterations, and the chains' ``heuristic`` scales (R, D) at
@@ -56,12 +55,7 @@ def learned_factors(moments: np.ndarray, count: int, heuristic: np.ndarray,
     scales) is shrunk toward 1 in log space by n / (n + 5) (n the pooled
     iterations, as Stan regularises its estimate), limited to
     :data:`FACTOR_LIMIT`, and the factors are divided by their geometric
-    mean, so that the steps eps * s_k * f_k keep the heuristic's overall
-    size; with ``drawn`` (R, D), the heuristic at the chains' drawn
-    precisions where ``heuristic`` holds some at a fixed reference (the
-    precisions integrated out, :mod:`~adaptive_hmc.models.collapsed`), they
-    keep that one's size instead. Where a variance is 0 or not finite, the
-    factor is 1."""
+    mean. Where a variance is 0 or not finite, the factor is 1."""
     m = np.asarray(moments, dtype=np.float64)
     R, n = m.shape[0], int(count)
     if n < 2:
@@ -73,5 +67,4 @@ def learned_factors(moments: np.ndarray, count: int, heuristic: np.ndarray,
         log_f = 0.25 * (np.log(var_q) - np.log(var_g)) - np.log(heuristic).mean(axis=0)
     log_f = np.where(np.isfinite(log_f), log_f, 0.0) * (R * n / (R * n + 5.0))
     log_f = np.clip(log_f, -np.log(FACTOR_LIMIT), np.log(FACTOR_LIMIT))
-    size = 0.0 if drawn is None else float((np.log(heuristic).mean(axis=0) - np.log(drawn).mean(axis=0)).mean())
-    return np.exp(log_f - (log_f.mean() + size))
+    return np.exp(log_f - log_f.mean())
