@@ -397,8 +397,8 @@ class RunConfig(_Strict):
     checkpoint_every: int = Field(1, ge=1, description="super-transitions between checkpoints")
     thin: int = Field(_replica_default("thin"), ge=0, description="keep every thin-th retained weight vector (for predict), "
                       "and besides these each chain's diagnostic draws, 16 a super-transition evenly spaced (fewer "
-                      "for large networks), from which R-hat, ESS and the export are made whatever thin; 0 keeps "
-                      "none")
+                      "for large networks), from which R-hat, ESS (of at most 1,000 a chain, evenly spaced) and the "
+                      "export are made whatever thin; 0 keeps none")
     predict_steps: int = Field(_replica_default("predict_steps"), ge=0, description="leapfrog steps between the retained samples "
                                "whose test predictions are accumulated, at least: every ceil(predict_steps / L)-th "
                                "iteration predicts, weighing the iterations it stands for; 0: every retained iteration")

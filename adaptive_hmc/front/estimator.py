@@ -327,7 +327,8 @@ _COMMON_DOC = """
     burn_in_super_transitions : discarded from predictions (default a third of ``super_transitions``;
         running until the chains meet, the first quarter of the run if that is more).
     thin : keep every thin-th retained sample for ``predict``; ``diagnostics_`` and ``to_inference_data()`` read
-        each chain's diagnostic draws, 16 a super-transition evenly spaced (fewer for large networks).
+        each chain's diagnostic draws, 16 a super-transition evenly spaced (fewer for large networks;
+        ``diagnostics_`` of at most 1,000 a chain).
     weight_by : "gradients" (each retained sample weighs its iteration's leapfrog steps; the default) or
         "iterations" (each once, as the thesis).
     verbose : print a line (a bar on a terminal) per super-transition.
