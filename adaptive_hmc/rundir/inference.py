@@ -121,7 +121,7 @@ def inference_data(post, kept: dict, chains: list, roles: list, hyper_names, X, 
     groups of the module's docstring.
     """
     az = arviz()
-    idx = draw_indices(kept, chains, None)        # every diagnostic draw (summary.json's R-hat: max_draws 1,000 of them)
+    idx = draw_indices(kept, chains, None)   # every diagnostic draw; the default max_draws picks summary.json's
     in_run = idx.shape[1]
     idx = idx[:, evenly_spaced(in_run, max_draws)]
     n, pick = idx.shape[1], idx.ravel()                                                  # chain-major

@@ -87,7 +87,7 @@ def draw_indices(kept: dict, rows, most: int | None = DIAGNOSTIC_DRAWS) -> np.nd
     ArviZ reads an export: with equal weight (a super-transition's draws
     stand for its equal budget of leapfrog steps, as in the run's averages).
     At most ``most`` a chain (:data:`DIAGNOSTIC_DRAWS`; None: all), evenly
-    spaced as the export's (:func:`~adaptive_hmc.rundir.inference.evenly_spaced`)."""
+    spaced as the export's (:func:`evenly_spaced`)."""
     mark = kept.get("diagnostic")
     use = mark > 0 if mark is not None and np.any(mark > 0) else np.ones(len(kept["chain"]), bool)
     out = [np.flatnonzero(use & (kept["chain"] == r)) for r in rows]

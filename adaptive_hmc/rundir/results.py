@@ -404,6 +404,13 @@ class RunDir:
         self.write_metadata(meta)
         return n + by
 
+    def _take_back_extension(self) -> None:
+        """Undo :meth:`begin_extension` on a run that is still finished (its restore refused)."""
+        meta = self.read_metadata()
+        if meta.get("extended"):
+            meta["extended"].pop()
+            self.write_metadata({k: v for k, v in meta.items() if v or k != "extended"})
+
     def restore(self, chains, codec=STEPS, check=None, what: str = "an intact checkpoint of this package") -> tuple:
         """(tuner, log, wall_s, note, the checkpoint's state) from the newest
         intact checkpoint, with ``chains`` (a network's or a density's)
@@ -417,9 +424,7 @@ class RunDir:
             restored = self._restore(chains, codec, check, what)
         except RunError:
             if self.is_finished:
-                meta = self.read_metadata()
-                meta["extended"].pop()
-                self.write_metadata({k: v for k, v in meta.items() if v or k != "extended"})
+                self._take_back_extension()
             raise
         if self.is_finished:            # the results are rewritten at the extended run's end
             self.file(SUMMARY).unlink()
