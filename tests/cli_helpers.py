@@ -85,7 +85,7 @@ CASES = {
     "unknown precision": (lambda r, t: r["sampler"].update(precision="float16"), "sampler.precision = 'float16'"),
     "float32 for Neal's model": (lambda r, t: (r["model"].update(kind="neal1992"),
                                               r["sampler"].update(precision="float32", start="random")),
-                                 "sampler.precision = 'float32': is for model.kind bnn"),
+                                 "sampler.precision = 'float32': is for model bnn"),
     "wrong type": (lambda r, t: r["run"].update(budget="many"), "run.budget = 'many'"),
     "missing section": (lambda r, t: r.pop("model"), "model: missing"),
     "lower > upper": (lambda r, t: r["tuner"]["bounds"].update(step_factor=[1.0, 0.1]),

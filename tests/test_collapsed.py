@@ -182,17 +182,22 @@ def test_collapsed_chains_agree_with_importance_sampling(free_noise, moves):
 
 
 @pytest.mark.statistical
-def test_collapsed_chains_with_a_learned_metric_agree_with_importance_sampling():
+@pytest.mark.parametrize("metric, super_transitions", [("learned", 40), ("low_rank", 140)])
+def test_collapsed_chains_with_a_learned_metric_agree_with_importance_sampling(metric, super_transitions,
+                                                                              monkeypatch):
     """The replica set's four chains of the 1-2-1 network with every group's precision integrated out and
-    the metric learned from the chains (the regression template's way), the rows after the metric's last
-    window: the means of the three log precisions and of the output at three inputs within Z combined
+    the metric learned from the chains (the regression template's way; "low_rank": with each chain's
+    low-rank masses too, at a cutoff of 1.2 so that this nearly diagonal posterior gets rows), the rows
+    after the metric's last window: the means of the three log precisions and of the output at three inputs within Z combined
     standard errors of importance sampling. Power: the standard errors are under a tenth of each
     quantity's posterior sd."""
     from adaptive_hmc.engine.driver import drive
     from adaptive_hmc.engine.replica_options import ReplicaOptions
     from adaptive_hmc.engine.runner import RunOptions, make_run
-    from adaptive_hmc.samplers.metric import WINDOWS
+    from adaptive_hmc.samplers.metric import LOW_RANK_WINDOWS, WINDOWS
+    from adaptive_hmc.samplers import metric as metric_module
     from adaptive_hmc.tuners.options import FixedOptions
+    monkeypatch.setattr(metric_module, "LOW_RANK_CUTOFF", 1.2)
     rng = np.random.default_rng(21)
     X = np.linspace(-2, 2, 6)[:, None]
     Y = np.tanh(2.0 * X - 0.5) + 0.1 * rng.normal(size=(6, 1))
@@ -202,14 +207,18 @@ def test_collapsed_chains_with_a_learned_metric_agree_with_importance_sampling()
     x_star = np.array([[-1.0], [0.3], [1.5]])
     spec = MLPSpec(1, (2,), 1)
     is_mean, is_se = _importance(spec, X, Y, [(4.0, 1.0)] * 3, None, x_star, 1_500_000, 22)
-    run = make_run(spec, X, Y, tuner=FixedOptions(0.3, 15), run=RunOptions(40, 6000, seed=3),
-                   replicas=ReplicaOptions(k=4, priors=priors, metric="learned", thin=1, predict_steps=0))
+    run = make_run(spec, X, Y, tuner=FixedOptions(0.3, 15), run=RunOptions(super_transitions, 240_000 //
+                                                                           super_transitions, seed=3),
+                   replicas=ReplicaOptions(k=4, priors=priors, metric=metric, thin=1, predict_steps=0))
     drive(run.plan(), run.run.super_transitions)
     A, chain, st = run.replicas.kept_rows()
     dim = run.replicas.dim
+    if metric == "low_rank":
+        assert np.any(run.replicas.state.low_rank[:, :, 0] != 1.0)
+    first = (LOW_RANK_WINDOWS if metric == "low_rank" else WINDOWS)[-1][1]
     per_chain = []
     for j in range(4):
-        rows = A[(chain == j) & (st >= WINDOWS[-1][1])]
+        rows = A[(chain == j) & (st >= first)]
         per_chain.append(np.column_stack([np.log(rows[:, dim:dim + 3]),
                                           BayesianMLP(spec, X, Y, priors).predict(rows[:, :dim], x_star)[:, :, 0]]))
     means = np.array([d.mean(axis=0) for d in per_chain])

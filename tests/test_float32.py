@@ -120,7 +120,7 @@ def test_float32_leapfrog_is_reversible_and_its_energy_error_shrinks_like_eps_sq
 def test_float32_is_refused_where_the_model_has_no_float32_kernel():
     with pytest.raises(ValueError, match="precision"):
         ReplicaOptions(k=2, data="full", precision="float16")
-    with pytest.raises(ValueError, match="model 'bnn'"):
+    with pytest.raises(ValueError, match="precision='float32': is for model bnn"):
         ReplicaOptions(k=2, data="full", model="neal1992", precision="float32")
     with pytest.raises(ValueError, match="precision"):
         MLPSpec(1, (1,), 1).workspace(8, "half")

@@ -281,7 +281,8 @@ def test_the_mixing_experiment_runs_quick(capsys):
 
 
 @pytest.mark.statistical
-@pytest.mark.parametrize("start, metric, super_transitions", [("optimized", "heuristic", 4), ("random", "learned", 40)])
+@pytest.mark.parametrize("start, metric, super_transitions", [("optimized", "heuristic", 4), ("random", "learned", 40),
+                                                             ("random", "low_rank", 140)])
 def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_importance_sampling(
         hierarchical_tiny, start, metric, super_transitions):
     """The replica set's chains of the small hierarchical network, each started from its own optimized
@@ -292,7 +293,7 @@ def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_import
     what they sample). Power: the standard errors are under a tenth of each quantity's posterior sd."""
     from adaptive_hmc.engine.replica_options import ReplicaOptions
     from adaptive_hmc.engine.runner import RunOptions, make_run
-    from adaptive_hmc.samplers.metric import WINDOWS
+    from adaptive_hmc.samplers.metric import LOW_RANK_WINDOWS, WINDOWS
     from adaptive_hmc.tuners.options import FixedOptions
     base, x_star, is_mean, is_se = hierarchical_tiny
     run = make_run(base.spec, base.X, base.Y, tuner=FixedOptions(0.3, 15),
@@ -303,9 +304,11 @@ def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_import
     A, chain, st = run.replicas.kept_rows()
     if start == "optimized":
         assert run.replicas.start_info["gradients"] > 0
-    if metric == "learned":
+    if metric != "heuristic":
         assert run.replicas.step_scale.size == base.dim and np.ptp(np.log(run.replicas.step_scale)) > 0.1
-    first = WINDOWS[-1][1] if metric == "learned" else 0
+    if metric == "low_rank":
+        assert np.any(run.replicas.state.low_rank[:, :, 0] != 1.0)
+    first = {"learned": WINDOWS[-1][1], "low_rank": LOW_RANK_WINDOWS[-1][1]}.get(metric, 0)
     per_chain = []
     for j in range(4):
         rows = A[(chain == j) & (st >= first)]

@@ -129,7 +129,7 @@ def test_a_resume_in_the_middle_of_a_window_continues_bit_for_bit():
 def test_a_learned_metric_is_refused_where_it_has_no_heuristic_scales_to_correct():
     with pytest.raises(ValueError, match="metric"):
         _set(metric="diagonal")
-    with pytest.raises(ValueError, match="metric='learned'"):
+    with pytest.raises(ValueError, match="metric='learned': learns factors"):
         _set(settings=HMCSettings(kind="metropolis"))
 
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from ..samplers.settings import SettingsError, check_settings
 from ..tuners.bandit import OptionError
 from ..tasks import LOADERS
-from ..engine.replica_options import DEFAULT_CHAINS, default_data
+from ..engine.replica_options import DEFAULT_CHAINS, default_data, sampler_problem
 from .base import ConfigError, RowList
 from .schema import Config, DensityConfig, DensityModelConfig, DensityRunConfig, DensitySamplerConfig
 from .sections import (OLD_REPLICAS_KEYS, BurnInConfig, CVConfig, DataConfig, GammaPriorConfig, HandSettingConfig,
@@ -71,16 +71,14 @@ def _check_data(d, source: str):
 
 
 def _check_sampler(cfg: Config, source: str):
-    """The sampler's kind, metric, precision and start against the model."""
-    if cfg.sampler.metric == "learned" and (cfg.sampler.kind != "hmc" or cfg.sampler.base_step is not None):
-        _fail(source, "sampler.metric", "learned", "learns factors of the heuristic step scales: for sampler.kind "
-              "hmc without sampler.base_step; give heuristic")
-    if cfg.sampler.precision != "float64" and cfg.model.kind != "bnn":
-        _fail(source, "sampler.precision", cfg.sampler.precision, f"is for model.kind bnn (model.kind "
-              f"{cfg.model.kind} runs in float64): give float64")
-    if cfg.sampler.start == "optimized" and cfg.model.kind != "bnn":
-        _fail(source, "sampler.start", "optimized", f"optimized starts are for model.kind bnn (model.kind "
-              f"{cfg.model.kind} starts from a prior draw): give random")
+    """The sampler's kind, metric, precision and start against the model (the rules of
+    :func:`~adaptive_hmc.engine.replica_options.sampler_problem`, named by their keys)."""
+    s = cfg.sampler
+    bad = sampler_problem(cfg.model.kind, s.start, s.precision, s.metric, s.kind, s.base_step is not None,
+                          bool(s.anneal))
+    if bad is not None:
+        field, value, allowed = bad
+        _fail(source, f"sampler.{field}", value, allowed)
 
 
 def _check_tuner(cfg: Config, source: str):

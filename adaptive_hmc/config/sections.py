@@ -205,12 +205,13 @@ class SamplerConfig(_Strict):
                                                  "random weights with the hyperparameters held, then a Gibbs "
                                                  "update of them; the init templates' and the estimators' way; "
                                                  "model kind bnn only)")
-    metric: Literal["heuristic", "learned"] = Field(_replica_default("metric"), description="heuristic: each "
-                                                    "weight's step is the step factor times FBM's heuristic "
-                                                    "scale (the papers); learned: times a factor of that scale "
-                                                    "learned from the chains' draws and gradients in warm-up "
-                                                    "windows (super-transitions 1-3, 4-7, 8-15, 16-31), then "
-                                                    "frozen (sampler.kind hmc, no base_step)")
+    metric: Literal["heuristic", "learned", "low_rank"] = Field(
+        _replica_default("metric"), description="heuristic: each weight's step is the step factor times FBM's "
+        "heuristic scale (the papers); learned: times a factor of that scale learned from the chains' draws and "
+        "gradients in warm-up windows (super-transitions 1-3, 4-7, 8-15, 16-31), then frozen; low_rank: those "
+        "factors (learned on to super-transition 127) and each chain's masses along the few directions in which "
+        "its draws spread far more or less than the factors say (nutpie's low-rank estimate) (sampler.kind hmc, "
+        "no base_step or anneal)")
     precision: Literal["float64", "float32"] = Field(_replica_default("precision"), description="the "
                                                      "arithmetic of the network's hidden units: float32 "
                                                      "computes the inputs, hidden weights, activations and "

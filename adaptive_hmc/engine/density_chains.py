@@ -10,6 +10,7 @@ Flow position: models, samplers -> **density_chains** -> general
 """
 from __future__ import annotations
 
+import math
 import os
 import time
 import warnings
@@ -32,6 +33,19 @@ from .super_transition import SuperTransitionResult, iterations
 CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
 #: Super-transitions hold at least this many of the longest trajectories the tuner may ask for.
 TRAJECTORIES_PER_SUPER_TRANSITION = 10
+
+
+def trajectory_box(step: float, trajectory_bounds, budget: int | None) -> tuple:
+    """(the budget, the tuner's L bounds) of a density run whose reference step is ``step`` posterior sds:
+    the ``trajectory_bounds`` (in posterior sds) over the step, the shortest at most half the budget and the
+    longest within it; the budget, when None, :data:`TRAJECTORIES_PER_SUPER_TRANSITION` of the longest
+    (at least 1,000). The one statement of the box, for the run and for its time estimate."""
+    tlo, thi = trajectory_bounds
+    lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
+    if budget is None:
+        budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
+    lo = min(lo, budget // 2)
+    return budget, (lo, min(budget, max(lo + 1, hi)))
 
 
 class SampleDefaults(NamedTuple):

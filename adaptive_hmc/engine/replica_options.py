@@ -16,7 +16,7 @@ import numpy as np
 from ..models.priors import PriorSpec
 from ..models.mlp import PRECISIONS
 from ..samplers.metric import METRICS
-from ..samplers.settings import HMCSettings
+from ..samplers.settings import KINDS, HMCSettings
 from ..samplers.starts import STARTS, StartOptions
 
 
@@ -175,6 +175,23 @@ class Layout(NamedTuple):
 
 
 
+def sampler_problem(model: str, start: str, precision: str, metric: str, kind: str, absolute_step: bool,
+                    annealed: bool) -> tuple | None:
+    """The first rule of a network's sampler that these choices break, as (field, value, what is allowed),
+    or None: each rule stated once, for :class:`ReplicaOptions` and for a config's check (which names its
+    keys). Optimized starts and float32 arithmetic are for model "bnn"; a learned metric corrects the
+    heuristic scales of kind hmc, so not with an absolute base step or annealing."""
+    if start == "optimized" and model != "bnn":
+        return "start", start, f"optimized starts are for model bnn (model {model} starts from a prior " \
+            "draw): give random"
+    if precision != "float64" and model != "bnn":
+        return "precision", precision, f"is for model bnn (model {model} runs in float64): give float64"
+    if metric != "heuristic" and (kind != "hmc" or absolute_step or annealed):
+        return "metric", metric, "learns factors of the heuristic step scales: for kind hmc without an " \
+            "absolute base step or annealing; give heuristic"
+    return None
+
+
 @dataclass(frozen=True)
 class ReplicaOptions:
     """How the chains of a :class:`ReplicaSet` are made and run, each default
@@ -240,10 +257,12 @@ class ReplicaOptions:
         templates' default; model "bnn" only).
     start_options : :class:`~adaptive_hmc.samplers.starts.StartOptions` of an optimized start.
     metric : one of :data:`~adaptive_hmc.samplers.metric.METRICS`: "heuristic"
-        (the default, FBM's scales times the step factor) or "learned" (each
+        (the default, FBM's scales times the step factor), "learned" (each
         scale times a factor learned from the chains' draws and gradients in
         the warm-up windows :data:`~adaptive_hmc.samplers.metric.WINDOWS`,
-        then frozen; kind hmc, no absolute ``step_size``).
+        then frozen) or "low_rank" (those factors and each chain's low-rank
+        masses, :data:`~adaptive_hmc.samplers.metric.LOW_RANK_WINDOWS`); kind
+        hmc, no absolute ``step_size`` or annealing.
     precision : one of :data:`~adaptive_hmc.models.mlp.PRECISIONS`: the network's
         hidden units in "float64" (the default) or "float32" (model "bnn"; the
         energy, likelihood and Metropolis test stay in float64).
@@ -289,17 +308,16 @@ class ReplicaOptions:
             raise ValueError(f"model={self.model!r}: allowed are {', '.join(MODELS)}")
         if self.start not in STARTS:
             raise ValueError(f"start={self.start!r}: allowed are {', '.join(STARTS)}")
-        if self.start == "optimized" and self.model != "bnn":
-            raise ValueError(f"start='optimized' is for model 'bnn' (given {self.model!r}, whose start is a prior draw)")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision={self.precision!r}: allowed are {', '.join(PRECISIONS)}")
-        if self.precision != "float64" and self.model != "bnn":
-            raise ValueError(f"precision={self.precision!r} is for model 'bnn' (model {self.model!r} runs in float64)")
         if self.metric not in METRICS:
             raise ValueError(f"metric={self.metric!r}: allowed are {', '.join(METRICS)}")
-        if self.metric == "learned" and (self.settings.kind not in (0, "hmc") or np.size(self.settings.step_size)):
-            raise ValueError("metric='learned' learns factors of the heuristic scales for kind hmc: not with "
-                             f"kind {self.settings.kind!r} or an absolute step_size")
+        kind = self.settings.kind
+        bad = sampler_problem(self.model, self.start, self.precision, self.metric, kind if isinstance(
+            kind, str) else KINDS[kind], bool(np.size(self.settings.step_size)), bool(np.size(self.settings.anneal)))
+        if bad is not None:
+            field, value, allowed = bad
+            raise ValueError(f"{field}={value!r}: {allowed}")
         bad = self.layout.problem()
         if bad is not None:
             field, value, allowed = bad

@@ -75,7 +75,9 @@ class ReplicaState(NamedTuple):
     super-transitions done, ``streams_spawned`` random streams spawned, each
     chain's ``step_calibration``, the learned metric's ``step_scale`` (D,;
     empty: none yet) and the ``moments`` (R, 4, D) its present window has
-    summed over ``moment_count`` iterations (:mod:`~adaptive_hmc.samplers.metric`); the running ``totals`` and the ``history``
+    summed over ``moment_count`` iterations (:mod:`~adaptive_hmc.samplers.metric`), the low-rank metric's
+    ``trace`` (R, n, 2, D) of its present window's draws and gradients and each chain's ``low_rank`` rows
+    (R, r, D + 1; r 0: none); the running ``totals`` and the ``history``
     (one :class:`Entry` per super-transition), which a resume rebuilds by
     replaying the sample store's steps (:data:`REPLAYED`)."""
 
@@ -88,6 +90,8 @@ class ReplicaState(NamedTuple):
     step_scale: np.ndarray
     moments: np.ndarray
     moment_count: int
+    trace: np.ndarray
+    low_rank: np.ndarray
 
 
 #: The fields of :class:`ReplicaState` that a resume rebuilds from the sample

@@ -157,8 +157,9 @@ class ReplicaSet(ChainSetBase):
                         np.full((R, Nt), -np.inf), np.zeros(R), np.zeros(R, dtype=np.int64))
         #: The state at the start (never changed: every super-transition runs on copies of the chains).
         self.metric = o.metric
-        moments = np.zeros((R, 4, self.dim if o.metric == "learned" else 0))
-        self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, (), np.empty(0), moments, 0)
+        moments = np.zeros((R, 4, self.dim if o.metric != "heuristic" else 0))
+        self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, (), np.empty(0), moments, 0,
+                                    np.zeros((R, 0, 2, self.dim)), np.zeros((R, 0, self.dim + 1)))
         #: The current state, advanced by :meth:`run`.
         self.state = self.initial
         #: What the optimized starts did (:meth:`start_chains`), None until they are made.

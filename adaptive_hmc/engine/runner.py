@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 from typing import Callable, NamedTuple, Protocol, TypedDict
 
@@ -21,7 +21,6 @@ from .rewards import cv_error, cv_reward, esjd_reward, slowest_movement
 from ..samplers.settings import Action, SettingsError
 from .super_transition import SuperTransitionResult
 from ..tuners.base import Tuner
-from ..tuners.options import BanditOptions
 
 
 class ChainSet(Protocol):
@@ -378,8 +377,8 @@ def make_run(spec, X, Y, *, tuner, run: RunOptions,
                          f"leapfrog steps per chain in a super-transition")
     seed_replicas, seed_tuner = np.random.SeedSequence(run.seed).spawn(2)
     rs = ReplicaSet(spec, X, Y, replicas, test_sets=test_sets, seed=seed_replicas)
-    if isinstance(tuner, BanditOptions) and tuner.horizon is None and run.max_seconds is not None:
-        tuner = replace(tuner, horizon=affordable(spec, len(X), rs.n_replicas, run.budget, run.max_seconds))
+    if callable(getattr(tuner, "within", None)) and run.max_seconds is not None:
+        tuner = tuner.within(affordable(spec, len(X), rs.n_replicas, run.budget, run.max_seconds))
     t = tuner.tuner(int(seed_tuner.generate_state(1)[0]))
     if run.reward in ("esjd", "slowest"):
         fn = esjd_reward if run.reward == "esjd" else slowest_movement

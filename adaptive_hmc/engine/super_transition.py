@@ -19,7 +19,7 @@ from ..models.base import hyper_values
 from ..models.predictive import reset, snapshot
 from ..samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
 from ..samplers.chain import Observers, Record, copy_chain, new_record, run_chain
-from ..samplers.metric import learned_factors, window_of
+from ..samplers.metric import learned_factors, low_rank_metrics, trace_rows, window_of
 from ..samplers.settings import Action, check_settings
 from .replica_options import as_seed_sequence
 from .replica_state import ReplicaState, Step, fold
@@ -184,14 +184,30 @@ def _step(setup: ReplicaSet, chains: tuple, wp, w, kept: list, stats: list) -> S
                 kept=kept, kept_weight=w, kept_stats=stats)
 
 
-def _learned_metric(setup: ReplicaSet, state: ReplicaState, chains: tuple, window, moments, n_iter: int) -> dict:
-    """The learned metric's state after a super-transition of its ``window``: the moments summed on, or at the
-    window's end its factors (frozen till the next window) and the moments cleared."""
+def _trace_of(window, trace: list) -> np.ndarray:
+    """Each chain's rows of this super-transition for the low rank: :func:`trace_rows` of its iterations,
+    evenly spaced (R, m, 2, D)."""
+    n = trace[0].shape[0]
+    m = min(n, trace_rows(window))
+    at = np.floor((np.arange(m) + 0.5) * n / m).astype(np.int64) if m else np.zeros(0, np.int64)
+    return np.stack([t[at] for t in trace])
+
+
+def _learned_metric(setup: ReplicaSet, state: ReplicaState, chains: tuple, window, moments, n_iter: int,
+                    trace: list) -> dict:
+    """The learned metric's state after a super-transition of its ``window``: the moments (and the low
+    rank's trace) summed on, or at the window's end its factors and each chain's low rank (frozen till the
+    next window) and the moments and the trace cleared."""
     count = state.moment_count + n_iter
+    traced = np.concatenate([state.trace, _trace_of(window, trace)], axis=1) if setup.metric == "low_rank" \
+        else state.trace
     if state.n_super + 1 != window[1]:
-        return dict(moments=moments, moment_count=count)
+        return dict(moments=moments, moment_count=count, trace=traced)
     heuristic = np.stack([r.model.scales(c.hyper) for r, c in zip(setup.replicas, chains)])
-    return dict(step_scale=learned_factors(moments, count, heuristic), moments=np.zeros_like(moments), moment_count=0)
+    factors = learned_factors(moments, count, heuristic)
+    low_rank = low_rank_metrics(traced, heuristic * factors) if setup.metric == "low_rank" else state.low_rank
+    return dict(step_scale=factors, moments=np.zeros_like(moments), moment_count=0,
+                trace=traced[:, :0], low_rank=low_rank)
 
 
 def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,
@@ -223,8 +239,9 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
     every = predict_every(setup.predict_steps, num_steps, settings.jitter, n_iter)
     at, kept, kept_iter = _kept_buffers(setup, chains, n_iter, int(retain_after))
     n_kept = [0] * R
-    window = window_of(state.n_super) if state.moments.shape[2] else None
+    window = window_of(state.n_super, setup.metric) if state.moments.shape[2] else None
     moments = state.moments.copy() if window else np.zeros((R, 4, 0))
+    trace = [np.zeros((n_iter if window and setup.metric == "low_rank" else 0, 2, setup.dim)) for _ in range(R)]
 
     def one(j):
         r = setup.replicas[j]
@@ -233,9 +250,11 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
         c = calibration[j]
         mine = settings._replace(step_size=settings.step_size * c) if base.size else \
             settings._replace(step_factor=settings.step_factor * c)
+        if state.low_rank.shape[1]:
+            mine = mine._replace(low_rank=state.low_rank[j])
         n_kept[j] = run_chain(r.model.target, chains[j], mine, n_iter, Record(*(a[j] for a in rec)),
                               Observers(r.held, r.test, int(retain_after), thin, kept[j], every, moments[j], at[j],
-                                        kept_iter[j]), streams[j])
+                                        kept_iter[j], trace[j]), streams[j])
 
     t0 = time.perf_counter()
     _each(one, R, setup.threads)
@@ -245,7 +264,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
     step = _step(setup, chains, every * w, w, [kept[j][:n] for j, n in enumerate(n_kept)],
                  [kept_stats(rec, j, kept_iter[j][:n_kept[j]], setup.dim, at[j]) for j in range(R)])
     spawned = state.streams_spawned + (R if rng is None else 0)
-    metric = _learned_metric(setup, state, chains, window, moments, n_iter) if window else {}
+    metric = _learned_metric(setup, state, chains, window, moments, n_iter, trace) if window else {}
     new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration,
                                      **metric), step)
     held = HeldOut([snapshot(r.held) for r in setup.replicas[:setup.n_cv]], setup.spec.likelihood) \

@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from .density_chains import TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains
+from .density_chains import DensityChains, trajectory_box
 from .replicas import ReplicaSet
 from ..samplers.adaptation import WARMUP_STEPS
 from ..samplers.settings import Action
@@ -74,9 +74,12 @@ def tuner_seconds(options) -> float:
 
 
 def typical_num_steps(options) -> int:
-    """The trajectory length the estimate assumes: a fixed tuner's, or the
-    geometric middle of the bandit's bounds."""
-    if isinstance(options, BanditOptions):
+    """The trajectory length the estimate assumes: the options' own ``typical_num_steps()`` (a fixed
+    tuner's L, the geometric middle of the bandit's bounds); for options of one's own without it, the
+    geometric middle of their L ``bounds``, or their ``num_steps``."""
+    if callable(getattr(options, "typical_num_steps", None)):
+        return int(options.typical_num_steps())
+    if hasattr(options, "bounds"):
         lo, hi = options.bounds["num_steps"]
         return int(round(math.sqrt(lo * hi)))
     return int(options.num_steps)
@@ -129,9 +132,7 @@ def density_estimate(model, starts, warmup: int, super_transitions: int, budget:
     for the reference step :data:`ASSUMED_STEP`; the sampling probe times
     super-transitions of chains of its own at a small step, doubling its
     steps until it takes :data:`PROBE_SECONDS`."""
-    tlo, thi = trajectory_bounds
-    lo, hi = max(1, math.ceil(tlo / ASSUMED_STEP)), max(2, math.ceil(thi / ASSUMED_STEP))
-    budget = budget or max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
+    budget, (lo, hi) = trajectory_box(ASSUMED_STEP, trajectory_bounds, budget or None)
     L = min(int(round(math.sqrt(lo * hi))), budget)
     steps = 2 * L
     while True:
@@ -147,7 +148,7 @@ def density_estimate(model, starts, warmup: int, super_transitions: int, budget:
     probe.warm_up(n)                                        # its first iterations: the longest trajectories
     warm = (time.perf_counter() - t0) / max(n, 1) * warmup
     tuner = tuner_seconds(BanditOptions({"step_factor": (0.5 * ASSUMED_STEP, 1.5 * ASSUMED_STEP),
-                                         "num_steps": (lo, min(budget, max(lo + 1, hi)))}))
+                                         "num_steps": (lo, hi)}))
     per = budget * per_step + tuner
     return {"seconds": warm + per * super_transitions, "warmup_seconds": warm, "per_super_transition": per,
             "seconds_per_step": per_step, "tuner_seconds": tuner, "num_steps": L, "budget": budget,

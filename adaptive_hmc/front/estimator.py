@@ -8,6 +8,7 @@ chains' weight vectors are kept (every ``thin``-th retained sample) so that
 from __future__ import annotations
 
 import hashlib
+import inspect
 import warnings
 
 import numpy as np
@@ -65,6 +66,14 @@ SHORTEST_TRAJECTORY = 40
 DEFAULT_PRECISION = "float32"
 
 
+def _signature_with(init, **extra) -> inspect.Signature:
+    """The signature of ``init`` (the shared estimators' parameters, declared once there) with the
+    keyword parameters ``extra`` and their defaults added at its end."""
+    sig = inspect.signature(init)
+    added = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=v) for n, v in extra.items()]
+    return sig.replace(parameters=list(sig.parameters.values()) + added)
+
+
 class _BNN(BaseEstimator):
     def __init__(self, hidden=(16,), k=DEFAULT_CHAINS, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=None, window=1, initial_phase_steps=1000,
@@ -72,14 +81,9 @@ class _BNN(BaseEstimator):
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
                  warm_start=False, start="optimized", metric="heuristic", random_state=None, precision=DEFAULT_PRECISION,
                  tuner=None):
-        self.random_state, self.precision, self.tuner = random_state, precision, tuner
-        self.reward, self.weight_by, self.jitter, self.warm_start = reward, weight_by, jitter, warm_start
-        self.start, self.metric = start, metric
-        self.max_seconds, self.target_ess = max_seconds, target_ess
-        self.hidden, self.k, self.super_transitions, self.budget = hidden, k, super_transitions, budget
-        self.step_factor_bounds, self.num_steps_bounds, self.window = step_factor_bounds, num_steps_bounds, window
-        self.initial_phase_steps, self.burn_in_super_transitions = initial_phase_steps, burn_in_super_transitions
-        self.thin, self.priors, self.seed, self.threads, self.verbose = thin, priors, seed, threads, verbose
+        for name, value in locals().items():           # each parameter kept as given (scikit-learn's rule)
+            if name != "self":
+                setattr(self, name, value)
 
     def _validate(self, X, y, **kw):
         """X (N, d) finite float64 (sparse and complex refused, names recorded) and
@@ -335,9 +339,10 @@ _COMMON_DOC = """
     start : "optimized" (the default: each chain starts from its own optimized network, L-BFGS from its own
         random weights with the hyperparameters held, then a Gibbs update of them; docs/METHOD.md) or "random"
         (small random weights, FBM's and the papers' way).
-    metric : "heuristic" (each weight's step the step factor times FBM's heuristic scale) or "learned" (that
+    metric : "heuristic" (each weight's step the step factor times FBM's heuristic scale), "learned" (that
         scale times a factor learned from the chains' draws and gradients in the warm-up windows of
-        super-transitions 1-3, 4-7, 8-15 and 16-31, then frozen; docs/METHOD.md).
+        super-transitions 1-3, 4-7, 8-15 and 16-31, then frozen; docs/METHOD.md) or "low_rank" (those factors
+        and each chain's low-rank masses, learned on to super-transition 127).
     precision : "float32" (the default) or "float64": the arithmetic of the network's hidden units (inputs,
         hidden weights, activations and deltas of a block of cases; the energy and the Metropolis test stay in
         float64, so the chains sample the network so computed exactly); float32 gives 1.4-1.7x the gradients a
@@ -399,17 +404,11 @@ class BNNClassifier(ClassifierMixin, _BNN):
                "error_rate).\n" + _COMMON_DOC
                + '    cv_metric : with ``reward="cv"``, the held-out error rewarded: "log_loss" or "error_rate".\n')
 
-    def __init__(self, hidden=(16,), k=DEFAULT_CHAINS, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
-                 num_steps_bounds=None, window=1, initial_phase_steps=1000,
-                 burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
-                 reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False, start="optimized", metric="heuristic", random_state=None, cv_metric="log_loss",
-                 precision=DEFAULT_PRECISION, tuner=None):
-        super().__init__(hidden, k, super_transitions, budget, step_factor_bounds, num_steps_bounds, window,
-                         initial_phase_steps, burn_in_super_transitions, thin, priors, seed, threads, verbose,
-                         reward, weight_by, jitter, max_seconds, target_ess, warm_start, start, metric, random_state,
-                         precision, tuner)
+    def __init__(self, *args, cv_metric="log_loss", **params):
+        super().__init__(*args, **params)
         self.cv_metric = cv_metric
+
+    __init__.__signature__ = _signature_with(_BNN.__init__, cv_metric="log_loss")   # scikit-learn reads each name
 
     def fit(self, X, y, **fit_params):
         self._no_fit_params(fit_params)

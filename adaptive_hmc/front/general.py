@@ -13,7 +13,6 @@ tuner's (step factor, L); every sample after warm-up is kept.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 import warnings
@@ -24,8 +23,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..diagnostics import chain_statistics, draws_convergence, more_super_transitions, summary_line, trust_warnings
-from ..engine.density_chains import (SAMPLE_DEFAULTS as D, TRAJECTORIES_PER_SUPER_TRANSITION, DensityChains,
-                                     RECORD_STATS)
+from ..engine.density_chains import SAMPLE_DEFAULTS as D, DensityChains, RECORD_STATS, trajectory_box
 from ..models.density import LogDensity
 from ..engine.replica_options import as_seed_sequence
 from ..engine.driver import Until, drive, end_warnings
@@ -200,17 +198,13 @@ def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget,
                trajectory_bounds, tuner, seed_tuner, verbose: bool) -> tuple:
     """(run, tuner) after ``chains``' warm-up: the reference step, the budget and the tuner's bounds in
     its units (``run``: step, budget, bounds, warmup_seconds) and the bandit over them."""
-    (flo, fhi), (tlo, thi) = step_factor_bounds, trajectory_bounds
     t0 = time.perf_counter()
     if verbose:
         print(f"warm-up: {warmup} iterations of {chains.R} chain{'s' * (chains.R != 1)} (a diagonal metric and a "
               f"reference step)", flush=True)
     step = chains.warm_up(int(warmup), target_accept)
-    lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
-    if budget is None:
-        budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
-    lo = min(lo, budget // 2)
-    bounds = {"step_factor": (flo, fhi), "num_steps": (lo, min(budget, max(lo + 1, hi)))}   # factors of the step
+    budget, num_steps = trajectory_box(step, trajectory_bounds, budget)
+    bounds = {"step_factor": tuple(step_factor_bounds), "num_steps": num_steps}   # factors of the step
     options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
     bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
     run = dict(step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)

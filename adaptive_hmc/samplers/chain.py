@@ -19,6 +19,7 @@ from ..models.predictive import no_cases
 from .annealing import annealed_kernel
 from .baselines import metropolis_kernel, stochastic_dynamics_kernel
 from .hmc import plain_hmc_kernel, windowed_hmc_kernel
+from .leapfrog import kinetic_metric
 from .settings import HMC, KINDS, METROPOLIS, STOCHASTIC_DYNAMICS, HMCSettings, check_settings
 
 
@@ -96,7 +97,9 @@ class Observers(NamedTuple):
     iterations (numbered in this call) in ``keep_at`` (increasing), with the
     iteration of each row in ``kept_iter``; ``moments`` (4, D) adds each
     iteration's q, q^2, dU/dq and (dU/dq)^2 to its rows (0 columns: none), for
-    the learned metric (:mod:`~adaptive_hmc.samplers.metric`)."""
+    the learned metric (:mod:`~adaptive_hmc.samplers.metric`), and ``trace``
+    (n, 2, D) holds the first n iterations' q and dU/dq, for the low-rank
+    metric (0 rows: none)."""
 
     held: NamedTuple
     test: NamedTuple
@@ -107,6 +110,7 @@ class Observers(NamedTuple):
     moments: np.ndarray = np.zeros((4, 0))
     keep_at: np.ndarray = np.zeros(0, np.int64)
     kept_iter: np.ndarray = np.zeros(0, np.int64)
+    trace: np.ndarray = np.zeros((0, 2, 0))
 
     @classmethod
     def keeping(cls, kept: np.ndarray) -> "Observers":
@@ -220,9 +224,7 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
         rec.num_steps[i] = info.num_steps
         rec.energy[i] = u
         rec.squared_jump[i] = info.squared_jump
-        ks = 0.0
-        for k in range(D):
-            ks += 0.5 * chain.momentum[k] * chain.momentum[k]
+        ks = kinetic_metric(chain.momentum, settings.low_rank)
         rec.temperature[i] = (ks + chain.kd[0]) / D if settings.anneal.shape[0] > 0 else 2.0 * ks / D
         hyper_values(target, chain.hyper, rec.hyper[i])
         if obs is not None:
@@ -233,6 +235,10 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
                     obs.moments[1, k] += q * q
                     obs.moments[2, k] += g
                     obs.moments[3, k] += g * g
+            if i < obs.trace.shape[0] and obs.trace.shape[2] == D:
+                for k in range(D):
+                    obs.trace[i, 0, k] = chain.position[k]
+                    obs.trace[i, 1, k] = chain.grad[k]
             if obs.held.YT.shape[1] > 0:
                 accumulate(chain.position, target, chain.hyper, obs.held)
             if chain.counters[1] > obs.retain_after:
@@ -305,6 +311,8 @@ def checked(settings: HMCSettings, dim: int) -> HMCSettings:
     s = check_settings(settings)
     if s.step_size.size not in (0, 1, dim):
         raise ValueError(f"step_size has {s.step_size.size} entries; give one or {dim}")
+    if s.low_rank.shape[0] and s.low_rank.shape[1] != dim + 1:
+        raise ValueError(f"low_rank rows have {s.low_rank.shape[1]} entries; give 1 + {dim}")
     return s
 
 

@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..jit import njit
-from .leapfrog import kinetic, leapfrog, set_state
+from .leapfrog import kinetic_metric, leapfrog_metric, set_state
 from .settings import KernelInfo
 
 
@@ -23,6 +23,28 @@ def refresh_momentum(p, persistence, rng):
     c = math.sqrt(1.0 - persistence * persistence)
     for k in range(p.size):
         p[k] = persistence * p[k] + c * rng.standard_normal()
+
+
+@njit(inline="always")
+def refresh_momentum_metric(p, persistence, low_rank, rng):
+    """:func:`refresh_momentum` whose fresh part is drawn from N(0, M) under the low-rank metric
+    (rows [lambda_j, u_j]: M^(1/2) = I + sum_j (lambda_j^(-1/2) - 1) u_j u_j^T; no rows: the same draws
+    and arithmetic as :func:`refresh_momentum`)."""
+    if low_rank.shape[0] == 0:
+        return refresh_momentum(p, persistence, rng)
+    n = np.empty(p.size)
+    for k in range(p.size):
+        n[k] = rng.standard_normal()
+    for j in range(low_rank.shape[0]):
+        d = 0.0
+        for k in range(p.size):
+            d += low_rank[j, k + 1] * n[k]
+        c = (1.0 / math.sqrt(low_rank[j, 0]) - 1.0) * d
+        for k in range(p.size):
+            n[k] += c * low_rank[j, k + 1]
+    c = math.sqrt(1.0 - persistence * persistence)
+    for k in range(p.size):
+        p[k] = persistence * p[k] + c * n[k]
 
 
 @njit(inline="always")
@@ -98,20 +120,20 @@ def _trajectory_start(q, u, g, p, step_sizes, settings, rng):
     """What every HMC transition starts with: the momentum refresh, the
     transition's step sizes, its trajectory length L (drawn from 1..L with
     jitter), the starting total energy and copies of the starting state."""
-    refresh_momentum(p, settings.persistence, rng)
+    refresh_momentum_metric(p, settings.persistence, settings.low_rank, rng)
     step = draw_step_sizes(step_sizes, settings.step_nu, rng)
     L = settings.num_steps
     if settings.jitter:
         L = 1 + int(rng.random() * L)
-    return step, L, u + kinetic(p), q.copy(), g.copy(), p.copy()
+    return step, L, u + kinetic_metric(p, settings.low_rank), q.copy(), g.copy(), p.copy()
 
 
 @njit(inner=True)
 def plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     """:func:`hmc_kernel` with window 1: the last state of the trajectory is the proposal."""
     step, L, h0, q0, g0, p0 = _trajectory_start(q, u, g, p, step_sizes, settings, rng)
-    u1, used, ok = leapfrog(q, p, g, step, L, target, hyper)
-    dh = u1 + kinetic(p) - h0 if ok else math.inf
+    u1, used, ok = leapfrog_metric(q, p, g, step, L, target, hyper, settings.low_rank)
+    dh = u1 + kinetic_metric(p, settings.low_rank) - h0 if ok else math.inf
     divergent = (not ok) or (not dh <= settings.max_energy_error)
     prob = 0.0 if divergent else min(1.0, math.exp(-dh))
     jump = 0.0 if divergent else squared_distance(q, q0)
@@ -141,11 +163,11 @@ def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     for i in range(L):
         backward = i < s
         qx, gx, px = (qb, gb, pb) if backward else (q, g, p)
-        ux, n, ok = leapfrog(qx, px, gx, step, 1, target, hyper)
+        ux, n, ok = leapfrog_metric(qx, px, gx, step, 1, target, hyper, settings.low_rank)
         used += n
         if not ok:
             break
-        h = ux + kinetic(px)
+        h = ux + kinetic_metric(px, settings.low_rank)
         worst = max(worst, h - h0)
         if backward:
             sel = _offer_both(s - 1 - i, W, L, qx, gx, px, -1.0, ux, h, sel, rng)
@@ -169,7 +191,7 @@ def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
 def hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     """One HMC transition of ``target`` at ``hyper`` (held fixed) in place on
     (q, g, p), with the absolute ``step_sizes`` and the trajectory settings
-    (num_steps, window, persistence, jitter, step_nu, max_energy_error) of
+    (num_steps, window, persistence, jitter, step_nu, max_energy_error, low_rank) of
     ``settings``, an :class:`~adaptive_hmc.samplers.settings.HMCSettings`; returns
     a :class:`~adaptive_hmc.samplers.settings.KernelInfo` (accepted 1 or 0), whose
     squared_jump is ||q_proposal - q_current||^2 (the proposal being the state

@@ -2,9 +2,15 @@
 
 Flow position: models -> **integrator** -> transition. Knows nothing of Metropolis.
 A step of eps_k per coordinate is the leapfrog for unit masses in the rescaled
-coordinates q_k / eps_k, so it stays reversible and volume preserving.
+coordinates q_k / eps_k, so it stays reversible and volume preserving. A
+low-rank metric (:func:`leapfrog_metric`) changes the masses in those
+coordinates along a few orthonormal directions u_j: the inverse mass matrix
+is I + sum_j (lambda_j - 1) u_j u_j^T, lambda_j the posterior's variance along
+u_j relative to the diagonal's (:func:`~adaptive_hmc.samplers.metric.low_rank_metric`).
 """
 import math
+
+import numpy as np
 
 from ..jit import njit
 from ..models.base import energy_grad
@@ -25,6 +31,47 @@ def leapfrog(q, p, g, step_sizes, num_steps, target, hyper):
         gsum = 0.0
         for k in range(D):
             p[k] -= 0.5 * step_sizes[k] * g[k]          # eq 22
+            gsum += g[k]
+        if not (math.isfinite(u) and math.isfinite(gsum)):
+            return u, s + 1, False
+    return u, num_steps, True
+
+
+@njit(inline="always")
+def velocity(p, low_rank, v):
+    """v <- (I + sum_j (lambda_j - 1) u_j u_j^T) p, the rows of ``low_rank`` being [lambda_j, u_j]."""
+    for k in range(p.size):
+        v[k] = p[k]
+    for j in range(low_rank.shape[0]):
+        d = 0.0
+        for k in range(p.size):
+            d += low_rank[j, k + 1] * p[k]
+        c = (low_rank[j, 0] - 1.0) * d
+        for k in range(p.size):
+            v[k] += c * low_rank[j, k + 1]
+    return v
+
+
+@njit(inline="always")
+def leapfrog_metric(q, p, g, step_sizes, num_steps, target, hyper, low_rank):
+    """:func:`leapfrog` with the low-rank metric ``low_rank`` (rows [lambda_j, u_j], orthonormal u_j in the
+    coordinates q_k / eps_k; no rows: :func:`leapfrog` itself): each position update moves by eps_k times
+    the velocity M^-1 p (:func:`velocity`) instead of p."""
+    if low_rank.shape[0] == 0:
+        return leapfrog(q, p, g, step_sizes, num_steps, target, hyper)
+    u = math.nan
+    D = q.size
+    v = np.empty(D)
+    for s in range(num_steps):
+        for k in range(D):
+            p[k] -= 0.5 * step_sizes[k] * g[k]
+        velocity(p, low_rank, v)
+        for k in range(D):
+            q[k] += step_sizes[k] * v[k]
+        u = energy_grad(q, g, target, hyper)
+        gsum = 0.0
+        for k in range(D):
+            p[k] -= 0.5 * step_sizes[k] * g[k]
             gsum += g[k]
         if not (math.isfinite(u) and math.isfinite(gsum)):
             return u, s + 1, False
@@ -53,4 +100,16 @@ def kinetic(p):
     k = 0.0
     for i in range(p.size):
         k += 0.5 * p[i] * p[i]
+    return k
+
+
+@njit(inline="always")
+def kinetic_metric(p, low_rank):
+    """p^T M^-1 p / 2 under the low-rank metric (rows [lambda_j, u_j]; no rows: :func:`kinetic`)."""
+    k = kinetic(p)
+    for j in range(low_rank.shape[0]):
+        d = 0.0
+        for i in range(p.size):
+            d += low_rank[j, i + 1] * p[i]
+        k += 0.5 * (low_rank[j, 0] - 1.0) * d * d
     return k

@@ -12,6 +12,7 @@ import numpy as np
 
 _NO_STEP = np.empty(0)
 _NO_PHASES = np.empty((0, 3))
+_NO_LOW_RANK = np.empty((0, 1))
 
 #: The transition of each iteration, by ``HMCSettings.kind``: Hybrid Monte
 #: Carlo, random-walk Metropolis (``num_steps`` proposals per iteration, each one
@@ -118,6 +119,10 @@ class HMCSettings(NamedTuple):
     step_scale : a factor per parameter of the heuristic scales (the learned
         metric, :mod:`~adaptive_hmc.samplers.metric`); empty: none. Not with
         ``step_size``.
+    low_rank : a low-rank metric in the coordinates q_k / eps_k, rows
+        [lambda_j, u_j] (u_j orthonormal, lambda_j > 0 the variance along u_j
+        relative to 1; :func:`~adaptive_hmc.samplers.metric.low_rank_metric`);
+        no rows: unit masses. For kind hmc without annealing.
 
     Build a checked instance with :func:`hmc_settings`; a template for the
     replicas (step and L come from the tuner's action) with ``HMCSettings(...)``.
@@ -136,6 +141,25 @@ class HMCSettings(NamedTuple):
     kind: int = 0
     anneal: np.ndarray = _NO_PHASES
     step_scale: np.ndarray = _NO_STEP
+    low_rank: np.ndarray = _NO_LOW_RANK
+
+
+def _check_low_rank(value, kind: int, anneal: np.ndarray) -> np.ndarray:
+    """A low-rank metric's rows [lambda_j, u_j] as a float (r, D + 1) array, checked: lambda_j finite > 0,
+    each u_j of unit length (or lambda_j 1, a row that changes nothing); rows only for kind hmc without
+    annealing."""
+    a = np.ascontiguousarray(value, dtype=np.float64)
+    if a.ndim != 2 or a.shape[1] < 1:
+        raise SettingsError("low_rank", value, "rows [lambda, u] (an (r, D + 1) array)")
+    if a.shape[0] == 0:
+        return a
+    if kind != HMC or anneal.shape[0] > 0:
+        raise SettingsError("low_rank", a.shape, "a low-rank metric is for kind hmc without annealing")
+    norms = np.sqrt((a[:, 1:] ** 2).sum(axis=1))
+    unit = (np.abs(norms - 1.0) <= 1e-6) | (a[:, 0] == 1.0)
+    if not (np.all(np.isfinite(a)) and np.all(a[:, 0] > 0) and np.all(unit)):
+        raise SettingsError("low_rank", a.shape, "each row: lambda finite > 0 and a unit vector u")
+    return a
 
 
 def _whole(name, v, lo):
@@ -174,10 +198,11 @@ def check_settings(s: HMCSettings, need_step: bool = True) -> HMCSettings:
     if kind != HMC and (window != 1 or s.jitter):
         raise SettingsError("window" if window != 1 else "jitter", window if window != 1 else s.jitter,
                             f"windows and jitter are for kind hmc, not {KINDS[kind]}")
+    anneal = check_schedule(s.anneal, kind, window, s.jitter, s.persistence)
     return HMCSettings(num_steps, step_factor, step_size, window, float(s.persistence), bool(s.jitter),
                        float(s.step_nu), float(s.max_energy_error), bool(s.gibbs),
-                       _whole("initial_phase_steps", s.initial_phase_steps, 0), int(kind),
-                       check_schedule(s.anneal, kind, window, s.jitter, s.persistence), step_scale)
+                       _whole("initial_phase_steps", s.initial_phase_steps, 0), int(kind), anneal, step_scale,
+                       _check_low_rank(s.low_rank, int(kind), anneal))
 
 
 def check_schedule(phases, kind: int, window: int = 1, jitter: bool = False, persistence: float = 0.0) -> np.ndarray:

@@ -171,6 +171,16 @@ class BanditOptions:
         """The tuner these options describe, with its own ``seed``."""
         return BanditTuner(self, seed)
 
+    def typical_num_steps(self) -> int:
+        """The trajectory length a time estimate assumes: the geometric middle of the L bounds."""
+        lo, hi = self.bounds["num_steps"]
+        return int(round(math.sqrt(lo * hi)))
+
+    def within(self, horizon: int) -> "BanditOptions":
+        """These options for a run that can afford ``horizon`` super-transitions (its time limit's), unless
+        they name a horizon of their own."""
+        return self if self.horizon is not None else replace(self, horizon=int(horizon))
+
 
 def _canonical(o: BanditOptions) -> BanditOptions:
     """``o`` with its numbers as floats and ints, its box and axes as tuples (one form, saved and restored)."""

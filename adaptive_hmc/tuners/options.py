@@ -27,6 +27,10 @@ class FixedOptions:
         """The tuner, which never moves (``seed`` is not used)."""
         return FixedTuner(step_factor=float(self.step_factor), num_steps=int(self.num_steps))
 
+    def typical_num_steps(self) -> int:
+        """The trajectory length a time estimate assumes: L itself."""
+        return int(self.num_steps)
+
 
 def bandit_default(name: str):
     """The package's default of :class:`BanditOptions` field ``name``."""
