@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 
+from adaptive_hmc.engine.replica_options import Layout
 from adaptive_hmc.data import load_robot_arm
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.engine.replicas import ReplicaSet
@@ -24,7 +25,7 @@ from adaptive_hmc.samplers import HMCSettings
 def make(threads):
     arm = load_robot_arm()
     X, Y = arm.rows(1, 200)
-    return ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=8, data="folds", seed=3, threads=threads,
+    return ReplicaSet(MLPSpec(2, (16,), 2), X, Y, layout=Layout.cv(8, False), seed=3, threads=threads,
                       test_sets={"test_201_400": arm.rows(201, 400), "test_401_600": arm.rows(401, 600)},
                       settings=HMCSettings(window=10))
 

@@ -253,7 +253,7 @@ def test_defaults_are_a_careful_users_and_the_estimators(tmp_path):
     assert cfg.run.burn_in.super_transitions == 10 == 30 // 3
     assert cfg.tuner.warmup_super_transitions == DEFAULT_WARMUP
     assert cfg.layout.data == "full" and cfg.layout.predict_from == "full" and cfg.cv is None
-    assert cfg.chains == cfg.layout.k == 4 == BNNRegressor().k     # chains of the posterior: one default
+    assert cfg.chains == cfg.layout.k == 4 == BNNRegressor().chains     # chains of the posterior: one default
     assert cfg.data.standardize_inputs and cfg.data.standardize_targets
     raw["tuner"]["reward"] = "cv"                                  # the thesis: folds, and a full-data chain predicts
     thesis = read_config(_write(tmp_path, raw, "cv.yaml"))
@@ -338,4 +338,4 @@ def test_the_rule_on_chains_and_folds_is_one_for_every_entry_point():
     assert Layout.cv(0, full_chain=False).problem() == ("full_data_chain", False,
                                                         "must be true with 0 folds (it is the only chain)")
     with pytest.raises(ValueError, match="0 \\(the full-data chain alone\\) or >= 2 folds"):
-        ReplicaOptions(k=1, data="folds")
+        ReplicaOptions(layout=Layout.cv(1, False))

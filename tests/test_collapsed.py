@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special
 
+from adaptive_hmc.engine.replica_options import Layout
 from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
@@ -209,7 +210,7 @@ def test_collapsed_chains_with_a_learned_metric_agree_with_importance_sampling(m
     is_mean, is_se = _importance(spec, X, Y, [(4.0, 1.0)] * 3, None, x_star, 1_500_000, 22)
     run = make_run(spec, X, Y, tuner=FixedOptions(0.3, 15), run=RunOptions(super_transitions, 240_000 //
                                                                            super_transitions, seed=3),
-                   replicas=ReplicaOptions(k=4, priors=priors, metric=metric, thin=1, predict_steps=0))
+                   replicas=ReplicaOptions(layout=Layout.chains(4), priors=priors, metric=metric, thin=1, predict_steps=0))
     drive(run.plan(), run.run.super_transitions)
     A, chain, st = run.replicas.kept_rows()
     dim = run.replicas.dim

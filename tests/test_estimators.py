@@ -11,7 +11,7 @@ from sklearn.utils.estimator_checks import check_classifiers_train, check_estima
 from adaptive_hmc import BNNClassifier, BNNRegressor
 from adaptive_hmc.rundir.metrics import untimed
 
-TINY = dict(hidden=(4,), k=2, super_transitions=3, budget=60, num_steps_bounds=(5, 20), initial_phase_steps=0,
+TINY = dict(hidden=(4,), chains=2, super_transitions=3, budget=60, num_steps_bounds=(5, 20), initial_phase_steps=0,
             thin=1, threads=1, max_seconds=None)
 FAIR = dict(TINY, super_transitions=12, budget=400, num_steps_bounds=(5, 40))
 ACCURACY = "an accuracy check: a 3-super-transition fit of 60 leapfrog steps cannot learn (run at a fair budget below)"
@@ -202,7 +202,7 @@ def test_to_inference_data_gives_arviz_what_it_reads(cls):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))
     y = X[:, 0] * 30 + 100 + rng.normal(size=40) if cls is BNNRegressor else np.where(X[:, 0] > 0, "yes", "no")
-    m = cls(hidden=(3,), k=3, super_transitions=8, budget=200, num_steps_bounds=(5, 10), max_seconds=None, thin=1,
+    m = cls(hidden=(3,), chains=3, super_transitions=8, budget=200, num_steps_bounds=(5, 10), max_seconds=None, thin=1,
             seed=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -231,3 +231,29 @@ def test_to_inference_data_gives_arviz_what_it_reads(cls):
             max(float(az.rhat(idata.posterior[v]).to_array().max()) for v in logs), rel=1e-9)
     with pytest.raises(NotFittedError):
         cls().to_inference_data()
+
+
+def test_chains_and_cv_choose_the_layout_and_an_old_k_works_with_one_warning():
+    """chains= (chains of the posterior), cv= (folds: a number or a config's dict), reward="cv" without cv
+    (chains folds and a full-data chain); the deprecated k= is read as chains, with one FutureWarning;
+    a wrong value is a ValueError naming the parameter."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 2)), rng.normal(size=40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        m = BNNRegressor(**{**TINY, "chains": 3}).fit(X, y)
+        assert m.layout_.data == "full" and m.layout_.k == 3 and m.replicas_.n_replicas == 3
+        m = BNNRegressor(**{**TINY, "cv": {"folds": 2, "full_chain": True}}).fit(X, y)
+        assert m.layout_.data == "folds" and m.replicas_.n_cv == 2 and m.replicas_.n_replicas == 3
+        m = BNNRegressor(**{**TINY, "reward": "cv"}).fit(X, y)
+        assert m.replicas_.n_cv == 2 and m.replicas_.n_replicas == 3
+        old = dict(TINY)
+        del old["chains"]
+        with pytest.warns(FutureWarning, match="k=3 is deprecated") as caught:
+            m = BNNRegressor(**old, k=3).fit(X, y)
+        assert len([w for w in caught if issubclass(w.category, FutureWarning)]) == 1
+        assert m.layout_.k == 3 and m.replicas_.n_replicas == 3
+    with pytest.raises(ValueError, match="cv=1"):
+        BNNRegressor(**{**TINY, "cv": 1}).fit(X, y)
+    with pytest.raises(ValueError, match="cv="):
+        BNNRegressor(**{**TINY, "cv": {"fold": 3}}).fit(X, y)

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from adaptive_hmc.engine.replica_options import Layout
 from adaptive_hmc.engine.replica_options import ReplicaOptions
 from adaptive_hmc.jit import fast_tanh32, njit
 from adaptive_hmc.models.bnn import BayesianMLP
@@ -119,9 +120,9 @@ def test_float32_leapfrog_is_reversible_and_its_energy_error_shrinks_like_eps_sq
 
 def test_float32_is_refused_where_the_model_has_no_float32_kernel():
     with pytest.raises(ValueError, match="precision"):
-        ReplicaOptions(k=2, data="full", precision="float16")
+        ReplicaOptions(layout=Layout.chains(2), precision="float16")
     with pytest.raises(ValueError, match="precision='float32': is for model bnn"):
-        ReplicaOptions(k=2, data="full", model="neal1992", precision="float32")
+        ReplicaOptions(layout=Layout.chains(2), model="neal1992", precision="float32")
     with pytest.raises(ValueError, match="precision"):
         MLPSpec(1, (1,), 1).workspace(8, "half")
     assert math.isfinite(MLPSpec(1, (1,), 1).workspace(8, "float32").hidden.dtype.itemsize)

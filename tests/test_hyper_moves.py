@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from adaptive_hmc.engine.replica_options import Layout
 from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.models import reference
@@ -298,7 +299,7 @@ def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_import
     base, x_star, is_mean, is_se = hierarchical_tiny
     run = make_run(base.spec, base.X, base.Y, tuner=FixedOptions(0.3, 15),
                    run=RunOptions(super_transitions, 240_000 // super_transitions, seed=3),
-                   replicas=ReplicaOptions(k=4, priors=base.priors, start=start, metric=metric, thin=1,
+                   replicas=ReplicaOptions(layout=Layout.chains(4), priors=base.priors, start=start, metric=metric, thin=1,
                                            predict_steps=0))
     drive(run.plan(), run.run.super_transitions)
     A, chain, st = run.replicas.kept_rows()

@@ -5,6 +5,7 @@ schedule, and a resume in the middle of a window."""
 import numpy as np
 import pytest
 
+from adaptive_hmc.engine.replica_options import Layout
 from adaptive_hmc.engine.replicas import ReplicaSet
 from adaptive_hmc.jit import njit
 from adaptive_hmc.models.bnn import BayesianMLP
@@ -76,7 +77,7 @@ def _set(**kw):
     rng = np.random.default_rng(4)
     X = rng.uniform(-2, 2, size=(30, 2))
     Y = np.sin(X[:, :1]) + 0.1 * rng.normal(size=(30, 1))
-    return ReplicaSet(MLPSpec(2, (4,), 1), X, Y, **{**dict(k=3, seed=5, metric="learned", threads=2), **kw})
+    return ReplicaSet(MLPSpec(2, (4,), 1), X, Y, **{**dict(layout=Layout.chains(3), seed=5, metric="learned", threads=2), **kw})
 
 
 def test_moments_are_the_sums_of_every_iterations_draw_and_the_factors_follow_the_windows():

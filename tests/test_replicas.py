@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from adaptive_hmc.engine.replica_options import Layout
 from adaptive_hmc.data import kfold, load_robot_arm
 from adaptive_hmc.front.estimator import BNNClassifier, BNNRegressor
 from adaptive_hmc.models.mlp import MLPSpec, predict
@@ -34,10 +35,11 @@ def _toy(n=40, seed=0, likelihood="gaussian"):
     return MLPSpec(2, (5,), 3, "softmax"), X, np.digitize(f, [-0.5, 0.5]).astype(float)
 
 
-def _replicas(likelihood="gaussian", **kw):
+def _replicas(likelihood="gaussian", full_data_chain=False, **kw):
+    """4 CV replicas of a toy network (and a full-data chain with ``full_data_chain``)."""
     spec, X, Y = _toy(likelihood=likelihood)
     spec_t, Xt, Yt = _toy(17, seed=5, likelihood=likelihood)
-    args = dict(k=4, data="folds", test_sets={"test": (Xt, Yt)}, seed=7, thin=1, threads=2)
+    args = dict(layout=Layout.cv(4, full_data_chain), test_sets={"test": (Xt, Yt)}, seed=7, thin=1, threads=2)
     args.update(kw)
     return ReplicaSet(spec, X, Y, **args)
 
@@ -306,8 +308,8 @@ def test_runner_scores_failures_below_every_success():
 def test_no_cv_replicas_needs_the_full_data_chain():
     spec, X, Y = _toy()
     with pytest.raises(ValueError, match="full_data_chain"):
-        ReplicaSet(spec, X, Y, k=0, data="folds")
-    rs = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, test_sets={"t": (X[:5], Y[:5])})
+        ReplicaSet(spec, X, Y, layout=Layout.cv(0, False))
+    rs = ReplicaSet(spec, X, Y, layout=Layout.cv(0), test_sets={"t": (X[:5], Y[:5])})
     res = rs.run(Action(0.3, 5), 20)
     # 4 iterations of L = 5, one predicting (predict_steps 100), weighing the 4 x 5 steps it stands for
     assert res.held_out is None and rs.retained[0] == 1 and rs.test_count[0] == 4 * 5
@@ -320,7 +322,7 @@ def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
     """The compiled replica loop (HMC, accumulation of test predictions) against
     an independent importance-sampling estimate; batch means over super-transitions."""
     model, x_star, is_mean, is_se = tiny_bnn
-    rs = ReplicaSet(model.spec, model.X, model.Y, k=0, data="folds", full_data_chain=True, priors=model.priors,
+    rs = ReplicaSet(model.spec, model.X, model.Y, layout=Layout.cv(0), priors=model.priors,
                     initial_hyper=None, settings=HMCSettings(gibbs=False, jitter=True),
                     test_sets={"x": (x_star, np.zeros((3, 1)))}, burn_in_super_transitions=2, seed=11)
     for _ in range(82):
@@ -340,7 +342,7 @@ def test_robot_arm_short_run_beats_mean_and_widens_outside_training_region():
     Xt, Yt = arm.rows(201, 400)
     # Inputs beyond the training region (x1 in [-1.93, -0.45], x2 in [0.53, 3.14]).
     far = np.column_stack([np.linspace(0.5, 1.5, 20), np.linspace(-1.5, -0.5, 20)])
-    rs = ReplicaSet(MLPSpec(2, (16,), 2), X, Y, k=4, data="folds", full_data_chain=True, seed=2,
+    rs = ReplicaSet(MLPSpec(2, (16,), 2), X, Y, layout=Layout.cv(4), seed=2,
                     test_sets={"test": (Xt, Yt), "far": (far, np.zeros((20, 2)))},
                     settings=HMCSettings(window=5, initial_phase_steps=1000),
                     burn_in_super_transitions=4)
@@ -361,7 +363,7 @@ def test_regressor_fit_predict():
     rng = np.random.default_rng(0)
     X = rng.uniform(-3, 3, size=(60, 1))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=60)
-    m = BNNRegressor(hidden=(8,), k=3, super_transitions=8, budget=400, num_steps_bounds=(5, 50),
+    m = BNNRegressor(hidden=(8,), chains=3, super_transitions=8, budget=400, num_steps_bounds=(5, 50),
                      initial_phase_steps=200, seed=1, max_seconds=None).fit(X, y)
     Xs = np.linspace(-2.5, 2.5, 30)[:, None]
     mean, sd = m.predict(Xs, return_std=True)
@@ -377,7 +379,7 @@ def test_classifier_fit_predict():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(80, 2))
     y = np.where(X[:, 0] + X[:, 1] > 0, "a", "b")
-    m = BNNClassifier(hidden=(4,), k=3, super_transitions=6, budget=300, num_steps_bounds=(5, 50),
+    m = BNNClassifier(hidden=(4,), chains=3, super_transitions=6, budget=300, num_steps_bounds=(5, 50),
                       initial_phase_steps=200, seed=2, max_seconds=None).fit(X, y)
     P = m.predict_proba(X)
     assert P.shape == (80, 2) and np.allclose(P.sum(1), 1)
@@ -469,7 +471,7 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     for name, eps in (("stuck", 30.0), ("mixing", 0.3)):               # each from the same state (seeded)
         # Neal's Gibbs updates: the interweaving moves would change a stuck chain's weights all the same
         runs = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), run=RunOptions(1, 2000, seed=4),
-                        replicas=ReplicaOptions(k=4, data="folds", settings=HMCSettings(window=3),
+                        replicas=ReplicaOptions(layout=Layout.cv(4, False), settings=HMCSettings(window=3),
                                                 priors=PriorSpec(hyper_moves="gibbs")))
         rs = runs.replicas
         rs.run(Action(0.2, 20), 2000)                              # leave the start
@@ -551,7 +553,7 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
                            gibbs=False, anneal=np.array([[6, 0.0, 20.0], [6, 0.5, 1.0], [100, 0.0, 1.0]]))
 
     def make():
-        return ReplicaSet(MLPSpec(2, (3,), 2), X, Y, k=2, data="folds", full_data_chain=True, settings=settings, seed=5,
+        return ReplicaSet(MLPSpec(2, (3,), 2), X, Y, layout=Layout.cv(2), settings=settings, seed=5,
                           model=model, thin=1, test_sets={"t": arm.rows(401, 420)}, threads=1)
 
     rs = make()
@@ -579,7 +581,7 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     super-transitions differ; one such chain with FBM's zero start is the old
     full-data chain alone (folds, k=0) bit for bit."""
     spec, X, Y = _toy()
-    rs = ReplicaSet(spec, X, Y, k=3, data="full", seed=4, thin=1)
+    rs = ReplicaSet(spec, X, Y, layout=Layout.chains(3), seed=4, thin=1)
     assert rs.n_cv == 0 and rs.folds == [] and rs.n_replicas == 3
     assert list(rs.chain_indices("full")) == list(rs.chain_indices("all")) == [0, 1, 2]
     for r in rs.replicas:
@@ -591,14 +593,14 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     assert len({e.tobytes() for e in ends}) == 3
     with pytest.raises(ValueError, match="replicas"):
         rs.chain_indices("replicas")
-    one = ReplicaSet(spec, X, Y, k=1, data="full", seed=4, init_scale=0.0, thin=1)
-    old = ReplicaSet(spec, X, Y, k=0, data="folds", full_data_chain=True, seed=4, thin=1)
+    one = ReplicaSet(spec, X, Y, layout=Layout.chains(1), seed=4, init_scale=0.0, thin=1)
+    old = ReplicaSet(spec, X, Y, layout=Layout.cv(0), seed=4, thin=1)
     for s in (one, old):
         s.run(Action(0.3, 10), 200)
     assert np.array_equal(one.chains[0].position, old.chains[0].position)
     assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
     with pytest.raises(ValueError, match="full_data_chain=True \\(data='full'\\): is for cross-validation folds"):
-        ReplicaSet(spec, X, Y, k=2, data="full", full_data_chain=True)
+        ReplicaSet(spec, X, Y, layout=Layout("full", 2, True, "full"))
 
 
 def test_every_gradient_evaluation_is_counted():
@@ -683,7 +685,7 @@ def test_a_move_past_the_tried_step_factors_is_probed_and_a_failed_probe_is_not_
     actions = [{"step_factor": 0.1, "num_steps": 10}, {"step_factor": 40.0, "num_steps": 10},
                {"step_factor": 0.15, "num_steps": 10}]
     tuner = _Scripted(actions)
-    log = run_super_transitions(_replicas(k=4, data="full", test_sets=None, priors=PriorSpec(hyper_moves="gibbs")),
+    log = run_super_transitions(_replicas(layout=Layout.chains(4), test_sets=None, priors=PriorSpec(hyper_moves="gibbs")),
                                 tuner, 2, 200)
     assert [e["step_factor"] for e in log] == [0.1, 0.15]
     (first,) = log[0]["probes"]
@@ -700,7 +702,7 @@ def test_a_move_past_the_tried_step_factors_is_probed_and_a_failed_probe_is_not_
     assert all(not e["stuck_chains"] for e in log)
     thesis = _Scripted(actions[:2])
     thesis.accept_floor = None
-    log = run_super_transitions(_replicas(k=4, data="full", test_sets=None), thesis, 2, 200)
+    log = run_super_transitions(_replicas(layout=Layout.chains(4), test_sets=None), thesis, 2, 200)
     assert all(e["probes"] == [] for e in log) and log[1]["step_factor"] == 40.0 and log[1]["stuck_chains"]
 
 

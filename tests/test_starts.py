@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from adaptive_hmc.engine.replica_options import Layout
 from adaptive_hmc.diagnostics import chain_statistics
 from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.engine.replica_options import ReplicaOptions
@@ -56,7 +57,7 @@ def test_optimized_start_stops_at_its_deadline():
 
 def _starts(threads, start="optimized"):
     X, Y = _regression()
-    rs = ReplicaSet(MLPSpec(2, (4,), 1), X, Y, ReplicaOptions(k=3, start=start, threads=threads), seed=5)
+    rs = ReplicaSet(MLPSpec(2, (4,), 1), X, Y, ReplicaOptions(layout=Layout.chains(3), start=start, threads=threads), seed=5)
     rs.start_chains()
     return rs
 
@@ -80,7 +81,7 @@ def test_optimized_starts_are_the_same_whatever_the_threads_and_leave_random_sta
 def test_the_first_super_transition_counts_the_starts_gradients():
     X, Y = _regression()
     run = make_run(MLPSpec(2, (4,), 1), X, Y, tuner=FixedOptions(0.3, 10), run=RunOptions(2, 200, seed=1),
-                   replicas=ReplicaOptions(k=2, start="optimized"))
+                   replicas=ReplicaOptions(layout=Layout.chains(2), start="optimized"))
     first = run.replicas.run(_action(), 200)
     second = run.replicas.run(_action(), 200)
     started = run.replicas.start_info["gradients"]
@@ -108,7 +109,7 @@ def test_chains_started_in_two_separated_modes_stay_apart():
                        noise=GammaPrior(400.0, math.inf), scale_hidden_output=False)
     spec = MLPSpec(1, (1,), 1)
     run = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), run=RunOptions(4, 2000, seed=2),
-                   replicas=ReplicaOptions(k=8, priors=priors, start="optimized", thin=1))
+                   replicas=ReplicaOptions(layout=Layout.chains(8), priors=priors, start="optimized", thin=1))
     run.replicas.start_chains()
     signs = np.sign([c.position[0] for c in run.replicas.state.chains])
     assert set(signs) == {-1.0, 1.0}, signs

@@ -177,9 +177,11 @@ def _posterior_chains(model, x_star, data, k, seed):
     from adaptive_hmc.diagnostics import chain_statistics
     from adaptive_hmc.engine.replicas import ReplicaSet
     from adaptive_hmc.samplers.settings import HMCSettings
-    rs = ReplicaSet(model.spec, model.X, model.Y, k=k, data=data, priors=model.priors, seed=seed, thin=1,
+    from adaptive_hmc.engine.replica_options import Layout
+    layout = Layout.chains(k) if data == "full" else Layout.cv(k, False)
+    rs = ReplicaSet(model.spec, model.X, model.Y, layout=layout, priors=model.priors, seed=seed, thin=1,
                     settings=HMCSettings(jitter=True), test_sets={"star": (x_star, np.zeros((len(x_star), 1)))},
-                    burn_in_super_transitions=2, full_data_chain=False)
+                    burn_in_super_transitions=2)
     for _ in range(14):
         rs.run(Action(0.4, 20), 10_000)
     A, chain, _ = rs.kept_rows()

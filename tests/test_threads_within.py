@@ -5,6 +5,7 @@ gives each chain the threads left over."""
 import numpy as np
 import pytest
 
+from adaptive_hmc.engine.replica_options import Layout
 from adaptive_hmc.engine.replica_state import chain_arrays
 from adaptive_hmc.engine.replicas import ReplicaSet
 from adaptive_hmc.engine.replica_options import threads_within
@@ -110,7 +111,7 @@ def test_one_chain_on_two_threads_draws_what_one_thread_draws(precision="float32
     X, Y = _data(spec, 600, seed=3)
 
     def go(threads):
-        rs = ReplicaSet(spec, X, Y, k=1, seed=7, thin=1, threads=threads, precision=precision, start="random",
+        rs = ReplicaSet(spec, X, Y, layout=Layout.chains(1), seed=7, thin=1, threads=threads, precision=precision, start="random",
                         settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
         return rs, [rs.run(Action(eps, L), 90) for eps, L in ((0.3, 10), (0.5, 6))]
     (a, ra), (b, rb) = go(1), go(2)
@@ -130,7 +131,7 @@ def test_two_chains_sharing_their_blocks_at_once_draw_what_one_thread_draws():
     X, Y = _data(spec, 600, seed=3)
 
     def go(threads):
-        rs = ReplicaSet(spec, X, Y, k=2, seed=7, thin=1, threads=threads, precision="float32", start="random",
+        rs = ReplicaSet(spec, X, Y, layout=Layout.chains(2), seed=7, thin=1, threads=threads, precision="float32", start="random",
                         settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
         return rs, rs.run(Action(0.3, 10), 90)
     (a, ra), (b, rb) = go(1), go(4)

@@ -70,7 +70,7 @@ class Config(_Strict):
         """The ``replicas`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
         s, r, t, m, layout = self.sampler, self.run, self.tuner, self.model, self.layout
         return ReplicaOptions(
-            k=layout.k, data=layout.data, full_data_chain=layout.full_data_chain,
+            layout=layout,
             priors=m.priors.prior_spec(), settings=s.settings(),
             initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
             init_scale=None if s.init_scale is None else float(s.init_scale), burn_in_samples=r.burn_in.samples,

@@ -198,16 +198,13 @@ class ReplicaOptions:
     and each check in one place (what a config and the estimators build and
     :func:`~adaptive_hmc.engine.runner.make_run` consumes).
 
-    k : with ``data="full"``, the number of chains of the posterior (>= 1);
-        with ``data="folds"``, the number of folds (and of CV replicas), >= 2,
-        or 0 for the full-data chain alone (no reward). The split is seeded
-        and, for classification, stratified. None (the default): 4 chains or
-        8 folds (:func:`chains_or_folds`).
-    data : one of :data:`DATA`: "full" (every chain on all the training cases)
-        or "folds" (CV replicas).
-    full_data_chain : folds only: add one chain on all training cases; it
-        follows the same settings and makes the test predictions by default,
-        never the reward.
+    layout : the chains, a :class:`Layout`: ``Layout.chains(k)``, k chains of
+        the posterior (the default, :data:`DEFAULT_CHAINS`), or
+        ``Layout.cv(folds, full_chain)``, cross-validation replicas (>= 2
+        folds, or 0 for the full-data chain alone: no reward), with a chain on
+        all the training cases that follows the same settings and makes the
+        test predictions by default, never the reward. The split is seeded
+        and, for classification, stratified.
     priors : :class:`~adaptive_hmc.models.priors.PriorSpec`.
     settings : :class:`~adaptive_hmc.samplers.settings.HMCSettings` of every
         iteration; its step and L are replaced by each super-transition's action.
@@ -273,9 +270,7 @@ class ReplicaOptions:
         a step factor of 2 is then the leapfrog stability limit at that state.
     """
 
-    k: int | None = None
-    data: str = "full"
-    full_data_chain: bool = False
+    layout: Layout = Layout.chains()
     priors: PriorSpec = field(default_factory=PriorSpec)
     settings: HMCSettings = HMCSettings()
     initial_hyper: float | None = 1.0
@@ -318,13 +313,9 @@ class ReplicaOptions:
         if bad is not None:
             field, value, allowed = bad
             raise ValueError(f"{field}={value!r}: {allowed}")
+        if not isinstance(self.layout, Layout):
+            raise ValueError(f"layout={self.layout!r}: a Layout (Layout.chains(k) or Layout.cv(folds, full_chain))")
         bad = self.layout.problem()
         if bad is not None:
             field, value, allowed = bad
-            raise ValueError(f"{field}={value!r} (data={self.data!r}): {allowed}")
-
-    @property
-    def layout(self) -> Layout:
-        """The chains these options make (:class:`Layout`)."""
-        return Layout(self.data, chains_or_folds(self.k, self.data), bool(self.full_data_chain),
-                      "full" if self.data == "full" or self.full_data_chain else "replicas")
+            raise ValueError(f"{field}={value!r} (data={self.layout.data!r}): {allowed}")

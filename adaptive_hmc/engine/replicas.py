@@ -1,10 +1,10 @@
 """The chains of a run and the super-transition (Wang thesis section 3.2).
 
 Flow position: samplers -> **super-transition** -> reward. A
-:class:`ReplicaSet` holds k Bayesian MLPs. With ``data="full"`` (the default
-whenever the reward reads no held-out prediction) they are k chains of one
-posterior, every chain on all the training cases, each with its own start and
-random stream. With ``data="folds"`` (the thesis's CV reward) replica j is
+:class:`ReplicaSet` holds k Bayesian MLPs, as its options' ``layout`` says. With
+``Layout.chains(k)`` (the default whenever the reward reads no held-out prediction) they
+are k chains of one posterior, every chain on all the training cases, each with its own
+start and random stream. With ``Layout.cv(k)`` (the thesis's CV reward) replica j is
 trained on every fold but j and holds fold j out, plus, optionally, one chain
 on all the training data, which then makes the predictions.
 :func:`~adaptive_hmc.engine.super_transition.super_transition` runs a fixed budget of leapfrog steps at one
@@ -128,7 +128,7 @@ class ReplicaSet(ChainSetBase):
         self.threads = int(o.threads) if o.threads else len(os.sched_getaffinity(0))
         fold_seed, init_seed, self._streams, self._start_seed = as_seed_sequence(seed).spawn(4)
         classify = spec.likelihood != "gaussian"
-        k, data = chains_or_folds(o.k, o.data), o.data
+        k, data = o.layout.k, o.layout.data
         self.data = data
         init_scale = o.init_scale
         if init_scale is None:
@@ -140,7 +140,7 @@ class ReplicaSet(ChainSetBase):
         self.n_cv = folds
         init_rng = np.random.default_rng(init_seed)
         parts = [(np.setdiff1d(np.arange(X.shape[0]), f), f) for f in self.folds]
-        parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(o.full_data_chain))
+        parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(o.layout.full_data_chain))
         self.replicas, chains = [], []
         #: Threads that share each chain's energy and gradient: those the chains leave over.
         self.threads_within = threads_within(self.threads, len(parts))

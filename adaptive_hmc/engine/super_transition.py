@@ -210,6 +210,14 @@ def _learned_metric(setup: ReplicaSet, state: ReplicaState, chains: tuple, windo
                 trace=traced[:, :0], low_rank=low_rank)
 
 
+def _metric_buffers(setup: ReplicaSet, state: ReplicaState, window, n_iter: int) -> tuple:
+    """(the moments the chains sum on, each chain's trace of its iterations) of a super-transition in the
+    learned metric's ``window`` (None: none)."""
+    moments = state.moments.copy() if window else np.zeros((setup.n_replicas, 4, 0))
+    rows = n_iter if window and setup.metric == "low_rank" else 0
+    return moments, [np.zeros((rows, 2, setup.dim)) for _ in range(setup.n_replicas)]
+
+
 def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,
                      rng=None) -> tuple:
     """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at ``action`` (its ``step_factor``
@@ -240,8 +248,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
     at, kept, kept_iter = _kept_buffers(setup, chains, n_iter, int(retain_after))
     n_kept = [0] * R
     window = window_of(state.n_super, setup.metric) if state.moments.shape[2] else None
-    moments = state.moments.copy() if window else np.zeros((R, 4, 0))
-    trace = [np.zeros((n_iter if window and setup.metric == "low_rank" else 0, 2, setup.dim)) for _ in range(R)]
+    moments, trace = _metric_buffers(setup, state, window, n_iter)
 
     def one(j):
         r = setup.replicas[j]

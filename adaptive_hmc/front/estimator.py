@@ -24,7 +24,7 @@ from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.inference import inference_data
 from ..rundir.posterior import Posterior
-from ..engine.replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, ReplicaOptions, default_data
+from ..engine.replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, Layout, ReplicaOptions
 from ..engine.driver import Until, drive, end_warnings
 from ..engine.progress import can_draw_bar, compile_kernels, start_chains
 from ..engine.runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, make_run
@@ -75,12 +75,12 @@ def _signature_with(init, **extra) -> inspect.Signature:
 
 
 class _BNN(BaseEstimator):
-    def __init__(self, hidden=(16,), k=DEFAULT_CHAINS, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
+    def __init__(self, hidden=(16,), chains=DEFAULT_CHAINS, cv=None, super_transitions=30, budget=2000, step_factor_bounds=(0.01, 1.01),
                  num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
                  warm_start=False, start="optimized", metric="heuristic", random_state=None, precision=DEFAULT_PRECISION,
-                 tuner=None):
+                 tuner=None, k=None):
         for name, value in locals().items():           # each parameter kept as given (scikit-learn's rule)
             if name != "self":
                 setattr(self, name, value)
@@ -89,9 +89,37 @@ class _BNN(BaseEstimator):
         """X (N, d) finite float64 (sparse and complex refused, names recorded) and
         y, before any transform; and the settings that depend on the data."""
         X, y = validate_data(self, X, y, dtype=np.float64, **kw)       # y itself stays as given
-        if X.shape[0] < max(self.k, 2):
-            raise ValueError(f"n_samples={X.shape[0]}: need at least max(k, 2) = {max(self.k, 2)} training cases")
+        self.layout_ = self._layout()
+        n = max(self.layout_.k, 2)
+        if X.shape[0] < n:
+            raise ValueError(f"n_samples={X.shape[0]}: need at least {n} training cases (the chains or folds, "
+                             f"and 2)")
         return X, y
+
+    def _layout(self) -> Layout:
+        """The chains of a fit: ``cv`` folds (an int, or a dict of ``folds``, ``full_chain`` and
+        ``predict_from`` as a config's ``cv:``) when given, else ``chains`` chains of the posterior; with
+        ``reward="cv"`` and no ``cv``, ``chains`` folds and a full-data chain (the earlier ``k``'s meaning).
+        The deprecated ``k`` stands for ``chains`` (with a FutureWarning); ValueError names a wrong value."""
+        chains, cv = self.chains, self.cv
+        if self.k is not None:
+            warnings.warn(f"k={self.k!r} is deprecated: give chains= (chains of the posterior) or cv= (cross-"
+                          "validation folds)", FutureWarning, stacklevel=3)
+            chains = self.k
+        if cv is None and self.reward == "cv":
+            cv = chains
+        try:
+            layout = Layout.chains(chains) if cv is None else \
+                Layout.cv(**cv) if isinstance(cv, dict) else Layout.cv(int(cv))
+        except TypeError:
+            raise ValueError(f"cv={cv!r}: None, a number of folds, or a dict of folds, full_chain and "
+                             "predict_from") from None
+        bad = layout.problem(self.reward)
+        if bad is not None:
+            field, value, allowed = bad
+            name = {"k": "cv" if layout.data == "folds" else "chains"}.get(field, field)
+            raise ValueError(f"{name}={value!r}: {allowed}")
+        return layout
 
     def _seed(self) -> int:
         """The seed of every random number: ``random_state`` (scikit-learn's name: an int, a RandomState or a
@@ -215,8 +243,7 @@ class _BNN(BaseEstimator):
             spec, X, Y, tuner=BanditOptions(bounds) if self.tuner is None else self.tuner,
             run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, seed, self.reward, metric,
                            max_seconds=None if self.max_seconds is None else float(self.max_seconds)),
-            replicas=ReplicaOptions(k=self.k, data=default_data(self.reward), full_data_chain=self.reward == "cv",
-                                    priors=self.priors or PriorSpec(),
+            replicas=ReplicaOptions(layout=self.layout_, priors=self.priors or PriorSpec(),
                                     settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
                                                          jitter=bool(self.jitter)),
                                     thin=self.thin, threads=self.threads, weight_by=self.weight_by,
@@ -307,9 +334,11 @@ class _BNN(BaseEstimator):
 
 _COMMON_DOC = """
     hidden : sizes of the tanh hidden layers.
-    k : chains. With the default reward, k chains of the posterior (every chain on all the training
-        cases; their samples predict). With ``reward="cv"``, k cross-validation replicas that give the
-        reward, and a full-data chain that predicts.
+    chains : chains of the posterior (every chain on all the training cases; their samples predict).
+    cv : None, or cross-validation replicas: a number of folds, or a dict as a config's ``cv:`` (``folds``,
+        ``full_chain``, ``predict_from``); with ``reward="cv"`` they give the reward and a full-data chain
+        predicts (without ``cv``, ``chains`` folds).
+    k : deprecated: ``chains`` (a FutureWarning says so).
     reward : "esjd" (ESJD/sqrt(L), the default) or "cv" (minus the held-out error, the thesis's).
     super_transitions, budget : number of super-transitions (with ``max_seconds``, the fewest) and leapfrog
         steps per replica in each.

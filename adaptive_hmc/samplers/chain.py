@@ -194,6 +194,23 @@ def _transition(move, chain, u, step_sizes, settings, target, rng):
         chain.position, u, chain.grad, chain.momentum, step_sizes, settings, target, chain.hyper, rng)
 
 
+@njit(inline="always")
+def _observe_metric(obs, q, g, i):
+    """What the learned metrics read of iteration ``i``'s state (q, dU/dq): the sums of
+    :attr:`Observers.moments` and the row of :attr:`Observers.trace` (each when it has D columns)."""
+    D = q.size
+    if obs.moments.shape[1] == D:
+        for k in range(D):
+            obs.moments[0, k] += q[k]
+            obs.moments[1, k] += q[k] * q[k]
+            obs.moments[2, k] += g[k]
+            obs.moments[3, k] += g[k] * g[k]
+    if i < obs.trace.shape[0] and obs.trace.shape[2] == D:
+        for k in range(D):
+            obs.trace[i, 0, k] = q[k]
+            obs.trace[i, 1, k] = g[k]
+
+
 @njit
 def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
     D = chain.position.size
@@ -228,17 +245,7 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
         rec.temperature[i] = (ks + chain.kd[0]) / D if settings.anneal.shape[0] > 0 else 2.0 * ks / D
         hyper_values(target, chain.hyper, rec.hyper[i])
         if obs is not None:
-            if obs.moments.shape[1] == D:
-                for k in range(D):
-                    q, g = chain.position[k], chain.grad[k]
-                    obs.moments[0, k] += q
-                    obs.moments[1, k] += q * q
-                    obs.moments[2, k] += g
-                    obs.moments[3, k] += g * g
-            if i < obs.trace.shape[0] and obs.trace.shape[2] == D:
-                for k in range(D):
-                    obs.trace[i, 0, k] = chain.position[k]
-                    obs.trace[i, 1, k] = chain.grad[k]
+            _observe_metric(obs, chain.position, chain.grad, i)
             if obs.held.YT.shape[1] > 0:
                 accumulate(chain.position, target, chain.hyper, obs.held)
             if chain.counters[1] > obs.retain_after:
