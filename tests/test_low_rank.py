@@ -170,13 +170,8 @@ def test_a_chain_set_learns_each_chains_low_rank_in_its_windows_and_resumes_bit_
                 real = rows[rows[:, 0] != 1.0]
                 assert np.allclose(real[:, 1:] @ real[:, 1:].T, np.eye(len(real)), atol=1e-8)
     assert rs.state.trace.shape[:2] == (3, 30)                               # 5, 6, 7 of window (4, 8)
-    saved = rs.checkpoint()
-    for _ in range(4):
-        rs.run(action, 100)
-    fresh = _set()
-    fresh.restore(saved, steps)
-    for _ in range(4):
-        fresh.run(action, 100)
+    from test_metric import resumed
+    fresh = resumed(_set, rs, steps, action)
     assert np.array_equal(fresh.state.low_rank, rs.state.low_rank)
     assert np.array_equal(fresh.chains[0].position, rs.chains[0].position)
     with pytest.raises(ValueError, match="metric='low_rank': learns factors"):

@@ -111,18 +111,25 @@ def test_moments_are_the_sums_of_every_iterations_draw_and_the_factors_follow_th
     assert heuristic.step_scale.size == 0 and heuristic.state.moments.shape[2] == 0
 
 
+def resumed(make, rs, steps: list, action, n: int = 4):
+    """A set made by ``make`` and restored from ``rs``'s checkpoint (its ``steps`` so far), after ``n`` more
+    super-transitions of ``action``, which ``rs`` runs too."""
+    saved = rs.checkpoint()
+    for _ in range(n):
+        rs.run(action, 100)
+    fresh = make()
+    fresh.restore(saved, steps)
+    for _ in range(n):
+        fresh.run(action, 100)
+    return fresh
+
+
 def test_a_resume_in_the_middle_of_a_window_continues_bit_for_bit():
     rs = _set()
     steps, action = [], Action(0.2, 10)
     for _ in range(6):                         # in the second window, its factors from the first
         steps.append(rs.run(action, 100).step)
-    saved = rs.checkpoint()
-    for _ in range(4):
-        rs.run(action, 100)
-    fresh = _set()
-    fresh.restore(saved, steps)
-    for _ in range(4):
-        fresh.run(action, 100)
+    fresh = resumed(_set, rs, steps, action)
     assert np.array_equal(fresh.step_scale, rs.step_scale)
     assert np.array_equal(fresh.chains[0].position, rs.chains[0].position)
 

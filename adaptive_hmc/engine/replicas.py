@@ -39,7 +39,7 @@ from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_recor
 from ..samplers.settings import Action, check_settings
 from ..samplers.starts import optimized_start
 from .chain_set import ChainSetBase
-from .replica_options import (MODELS, ReplicaOptions, as_seed_sequence, chain_indices, chains_or_folds,
+from .replica_options import (MODELS, ReplicaOptions, as_seed_sequence, chain_indices,
                               threads_within)
 from .replica_state import KEPT_STATS, ReplicaState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, diagnostic_draws, super_transition
