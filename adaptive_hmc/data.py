@@ -1,5 +1,6 @@
 """Data: locating named data sets and tables (read by :mod:`~adaptive_hmc.tables`),
-row selection, standardisation, feature selection, k-fold splits.
+row selection, standardisation, feature selection, k-fold splits, and the inputs
+a finished run predicts for (:func:`read_inputs`, matched to its columns).
 
 Flow position: **data** -> models. Data are read from local files only: the copies
 the package ships (robot arm, Rasmussen's five UCI tasks), a directory named by ``ADAPTIVE_HMC_DATA``, or a
@@ -15,7 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .tables import Columns, DataError, check_finite, read_table, single_row_classes
+from .tables import (Columns, DataError, check_finite, encode_table, indicator_names, parse_table, read_table,
+                     single_row_classes)
 from .tasks import LOADERS
 
 _SHIPPED = Path(__file__).parent / "datasets"
@@ -359,3 +361,70 @@ def load_split(*, dataset=None, file=None, path=None, base_dir=".", target_colum
     n_out = {"gaussian": Y.shape[1], "logistic": 1, "softmax": int(np.nanmax(Y)) + 1}[likelihood]
     return Split((X[train], Ytr), {n: (X[i], Y[i]) for n, i in tests.items()}, n_out, tuple(notes),
                  input_names, target_names, classes, tuple((c, tuple(lv)) for c, lv in (categorical or {}).items()))
+
+
+def raw_input_names(names, levels: dict) -> list:
+    """The columns of a raw input table whose encoded columns are ``names``
+    (each text column's indicator columns are one column there)."""
+    of = {n: c for c, lv in levels.items() for n in indicator_names(c, lv)}
+    out: list = []
+    for n in names:
+        n = of.get(n, n)
+        if n not in out:
+            out.append(n)
+    return out
+
+
+def read_inputs(path, n_inputs: int, names=(), notes: list | None = None, levels: dict | None = None,
+                encoding: str | None = None):
+    """Inputs (N, n_inputs) for prediction from a table (see :func:`parse_table`;
+    no missing values); ValueError says what is wrong. When the file has a
+    header and the run knows its input columns' ``names``, columns are matched
+    by name (in any order; a missing or an unknown one is an error naming it);
+    otherwise they are read by position, and when the run knows the names, a
+    line appended to ``notes`` says the order assumed. The text columns of
+    ``levels`` ({name: levels}, the run's ``data.categorical``) are encoded as
+    the run's training table was (their cells as written); a level it did not know is an error naming
+    the row, the column and the levels it knows. A header's column that is not an input of the run (a label
+    column) may hold text: it is named as not an input."""
+    levels = levels or {}
+    raw = raw_input_names(names, levels) if names else []
+    text = {j for j, n in enumerate(raw) if n in levels}
+    try:
+        table = parse_table(Path(path), "input", str(path), encoding=encoding,
+                            text_columns=lambda header, width: text if header is None else
+                            [j for j, n in enumerate(header) if n in levels or (raw and n not in raw)])
+    except DataError as e:
+        raise ValueError(f"{path}: {e.allowed}") from None
+    header = table.names
+    if notes is not None:
+        notes.extend(table.notes)
+    if header is not None and raw:
+        missing = [n for n in raw if n not in header]
+        extra = [h for h in header if h not in raw]
+        if missing or extra:
+            raise ValueError(f"{path}: the header's columns {list(header)} do not match the run's inputs "
+                             f"{list(raw)}" + (f"; missing: {missing}" if missing else "")
+                             + (f"; not inputs of the run: {extra}" if extra else ""))
+        order = [header.index(n) for n in raw]
+    else:
+        if header is None and raw and notes is not None:
+            notes.append(f"{path}: no header row, so its columns are read by position as the run's inputs "
+                         f"{', '.join(raw)} (a header with those names matches them by name, in any order)")
+        if raw and table.A.shape[1] != len(raw):
+            raise ValueError(f"{path}: {table.A.shape[1]} columns; the run's inputs are {len(raw)} columns "
+                             f"({', '.join(raw)})")
+        order = list(range(table.A.shape[1]))
+        table = table._replace(names=raw or None)
+    try:
+        X, source = encode_table(table, order, levels, "input", str(path), Path(path), "a level the run was not trained on")
+    except DataError as e:
+        raise ValueError(f"{path}: {e.allowed}") from None
+    if X.shape[1] != n_inputs:
+        raise ValueError(f"{path}: {X.shape[1]} columns; the network takes {n_inputs} inputs (one column each)")
+    cells = np.zeros_like(table.A)             # a cell non-finite where one of its encoded columns is
+    np.add.at(cells.T, source, X.T)
+    problem = check_finite(cells, "inputs", first_row=1)
+    if problem:
+        raise ValueError(f"{path}: {problem}")
+    return X

@@ -192,7 +192,7 @@ if WHY:
 
 _PACKAGE = Path(__file__).resolve().parent
 #: The files whose compiled code ends up inside the package's kernels.
-KERNEL_SOURCES = ("jit.py", "linker.py", "models/*.py", "samplers/*.py")
+KERNEL_SOURCES = ("jit.py", "linker.py", "models/*.py", "models/*/*.py", "samplers/*.py")
 
 
 def sources_hash(paths) -> str:
@@ -396,7 +396,7 @@ def own(compiled):
 class InnerDispatcher(CPUDispatcher):
     """A kernel called by the package's compiled kernels alone (``njit(inner=True)``): compiled without
     numba's entry point for Python (the code that unboxes each argument, a
-    :class:`~adaptive_hmc.models.mlp.MLPTarget`'s dozen arrays among them), which every kernel otherwise
+    :class:`~adaptive_hmc.models.bnn.MLPTarget`'s dozen arrays among them), which every kernel otherwise
     gets whoever calls it; with the C entry points left out too (``jit.JIT_OPTIONS``), a first run's compile
     13-18% shorter (``docs/RESULTS.md``, "A first run's compile"). A call from Python is refused with
     a TypeError (it has no code to run) instead of being dispatched. Its options are the other kernels'

@@ -112,7 +112,7 @@ def robot_runs(target: str, seeds, grid_seeds, quick: bool, calibrated_seeds=(),
     """(label, kind, action or None, overrides, seed) of every run of a robot-arm target; ``top``: cells
     (eps, L) run again on ``top_seeds`` (their kind "top" here, "hand" in the rows); ``thin``: the runs'
     run.thin (the ESS is measured on the kept samples: with long trajectories thin 5 keeps a few a
-    super-transition and the figure is a lower bound, see adaptive_hmc.rundir.metrics.thin_limited)."""
+    super-transition and the figure is a lower bound, see adaptive_hmc.rundir.verdicts.thin_limited)."""
     steps, lengths = ROBOT[target]["grid"]
     out = [hand_run(eps, L, seed) for seed in grid_seeds for eps in steps for L in lengths]
     out += [hand_run(eps, L, seed, "top") for seed in top_seeds for eps, L in top]

@@ -33,7 +33,7 @@ LAYERS = [
     ("engine.density_chains",),
     ("engine.timing",),
     ("config",),
-    ("rundir.store", "rundir.posterior"),
+    ("rundir.store", "rundir.posterior", "rundir.verdicts"),
     ("rundir.checkpoint",),
     ("rundir.density_checkpoint", "rundir.metrics"),
     ("rundir.inference",),
@@ -151,6 +151,57 @@ def test_no_function_runs_over_sixty_lines():
     assert not {k: v for k, v in long.items() if v}, long
     assert _long_functions("def f():\n" + "    x = 1\n" * FUNCTION_LINES, FUNCTION_LINES) == [
         ("f", FUNCTION_LINES + 1)]
+
+
+#: The most lines a module of the package may have.
+MODULE_LINES = 500
+
+
+def _long_modules(texts: dict, limit: int) -> dict:
+    """{module: lines} of the ``texts`` ({module: source}) longer than ``limit`` lines."""
+    return {k: t.count("\n") + (not t.endswith("\n")) for k, t in texts.items()
+            if t.count("\n") + (not t.endswith("\n")) > limit}
+
+
+def test_no_module_runs_over_five_hundred_lines():
+    """No file of adaptive_hmc/ over MODULE_LINES lines (the check has power: a long one is caught, and a
+    file of exactly the limit is not)."""
+    texts = {p.relative_to(PACKAGE).as_posix(): p.read_text() for p in PACKAGE.rglob("*.py")}
+    assert not _long_modules(texts, MODULE_LINES), _long_modules(texts, MODULE_LINES)
+    assert _long_modules({"a.py": "x = 1\n" * (MODULE_LINES + 1), "b.py": "x = 1\n" * MODULE_LINES},
+                         MODULE_LINES) == {"a.py": MODULE_LINES + 1}
+
+
+#: The most parameters a compiled function of the package may take (the kernels' read-only inputs travel as
+#: one named tuple: models/mlp/spec.py's Inputs and LineInputs).
+COMPILED_PARAMETERS = 12
+
+
+def _wide_kernels(source: str, limit: int) -> list:
+    """(name, parameters) of the compiled functions of ``source`` taking more than ``limit``: those decorated
+    by ``njit`` or ``overload`` and those an overload's implementation returns by name."""
+    tree = ast.parse(source)
+    functions = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]
+    decorated = {n.name for n in functions if any(k in ast.unparse(d) for d in n.decorator_list
+                                                  for k in ("njit", "overload"))}
+    returned = {r.value.id for n in functions if n.name in decorated for r in ast.walk(n)
+                if isinstance(r, ast.Return) and isinstance(r.value, ast.Name)}
+    return [(n.name, len(n.args.args)) for n in functions
+            if n.name in decorated | returned and len(n.args.args) > limit]
+
+
+def test_no_compiled_function_takes_more_than_twelve_parameters():
+    """No compiled function of adaptive_hmc/ takes more than COMPILED_PARAMETERS (the check has power: a wide
+    one is caught, decorated or returned by an overload)."""
+    wide = {p.relative_to(PACKAGE).as_posix(): _wide_kernels(p.read_text(), COMPILED_PARAMETERS)
+            for p in PACKAGE.rglob("*.py")}
+    assert not {k: v for k, v in wide.items() if v}, wide
+    many = ", ".join(f"a{i}" for i in range(COMPILED_PARAMETERS + 1))
+    assert _wide_kernels(f"@njit\ndef f({many}):\n    pass\n", COMPILED_PARAMETERS) == [
+        ("f", COMPILED_PARAMETERS + 1)]
+    assert _wide_kernels(f"def g({many}):\n    pass\n@overload(h)\ndef h_impl(x):\n    return g\n",
+                         COMPILED_PARAMETERS) == [("g", COMPILED_PARAMETERS + 1)]
+    assert _wide_kernels(f"def plain({many}):\n    pass\n", COMPILED_PARAMETERS) == []
 
 
 def test_one_driver_and_runs_that_say_what_they_have():

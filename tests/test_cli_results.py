@@ -195,7 +195,8 @@ def test_diagnostics_are_of_the_predicting_chains_and_cost_every_gradient(tmp_pa
     from adaptive_hmc.diagnostics import chain_statistics
     from adaptive_hmc.models.mlp import predict
     from adaptive_hmc.front.reports import compare, table
-    from adaptive_hmc.rundir.metrics import MIN_KEPT, prediction_draws, thin_limited
+    from adaptive_hmc.rundir.metrics import MIN_KEPT, prediction_draws
+    from adaptive_hmc.rundir.verdicts import thin_limited
     raw = _small(_raw(), n=8)
     raw.pop("chains")
     raw["cv"] = {"folds": 8, "full_chain": False}                     # the thesis's: the replicas predict
@@ -342,7 +343,7 @@ def test_vectorised_r_hat_and_ess_are_arviz_figures():
 
 
 def test_the_end_of_run_warning_names_chains_that_have_not_met():
-    from adaptive_hmc.rundir.metrics import rhat_warning
+    from adaptive_hmc.rundir.verdicts import rhat_warning
     assert rhat_warning({"chains": "full", "rhat_max": 1.004}) is None
     assert "is 1.050, above 1.01" in rhat_warning({"chains": "full", "rhat_max": 1.05})
     assert "not finite (a chain never moved)" in rhat_warning({"chains": "full", "rhat_max": None})
@@ -358,7 +359,7 @@ def test_the_warning_says_how_much_longer_to_run_and_how():
     super-transitions past the burn-in); a run already on the interweaving
     moves is not told to use them; chains still climbing get no estimate."""
     from adaptive_hmc.diagnostics import ENOUGH_ESS, more_super_transitions
-    from adaptive_hmc.rundir.metrics import rhat_warning
+    from adaptive_hmc.rundir.verdicts import rhat_warning
     d = {"chains": "full", "rhat_max": 1.078,
          "test": {"t": {"chains": 8, "rhat_max": 1.006, "ess_bulk": {"min": 1927.0, "median": 2500.0}}},
          "hyper": {"chains": 8, "rhat_max": 1.078, "ess_bulk": {"min": 80.0, "median": 364.0}, "apart": None}}
@@ -380,7 +381,7 @@ def test_the_warning_says_whether_the_chains_still_drift_or_sit_apart():
     that sit apart (separated modes), names the quantity, and stays quiet on
     neither (chains that agree: no drift); the end-of-run warning says which."""
     from adaptive_hmc.diagnostics import DRIFT_SDS, chains_apart
-    from adaptive_hmc.rundir.metrics import rhat_warning
+    from adaptive_hmc.rundir.verdicts import rhat_warning
     rng = np.random.default_rng(3)
     noise = rng.normal(size=(4, 300, 3))
     steady = noise.copy()
@@ -566,6 +567,6 @@ def test_compare_export_and_plot_take_density_runs_beside_network_runs(tmp_path,
 
 def test_each_chains_own_rhat_says_why_one_is_not_finite():
     """A chain's own split R-hat is infinite where one of its values never changed: the words say so."""
-    from adaptive_hmc.rundir.metrics import own_rhats
+    from adaptive_hmc.rundir.verdicts import own_rhats
     assert own_rhats({"within_chain": {"predictions": [1.002, 1.004], "hyper": [None, 1.03]}}) == (
         "predictions 1.002, 1.004; log hyperparameters not finite (a value the chain never changed), 1.030")

@@ -735,3 +735,23 @@ def test_class_probabilities_of_extreme_logits_are_exact_and_silent():
         P = class_probabilities(F, "logistic")
     assert np.array_equal(P[0, :3], [[1.0, 0.0], [0.5, 0.5], [0.0, 1.0]])
     assert P[0, 3, 1] == pytest.approx(math.exp(-40.0), rel=1e-12) and P[0, 3, 0] == 1.0
+
+
+def test_the_checks_gather_only_the_draws_they_read_and_give_the_same_figures():
+    """kept_rows(at) gathers rows ``at`` alone, equal to those of every row gathered; replica_diagnostics
+    (the checks of a run that goes on until its chains meet) gathers only the chains' diagnostic draws,
+    and its figures equal those computed from every kept row, for the full-data chain and for all."""
+    from adaptive_hmc.rundir.metrics import kept_samples, replica_diagnostics
+    rs = _replicas(full_data_chain=True, predict_steps=0, thin=1)
+    for _ in range(6):
+        rs.run(Action(0.3, 5), 100)
+    A, chain, st = rs.kept_rows()
+    at = np.random.default_rng(3).choice(len(A), 40, replace=False)
+    B, c, s = rs.kept_rows(at)
+    assert np.array_equal(B, A[at]) and np.array_equal(c, chain[at]) and np.array_equal(s, st[at])
+    assert rs.kept_rows(at[:0])[0].shape == (0, A.shape[1])
+    log = [{"leapfrog_steps": 400, "gradients": 500}] * 6
+    for chains in ("full", "all"):
+        fewer = kept_samples(rs, draws_of=rs.chain_indices(chains))
+        assert 0 < len(fewer["chain"]) < len(A)
+        assert replica_diagnostics(rs, log, 1.0, chains) == replica_diagnostics(rs, log, 1.0, chains, kept_samples(rs))

@@ -166,7 +166,7 @@ def test_cached_kernels_are_stamped_with_every_kernel_source(tmp_path):
     assert users._cache._cache_file._source_stamp == InTreeCacheLocator.from_function(
         users.py_func, __file__).get_source_stamp()
     files = sorted(p for pattern in linker.KERNEL_SOURCES for p in Path(linker.__file__).parent.glob(pattern))
-    assert {"jit.py", "linker.py", "mlp.py", "hmc.py", "chain.py"} <= {p.name for p in files}
+    assert {"jit.py", "linker.py", "energy.py", "hmc.py", "chain.py"} <= {p.name for p in files}
     copies = []
     for p in files:
         copies.append(tmp_path / f"{len(copies)}_{p.name}")

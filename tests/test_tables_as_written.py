@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from adaptive_hmc.front.cli import main
-from adaptive_hmc.tables import DataError, parse_table, read_inputs, read_table
+from adaptive_hmc.data import read_inputs
+from adaptive_hmc.tables import DataError, parse_table, read_table
 from cli_helpers import _raw, _small, _write
 
 

@@ -110,7 +110,7 @@ def test_stacked_predictive_of_two_modes_scores_no_worse_than_equal_weights():
 
 
 def test_the_warning_names_the_case_and_each_chains_own_rhat():
-    from adaptive_hmc.rundir.metrics import diagnostics_line, rhat_warning
+    from adaptive_hmc.rundir.verdicts import diagnostics_line, rhat_warning
     base = {"chains": "full", "rhat_max": 1.3, "hyper": {"rhat_max": 1.3, "apart": None},
             "within_chain": {"predictions": [1.2, 1.01], "hyper": [1.3, 1.02]}}
     moving = rhat_warning({**base, "verdict": MOVING})

@@ -396,6 +396,10 @@ class RunConfig(_Strict):
     burn_in: BurnInConfig = Field(default_factory=BurnInConfig, description="the section below")
     seed: int = Field(0, ge=0, description="decides every random number (also --seed)")
     checkpoint_every: int = Field(1, ge=1, description="super-transitions between checkpoints")
+    checkpoint_seconds: float = Field(5.0, ge=0, description="at least this many seconds of the run between "
+                                      "checkpoints (the first super-transition and the last are always "
+                                      "checkpointed): a kill loses at most these, and the resumed run is the same "
+                                      "bit for bit; 0: every checkpoint_every super-transitions")
     thin: int = Field(_replica_default("thin"), ge=0, description="keep every thin-th retained weight vector (for predict), "
                       "and besides these each chain's diagnostic draws, 16 a super-transition evenly spaced (fewer "
                       "for large networks), from which R-hat, ESS (of at most 1,000 a chain, evenly spaced) and the "

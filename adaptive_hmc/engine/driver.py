@@ -182,7 +182,7 @@ def run_super_transitions(replicas, tuner, super_transitions: int, budget: int, 
 
 def end_warnings(draws: list, until: Until | None, log: list, stuck_hint: str) -> list:
     """What every run says at its end: the warnings of its draws (``draws``:
-    the network's :func:`~adaptive_hmc.rundir.metrics.rhat_warning`, a
+    the network's :func:`~adaptive_hmc.rundir.verdicts.rhat_warning`, a
     density's :func:`~adaptive_hmc.diagnostics.trust_warnings`; None entries
     left out), the time limit's warning of ``until`` when it stopped the run
     before the chains met, and how many super-transitions had a chain that

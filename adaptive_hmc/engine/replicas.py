@@ -291,11 +291,15 @@ class ReplicaSet(ChainSetBase):
         return {name: test_metrics(self.prediction(name, chains=chains), self.Y_test[self.test_slices[name]],
                                    self.spec.likelihood) for name in self.test_names}
 
-    def samples(self) -> tuple:
+    def samples(self, at=None) -> tuple:
         """Kept weight vectors (S, D), noise precisions (S, n_out) and the chain
-        of each (S,), of all chains (needs ``thin`` > 0); :meth:`kept_rows` has
-        the rest of what is kept."""
-        A, chain, _ = self.kept_rows()
+        of each (S,), of all chains (needs ``thin`` > 0), or of the rows ``at``
+        alone (:meth:`kept_rows`); :meth:`kept_rows` has the rest of what is kept."""
+        A, chain, _ = self.kept_rows(at)
+        return (*self.weights_of(A, chain), chain)
+
+    def weights_of(self, A, chain) -> tuple:
+        """(weights (S, D), noise precisions (S, n_out)) of kept rows ``A`` of chains ``chain`` (S,)."""
         W = np.empty((len(A), self.spec.n_params))
         width = self.replicas[0].model.noise_precisions(A[:0, :self.dim], A[:0, self.dim:]).shape[1]
         noise = np.empty((len(A), width))
@@ -304,17 +308,33 @@ class ReplicaSet(ChainSetBase):
             if mine.any():
                 W[mine] = r.model.weights(A[mine, :self.dim])
                 noise[mine] = r.model.noise_precisions(A[mine, :self.dim], A[mine, self.dim:])
-        return W, noise, chain
+        return W, noise
 
-    def kept_rows(self) -> tuple:
+    def _kept_counts(self) -> np.ndarray:
+        """Rows kept (R, super-transitions) by each chain in each super-transition."""
+        hist, R = self.state.history, self.n_replicas
+        return np.array([[len(e.kept[j]) for e in hist] for j in range(R)], dtype=np.int64).reshape(R, len(hist))
+
+    def kept_index(self) -> tuple:
+        """(the chain (S,), the super-transition (S,)) of each row of :meth:`kept_rows`, without the rows."""
+        n, R = self._kept_counts(), self.n_replicas
+        return (np.repeat(np.arange(R), n.sum(axis=1)),
+                np.concatenate([np.repeat(np.arange(n.shape[1]), n[j]) for j in range(R)] + [np.zeros(0, np.int64)]))
+
+    def kept_rows(self, at=None) -> tuple:
         """All kept rows (S, dim + H): positions (the weights, or Neal's
         coordinates) then hyperparameter values (:attr:`hyper_names`), chain
-        by chain, with the chain (S,) and the super-transition (S,) of each."""
-        hist, R = self.state.history, self.n_replicas
-        n = np.array([[len(e.kept[j]) for e in hist] for j in range(R)], dtype=np.int64).reshape(R, len(hist))
-        A = np.concatenate(self.kept)
-        return (A, np.repeat(np.arange(R), n.sum(axis=1)),
-                np.concatenate([np.repeat(np.arange(len(hist)), n[j]) for j in range(R)] + [np.zeros(0, np.int64)]))
+        by chain, with the chain (S,) and the super-transition (S,) of each;
+        or the rows ``at`` (indices in that order) alone, gathered without the others."""
+        chain, st = self.kept_index()
+        if at is None:
+            return np.concatenate(self.kept), chain, st
+        at, n, hist = np.asarray(at, dtype=np.int64), self._kept_counts().ravel(), self.state.history
+        ends = np.cumsum(n)
+        block = np.searchsorted(ends, at, side="right")             # chain-major: (chain, super-transition)
+        j, e = np.divmod(block, len(hist)) if len(hist) else (block, block)
+        rows = [hist[b].kept[a][w] for a, b, w in zip(j, e, at - ends[block] + n[block])]
+        return np.array(rows).reshape(len(at), self.dim + len(self.hyper_names)), chain[at], st[at]
 
     def kept_stats(self) -> np.ndarray:
         """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` of each row of :meth:`kept_rows`."""
@@ -336,6 +356,8 @@ class ReplicaSet(ChainSetBase):
         r = self.replicas[0]
         settings = check_settings(self.settings._replace(num_steps=self.settings.window, step_factor=1.0,
                                                          step_size=np.empty(0)))
+        if self.metric == "low_rank":                       # its rows' type: a 2-d array (none yet)
+            settings = settings._replace(low_rank=self.initial.low_rank[0])
         H = len(self.hyper_names)
         return (r.model.target, copy_chain(self.state.chains[0]), settings,
                 Record(*(a[0] for a in new_record(1, 0, H))),

@@ -257,7 +257,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
         c = calibration[j]
         mine = settings._replace(step_size=settings.step_size * c) if base.size else \
             settings._replace(step_factor=settings.step_factor * c)
-        if state.low_rank.shape[1]:
+        if setup.metric == "low_rank":
             mine = mine._replace(low_rank=state.low_rank[j])
         n_kept[j] = run_chain(r.model.target, chains[j], mine, n_iter, Record(*(a[j] for a in rec)),
                               Observers(r.held, r.test, int(retain_after), thin, kept[j], every, moments[j], at[j],

@@ -255,7 +255,7 @@ def _sweep(args) -> int:
 
 
 def _predict(args) -> int:
-    from ..tables import read_inputs
+    from ..data import read_inputs
     from .export import prediction_table
     from ..rundir.finished_run import read_run
     from ..config import ConfigError

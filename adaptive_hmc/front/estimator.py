@@ -19,7 +19,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..data import Standardizer
 from ..diagnostics import APART, more_super_transitions
-from ..rundir.metrics import chain_stacking, convergence, kept_samples, log_gradients, rhat_warning, run_diagnostics
+from ..rundir.metrics import chain_stacking, convergence, kept_samples, log_gradients, run_diagnostics
+from ..rundir.verdicts import rhat_warning
 from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.inference import inference_data

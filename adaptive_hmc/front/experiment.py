@@ -1,6 +1,7 @@
 """A configured experiment: build the run from a
 :class:`~adaptive_hmc.config.Config`, run the outer loop with a checkpoint
-after every ``checkpoint_every`` super-transitions, and write the run directory.
+after every ``checkpoint_every`` super-transitions once ``checkpoint_seconds`` have passed, and write
+the run directory.
 
 Flow position: config -> **experiment** (runner + results).
 """
@@ -18,7 +19,8 @@ from ..data import Standardizer, select_features
 from ..engine.replicas import memory_estimate
 from ..engine.super_transition import iterations
 from ..diagnostics import more_super_transitions
-from ..rundir.metrics import convergence, diagnostics_line, replica_diagnostics, rhat_warning
+from ..rundir.metrics import convergence, replica_diagnostics
+from ..rundir.verdicts import diagnostics_line, rhat_warning
 from ..rundir.results import RunDir, RunDirSink, RunError
 from ..engine.driver import Until, drive, end_warnings
 from ..engine.progress import compile_kernels, start_chains
@@ -229,7 +231,8 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale, wa
         "run.until.max_seconds", None if quiet else say) if until else None
     try:
         done = drive(setup._replace(tuner=tuner).plan(), first, until=rule, log=log, wall=wall,
-                     sink=RunDirSink(rd, replicas, tuner, log, cfg.run.checkpoint_every), quiet=quiet,
+                     sink=RunDirSink(rd, replicas, tuner, log, cfg.run.checkpoint_every,
+                                     seconds=cfg.run.checkpoint_seconds), quiet=quiet,
                      stop_after=stop_after, say=say)
     except KeyboardInterrupt:
         raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "

@@ -73,7 +73,7 @@ def _collapsed(t) -> bool:
 
 def _energy(q, grad, t, hyper):
     """The network's energy and gradient: every precision explicit, or some integrated out (:mod:`collapsed`),
-    chosen by the target's type (a function of its own, not inlined: see mlp._likelihood_terms)."""
+    chosen by the target's type (a function of its own, not inlined: see mlp.passes._likelihood_terms)."""
 
 
 @overload(_energy)

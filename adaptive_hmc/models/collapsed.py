@@ -108,7 +108,7 @@ def _one_noise(q, grad, t, c, e):
     for k in range(q.size):
         grad[k] = eff * grad[k] + c.prec[k] * q[k]
     p = 0.0
-    for k in range(q.size):         # a sum apart from the stores (see mlp._likelihood_block)
+    for k in range(q.size):         # a sum apart from the stores (see mlp.passes._likelihood_block)
         p += c.prec[k] * q[k] * q[k]
     return e + 0.5 * p + c.noise_shape[0] * math.log(r)
 

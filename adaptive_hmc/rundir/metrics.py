@@ -1,6 +1,6 @@
-"""What a run's samples say: the summary (test errors, acceptance, cost), the
+"""What a run's samples say: the summary (test errors, acceptance, cost) and the
 multi-chain diagnostics of the predicting chains (R-hat, ESS per gradient and
-per second) and the end-of-run lines that report them.
+per second); :mod:`~adaptive_hmc.rundir.verdicts` puts them in words.
 
 Flow position: replicas, config -> **metrics** -> results, estimator. Reads
 a :class:`~adaptive_hmc.engine.replicas.ReplicaSet` or the arrays a run directory
@@ -17,12 +17,13 @@ from scipy.special import logsumexp
 
 from .. import EXPORT_DRAWS
 from ..config import Config
-from ..diagnostics import (APART, MOVING, RHAT_LIMIT, SETTLED_RHAT, arviz, chain_loo, chains_apart, diagnose, e_bfmi,
-                           run_longer, stacked_log_score, stacking_weights, verdict, within_chain_rhat)
+from ..diagnostics import (APART, RHAT_LIMIT, arviz, chain_loo, chains_apart, diagnose, e_bfmi, stacked_log_score,
+                           stacking_weights, verdict, within_chain_rhat)
 from ..models.mlp import MLPSpec, predict
 from ..models.predictive import pointwise_log_likelihood
 from ..engine.replica_state import KEPT_STATS
 from ..engine.replicas import ReplicaSet
+from .verdicts import rhat_of
 
 #: A super-transition whose mean acceptance is below this mixes poorly (issue of tuning, not of luck).
 LOW_ACCEPTANCE = 0.2
@@ -36,19 +37,26 @@ MIN_KEPT = 50
 DIAGNOSTIC_DRAWS = EXPORT_DRAWS
 
 
-def kept_samples(replicas: ReplicaSet, after: int = 0) -> dict:
+def kept_samples(replicas: ReplicaSet, after: int = 0, draws_of=None) -> dict:
     """The kept samples of every chain as :func:`prediction_draws` and
     :func:`hyper_draws` take them (the arrays samples.npz stores); with
     ``after``, only those of the super-transitions numbered ``after`` and up
     (from 0); with each one's super-transition and iteration's
-    :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS`."""
-    W, noise, chain = replicas.samples()
-    A, _, st = replicas.kept_rows()
-    k = st >= after
-    stats = replicas.kept_stats()[k]
-    return {"weights": W[k], "noise_precision": noise[k], "chain": chain[k], "weight": replicas.kept_weights()[k],
-            "hyper": A[k, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd,
-            "super_transition": st[k], **{name: stats[:, i] for i, name in enumerate(KEPT_STATS)}}
+    :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS`. Given the chains
+    ``draws_of``, only their :func:`draw_indices` (the draws every
+    convergence figure reads, the same figures), gathered without the rest."""
+    chain, st = replicas.kept_index()
+    stats, weight = replicas.kept_stats(), replicas.kept_weights()
+    at = np.flatnonzero(st >= after)
+    if draws_of is not None:
+        light = {"chain": chain[at], "diagnostic": stats[at, KEPT_STATS.index("diagnostic")]}
+        at = at[np.sort(draw_indices(light, draws_of).ravel())]
+    A, chain, st = replicas.kept_rows(at)
+    W, noise = replicas.weights_of(A, chain)
+    stats = stats[at]
+    return {"weights": W, "noise_precision": noise, "chain": chain, "weight": weight[at],
+            "hyper": A[:, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd,
+            "super_transition": st, **{name: stats[:, i] for i, name in enumerate(KEPT_STATS)}}
 
 
 def convergence(diagnostics: dict, target_ess: float) -> tuple:
@@ -240,143 +248,6 @@ def chain_stacking(spec: MLPSpec, kept: dict, rows, train: tuple, test_sets: dic
             "test_log_score": scores}
 
 
-def rhat_of(diagnostics: dict) -> str:
-    """What the ``rhat_max`` of :func:`run_diagnostics` is taken over, in words."""
-    return (f"the {', '.join(diagnostics.get('test') or {})} predictions"
-            + (" and the log hyperparameters" if diagnostics.get("hyper") else ""))
-
-
-def diagnostics_line(summary: dict) -> str:
-    """One line of a finished run's answer and what it cost: the chains that
-    predict, the largest R-hat, the smallest and median ESS of the first test
-    set's predictions, per 1000 gradients and per second of sampling."""
-    d = summary.get("diagnostics") or {}
-    if not d.get("test"):
-        return (f"{summary.get('gradients', summary['leapfrog_steps']):,} gradients, {summary['wall_s']:.1f} s "
-                f"sampling (no test-set ESS)")
-    name, t = next(iter(d["test"].items()))
-    r = d["rhat_max"]
-    per_g, per_s = t["ess_per_1000_gradients"], t["ess_per_second"]
-    bound = (" (a lower bound: near the number of diagnostic draws, 16 a super-transition a chain: the chains' "
-             "draws are nearly independent at that spacing)"
-             if thin_limited(d) else "")
-    return (f"{t['chains']} {d['chains']!r} chain{'s' * (t['chains'] != 1)}; R-hat max of {rhat_of(d)} "
-            f"{'not finite' if r is None else f'{r:.3f}'}; "
-            f"ESS of the {name} predictions (smallest / median over outputs) {t['ess_bulk']['min']:.0f} / "
-            f"{t['ess_bulk']['median']:.0f}, per 1000 gradients {per_g['min']:.3f} / {per_g['median']:.3f} "
-            f"({d['gradients']:,} gradients, every chain), per second {per_s['min']:.2f} / {per_s['median']:.2f} "
-            f"({d['sampling_s']:.1f} s sampling, compiling apart){bound}"
-            + (f"; each chain's own split R-hat: {own_rhats(d)}; the chains {VERDICT_WORDS[d['verdict']]}"
-               if d.get("verdict") else ""))
-
-
-#: What the line says of each :func:`~adaptive_hmc.diagnostics.verdict`.
-VERDICT_WORDS = {"met": "met", "moving": "are still moving (more time)",
-                 "apart": "have settled apart (separate modes: see the stacked predictive)"}
-
-
-def thin_limited(diagnostics: dict) -> bool:
-    """Whether the median ESS of a test set's predictions exceeds half the
-    number of distinct draws it was measured on: the diagnostic draws
-    (:func:`draw_indices`) then limit the figure, which is a lower bound of
-    the answer's ESS."""
-    d = diagnostics or {}
-    return any(t["ess_bulk"]["median"] > 0.5 * d["distinct_draws"] for t in d.get("test", {}).values())
-
-
-def slowest(diagnostics: dict) -> tuple | None:
-    """(what, bulk ESS) of the quantity with the smallest bulk ESS among the
-    test predictions and the log hyperparameters, or None."""
-    found = [(f"the {name} predictions", t.get("ess_bulk", {}).get("min"))
-             for name, t in (diagnostics.get("test") or {}).items()]
-    if diagnostics.get("hyper") is not None:
-        found.append(("the log hyperparameters", diagnostics["hyper"].get("ess_bulk", {}).get("min")))
-    found = [(w, e) for w, e in found if e is not None and np.isfinite(e) and e > 0]
-    return min(found, key=lambda f: f[1]) if found else None
-
-
-def rhat_warning(diagnostics: dict, hyper_moves: str | None = None, longer=None) -> str | None:
-    """A warning when the chains have not met (R-hat above
-    :data:`~adaptive_hmc.diagnostics.RHAT_LIMIT`, or a quantity stuck in a chain):
-    which quantities, why they are apart (:func:`_why_apart`) and what to
-    change: how many times the draws after the burn-in would bring the slowest
-    quantity's bulk ESS to :data:`~adaptive_hmc.diagnostics.ENOUGH_ESS` at this pace (``longer(factor)``,
-    when given, says how: the command or parameter), and where the run used
-    Neal's Gibbs updates alone (``hyper_moves`` "gibbs"), the interweaving moves."""
-    if not diagnostics or diagnostics.get("chains") is None:
-        return None
-    r = diagnostics["rhat_max"]
-    if r is not None and r <= RHAT_LIMIT:
-        return None
-    shown = "not finite (a chain never moved)" if r is None else f"{r:.3f}"
-    tests = diagnostics.get("test") or {}
-    c = diagnostics["chains"]
-    where, what, stuck = (f"between the halves of the one {c!r} chain", "its halves disagree", "super-transitions") \
-        if tests and all(t["chains"] == 1 for t in tests.values()) else \
-        (f"across the {c!r} chains", "the chains have not met", "chains")
-    parts = [f"the {name} predictions {_shown_rhat(t)}" for name, t in tests.items()]
-    if diagnostics.get("hyper") is not None:
-        parts.append(f"the log hyperparameters {_shown_rhat(diagnostics['hyper'])}")
-    of = f" ({'; '.join(parts)})" if parts else ""
-    apart = (diagnostics.get("hyper") or {}).get("apart")
-    slow = slowest(diagnostics) if r is not None and not (apart or {}).get("drifting") else None
-    advice = run_longer(*slow, longer, rhat=r) if slow else run_longer("", None)
-    moves = ("; where the hyperparameters' R-hat is the larger, model.priors.hyper_moves: interweave mixes them "
-             "faster than gibbs" if hyper_moves == "gibbs" else "")
-    case = diagnostics.get("verdict")
-    if case == APART:
-        why = _settled_apart(diagnostics)
-    elif case == MOVING:                         # where every chain drifts one way, which quantity and how far
-        why = _still_moving(diagnostics) + (_why_apart(apart) if (apart or {}).get("drifting") else "")
-    else:                                        # a summary written before the verdict
-        why = _why_apart(apart)
-    return (f"the largest R-hat {where} is {shown}{of}, above {RHAT_LIMIT}: {what}, so the answer is not yet the "
-            f"posterior's. {why}{advice}{moves}; a chain that never moved shows in the log as stuck {stuck}")
-
-
-def own_rhats(diagnostics: dict) -> str:
-    """Each chain's largest own split R-hat (``within_chain`` of :func:`run_diagnostics`), in words."""
-    own = diagnostics.get("within_chain") or {}
-    names = {"predictions": "predictions", "hyper": "log hyperparameters"}
-    return "; ".join(f"{names[k]} " + ", ".join("not finite (a value the chain never changed)" if v is None
-                                                  else f"{v:.3f}" for v in r)
-                     for k, r in own.items())
-
-
-def _still_moving(diagnostics: dict) -> str:
-    return (f"The chains are still moving: each chain's own split R-hat (its first half against its second; "
-            f"{own_rhats(diagnostics)}) is not yet within {SETTLED_RHAT} in every chain, so more time, not more "
-            f"chains, brings them together. ")
-
-
-def _settled_apart(diagnostics: dict) -> str:
-    return (f"Each chain has settled (its own split R-hat: {own_rhats(diagnostics)}; all within {SETTLED_RHAT}) "
-            f"and they sit apart: the posterior has separate modes, which more time does not cross. The chains' "
-            f"stacked predictive (summary.json's \"stacking\", weights from each chain's leave-one-out density) "
-            f"predicts from them all; it is a stacked predictive, not the posterior. ")
-
-
-def _why_apart(apart: dict | None) -> str:
-    """What :func:`~adaptive_hmc.diagnostics.chains_apart` found, as a sentence (or nothing)."""
-    if not apart:
-        return ""
-    def means(v):
-        return ", ".join(f"{x:.2f}" for x in v)
-    if apart["drifting"]:
-        return (f"The chains are still on their way: the log {apart['name']} moved the same way in every chain, "
-                f"from chain means {means(apart['first'])} (first third of the draws) to {means(apart['last'])} "
-                f"(last third; within-chain sd {apart['sd']:.2f}), so more time will bring them closer. ")
-    return (f"No quantity drifts the same way in every chain, but the chains sit apart: the log {apart['name']}'s "
-            f"chain means are {means(apart['last'])} (last third of the draws) with a within-chain sd of "
-            f"{apart['sd']:.2f}: separate modes, or moves too slow to cross between them; more chains show how many "
-            f"there are. ")
-
-
-def _shown_rhat(d: dict) -> str:
-    r = d.get("rhat_max")
-    return "not finite" if r is None else f"{r:.3f}"
-
-
 def replica_diagnostics(replicas: ReplicaSet, log: list, wall_s: float, chains: str, kept: dict | None = None) -> dict:
     """:func:`run_diagnostics` of a run's replicas now: the predicting
     ``chains``' test predictions and hyperparameters after the burn-in, costed
@@ -384,7 +255,8 @@ def replica_diagnostics(replicas: ReplicaSet, log: list, wall_s: float, chains: 
     prediction)."""
     if not replicas.history_pred:
         return {}
-    return run_diagnostics(replicas.spec, kept or kept_samples(replicas), replicas.chain_indices(chains), chains,
+    rows = replicas.chain_indices(chains)
+    return run_diagnostics(replicas.spec, kept or kept_samples(replicas, draws_of=rows), rows, chains,
                            {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
                             "history_count": replicas.history_count}, replicas.test_slices,
                            replicas.history_hyper[replicas.burn_in_super_transitions:], int(log_gradients(log).sum()),

@@ -109,21 +109,25 @@ class RunDirSink:
     """The driver's sink (:class:`~adaptive_hmc.engine.driver.Sink`) of every kind of run that keeps a run
     directory: each super-transition's log entry appended to ``log.jsonl`` and its unit (``unit(result)``,
     encoded by ``codec``) kept for the sample store; a checkpoint of ``chains`` (with ``extra()``, a dict)
-    and ``tuner`` every ``every`` super-transitions and at the end (:meth:`RunDir.save_checkpoint`)."""
+    and ``tuner`` after the first, every ``every`` super-transitions once ``seconds`` of the run passed since
+    the last, and at the end (:meth:`RunDir.save_checkpoint`); a resume is the same bits from any of them."""
 
     def __init__(self, rd: "RunDir", chains, tuner, log: list, every: int = 1, unit=lambda result: result.step,
-                 codec=STEPS, extra=dict):
+                 codec=STEPS, extra=dict, seconds: float = 0.0):
         self.rd, self.chains, self.tuner, self.log, self.every = rd, chains, tuner, log, every
-        self.unit, self.codec, self.extra = unit, codec, extra
+        self.unit, self.codec, self.extra, self.seconds = unit, codec, extra, seconds
         self.unsaved: list = []     # the units of the super-transitions not yet in the sample store
+        self.saved_at: float | None = None      # the run's seconds at this process's last checkpoint
 
     def append(self, entry, result):
         self.rd.append_log(entry)
         self.unsaved.append(self.unit(result))
 
     def checkpoint(self, n: int, end: bool, wall: float):
-        if n % self.every == 0 or end:
+        due = n % self.every == 0 and (self.saved_at is None or wall - self.saved_at >= self.seconds)
+        if due or end:
             self.rd.save_checkpoint(self.chains, self.tuner, self.log, wall, self.unsaved, self.codec, self.extra())
+            self.saved_at = wall
 
 
 class RunDir:

@@ -80,12 +80,13 @@ def phase_of(schedule, iteration):
 
 
 @njit
-def _annealed_move(q, u, g, p, kd, step_sizes, settings, alpha, t0, metropolis, target, hyper, rng):
+def _annealed_move(q, u, g, p, kd, step_sizes, settings, phase, target, hyper, rng):
     """One stochastic move (eq 24) then one dynamical move accepted by eq 25:
     ``settings.num_steps`` leapfrog steps (HMC) or, with ``metropolis``, the
-    move q* = q + eps p_s (eq 27). In place on (q, g, p); returns (accepted,
-    accept_prob, dH, divergent, energy evaluations, new energy, new K_d,
-    squared jump of the proposal)."""
+    move q* = q + eps p_s (eq 27), ``phase`` being (alpha, t0, metropolis). In
+    place on (q, g, p); returns (accepted, accept_prob, dH, divergent, energy
+    evaluations, new energy, new K_d, squared jump of the proposal)."""
+    alpha, t0, metropolis = phase
     kd = anneal_momentum(p, kd, alpha, t0, rng)
     step = draw_step_sizes(step_sizes, settings.step_nu, rng)
     q0 = q.copy()
@@ -134,8 +135,8 @@ def annealed_kernel(q, u, g, p, kd, step_sizes, settings, iteration, target, hyp
     dh = 0.0
     divergent = False
     for _ in range(moves):
-        acc, prob, dh, div, n, u, k_d, jump = _annealed_move(q, u, g, p, kd[0], step_sizes, settings, alpha, t0,
-                                                            metropolis, target, hyper, rng)
+        acc, prob, dh, div, n, u, k_d, jump = _annealed_move(q, u, g, p, kd[0], step_sizes, settings,
+                                                            (alpha, t0, metropolis), target, hyper, rng)
         kd[0] = k_d
         n_acc += acc
         p_sum += prob

@@ -19,7 +19,7 @@ from ..models.predictive import no_cases
 from .annealing import annealed_kernel
 from .baselines import metropolis_kernel, stochastic_dynamics_kernel
 from .hmc import plain_hmc_kernel, windowed_hmc_kernel
-from .leapfrog import kinetic_metric
+from .leapfrog import kinetic_with
 from .settings import HMC, KINDS, METROPOLIS, STOCHASTIC_DYNAMICS, HMCSettings, check_settings
 
 
@@ -241,7 +241,7 @@ def _run_chain(target, chain, settings, n_iter, rec, obs, rng, move):
         rec.num_steps[i] = info.num_steps
         rec.energy[i] = u
         rec.squared_jump[i] = info.squared_jump
-        ks = kinetic_metric(chain.momentum, settings.low_rank)
+        ks = kinetic_with(chain.momentum, settings.low_rank)
         rec.temperature[i] = (ks + chain.kd[0]) / D if settings.anneal.shape[0] > 0 else 2.0 * ks / D
         hyper_values(target, chain.hyper, rec.hyper[i])
         if obs is not None:

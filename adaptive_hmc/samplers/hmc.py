@@ -11,9 +11,10 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from numba.extending import overload
 
 from ..jit import njit
-from .leapfrog import kinetic_metric, leapfrog_metric, set_state
+from .leapfrog import kinetic_with, leapfrog_with, set_state
 from .settings import KernelInfo
 
 
@@ -47,6 +48,19 @@ def refresh_momentum_metric(p, persistence, low_rank, rng):
         p[k] = persistence * p[k] + c * n[k]
 
 
+def refresh_momentum_with(p, persistence, low_rank, rng):
+    """In compiled code: :func:`refresh_momentum_metric` for a low-rank metric's rows,
+    :func:`refresh_momentum` for :data:`~adaptive_hmc.samplers.settings.NO_METRIC`."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(refresh_momentum_with, inline="always")
+def _refresh_momentum_with(p, persistence, low_rank, rng):
+    if low_rank.ndim == 1:
+        return lambda p, persistence, low_rank, rng: refresh_momentum(p, persistence, rng)
+    return lambda p, persistence, low_rank, rng: refresh_momentum_metric(p, persistence, low_rank, rng)
+
+
 @njit(inline="always")
 def draw_step_sizes(step_sizes, step_nu, rng):
     """The transition's step sizes: ``step_sizes``, times exp(nu C) with C
@@ -57,11 +71,12 @@ def draw_step_sizes(step_sizes, step_nu, rng):
 
 
 @njit(inline="always")
-def _offer(idx, lo, hi, q, g, p, sign, u, h, logsum, cq, cg, cp, cu, rng):
+def _offer(idx, lo, hi, q, g, p, sign, u, h, candidate, rng):
     """Streaming choice of one state of window [lo, hi] with probability
     proportional to exp(-H): the state (q, sign p) at ``idx`` replaces the
-    candidate with probability exp(-H) / (sum of exp(-H) so far). Returns the
-    new log sum."""
+    ``candidate`` (log sum, q, g, p, energy) with probability exp(-H) / (sum
+    of exp(-H) so far). Returns the new log sum and the candidate's energy."""
+    logsum, cq, cg, cp, cu = candidate
     if idx < lo or idx > hi:
         return logsum, cu
     m = max(logsum, -h)
@@ -93,10 +108,10 @@ class WindowChoice(NamedTuple):
 def _offer_both(idx, W, L, q, g, p, sign, u, h, sel, rng):
     """Offer the state (q, sign p) at trajectory index ``idx`` to both windows of ``sel``
     (a :class:`WindowChoice`); returns the new one. The sign instead of a negated copy: no array a step."""
-    log_r, ru = _offer(idx, 0, W - 1, q, g, p, sign, u, h, sel.reject_logsum, sel.reject_q, sel.reject_g,
-                       sel.reject_p, sel.reject_u, rng)
-    log_a, au = _offer(idx, L - W + 1, L, q, g, p, sign, u, h, sel.accept_logsum, sel.accept_q, sel.accept_g,
-                       sel.accept_p, sel.accept_u, rng)
+    log_r, ru = _offer(idx, 0, W - 1, q, g, p, sign, u, h, (sel.reject_logsum, sel.reject_q, sel.reject_g,
+                                                             sel.reject_p, sel.reject_u), rng)
+    log_a, au = _offer(idx, L - W + 1, L, q, g, p, sign, u, h, (sel.accept_logsum, sel.accept_q, sel.accept_g,
+                                                                 sel.accept_p, sel.accept_u), rng)
     return WindowChoice(log_r, sel.reject_q, sel.reject_g, sel.reject_p, ru, log_a, sel.accept_q, sel.accept_g,
                         sel.accept_p, au)
 
@@ -120,20 +135,20 @@ def _trajectory_start(q, u, g, p, step_sizes, settings, rng):
     """What every HMC transition starts with: the momentum refresh, the
     transition's step sizes, its trajectory length L (drawn from 1..L with
     jitter), the starting total energy and copies of the starting state."""
-    refresh_momentum_metric(p, settings.persistence, settings.low_rank, rng)
+    refresh_momentum_with(p, settings.persistence, settings.low_rank, rng)
     step = draw_step_sizes(step_sizes, settings.step_nu, rng)
     L = settings.num_steps
     if settings.jitter:
         L = 1 + int(rng.random() * L)
-    return step, L, u + kinetic_metric(p, settings.low_rank), q.copy(), g.copy(), p.copy()
+    return step, L, u + kinetic_with(p, settings.low_rank), q.copy(), g.copy(), p.copy()
 
 
 @njit(inner=True)
 def plain_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     """:func:`hmc_kernel` with window 1: the last state of the trajectory is the proposal."""
     step, L, h0, q0, g0, p0 = _trajectory_start(q, u, g, p, step_sizes, settings, rng)
-    u1, used, ok = leapfrog_metric(q, p, g, step, L, target, hyper, settings.low_rank)
-    dh = u1 + kinetic_metric(p, settings.low_rank) - h0 if ok else math.inf
+    u1, used, ok = leapfrog_with(q, p, g, step, L, target, hyper, settings.low_rank)
+    dh = u1 + kinetic_with(p, settings.low_rank) - h0 if ok else math.inf
     divergent = (not ok) or (not dh <= settings.max_energy_error)
     prob = 0.0 if divergent else min(1.0, math.exp(-dh))
     jump = 0.0 if divergent else squared_distance(q, q0)
@@ -163,11 +178,11 @@ def windowed_hmc_kernel(q, u, g, p, step_sizes, settings, target, hyper, rng):
     for i in range(L):
         backward = i < s
         qx, gx, px = (qb, gb, pb) if backward else (q, g, p)
-        ux, n, ok = leapfrog_metric(qx, px, gx, step, 1, target, hyper, settings.low_rank)
+        ux, n, ok = leapfrog_with(qx, px, gx, step, 1, target, hyper, settings.low_rank)
         used += n
         if not ok:
             break
-        h = ux + kinetic_metric(px, settings.low_rank)
+        h = ux + kinetic_with(px, settings.low_rank)
         worst = max(worst, h - h0)
         if backward:
             sel = _offer_both(s - 1 - i, W, L, qx, gx, px, -1.0, ux, h, sel, rng)

@@ -7,10 +7,16 @@ low-rank metric (:func:`leapfrog_metric`) changes the masses in those
 coordinates along a few orthonormal directions u_j: the inverse mass matrix
 is I + sum_j (lambda_j - 1) u_j u_j^T, lambda_j the posterior's variance along
 u_j relative to the diagonal's (:func:`~adaptive_hmc.samplers.metric.low_rank_metric`).
+The kernels reach it through :func:`leapfrog_with` and :func:`kinetic_with`,
+which compile it only into the runs that have a low-rank metric (rows, a 2-d
+array); every other run passes :data:`~adaptive_hmc.samplers.settings.NO_METRIC`
+(1-d) and compiles the plain
+leapfrog alone (the low-rank code in every kernel cost a cold compile 1.6 s).
 """
 import math
 
 import numpy as np
+from numba.extending import overload
 
 from ..jit import njit
 from ..models.base import energy_grad
@@ -113,3 +119,31 @@ def kinetic_metric(p, low_rank):
             d += low_rank[j, i + 1] * p[i]
         k += 0.5 * (low_rank[j, 0] - 1.0) * d * d
     return k
+
+
+def leapfrog_with(q, p, g, step_sizes, num_steps, target, hyper, low_rank):
+    """In compiled code: :func:`leapfrog_metric` for a low-rank metric's rows, :func:`leapfrog` for
+    :data:`~adaptive_hmc.samplers.settings.NO_METRIC`, chosen when it compiles."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(leapfrog_with, inline="always")
+def _leapfrog_with(q, p, g, step_sizes, num_steps, target, hyper, low_rank):
+    if low_rank.ndim == 1:
+        return lambda q, p, g, step_sizes, num_steps, target, hyper, low_rank: leapfrog(
+            q, p, g, step_sizes, num_steps, target, hyper)
+    return lambda q, p, g, step_sizes, num_steps, target, hyper, low_rank: leapfrog_metric(
+        q, p, g, step_sizes, num_steps, target, hyper, low_rank)
+
+
+def kinetic_with(p, low_rank):
+    """In compiled code: :func:`kinetic_metric` for a low-rank metric's rows, :func:`kinetic` for
+    :data:`~adaptive_hmc.samplers.settings.NO_METRIC`."""
+    raise NotImplementedError("compiled code only")
+
+
+@overload(kinetic_with, inline="always")
+def _kinetic_with(p, low_rank):
+    if low_rank.ndim == 1:
+        return lambda p, low_rank: kinetic(p)
+    return lambda p, low_rank: kinetic_metric(p, low_rank)

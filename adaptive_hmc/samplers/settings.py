@@ -12,7 +12,10 @@ import numpy as np
 
 _NO_STEP = np.empty(0)
 _NO_PHASES = np.empty((0, 3))
-_NO_LOW_RANK = np.empty((0, 1))
+#: What a run without a low-rank metric has as its rows: a 1-d array, which the kernels compile to the plain
+#: leapfrog, kinetic energy and momentum draws (a metric's rows, even none yet, are a 2-d array, whose code
+#: compiles only into the runs that use it: :func:`~adaptive_hmc.samplers.leapfrog.leapfrog_with`).
+NO_METRIC = np.empty(0)
 
 #: The transition of each iteration, by ``HMCSettings.kind``: Hybrid Monte
 #: Carlo, random-walk Metropolis (``num_steps`` proposals per iteration, each one
@@ -122,7 +125,8 @@ class HMCSettings(NamedTuple):
     low_rank : a low-rank metric in the coordinates q_k / eps_k, rows
         [lambda_j, u_j] (u_j orthonormal, lambda_j > 0 the variance along u_j
         relative to 1; :func:`~adaptive_hmc.samplers.metric.low_rank_metric`);
-        no rows: unit masses. For kind hmc without annealing.
+        no rows: unit masses; :data:`NO_METRIC` (the default): none, and
+        the kernels compile without it. For kind hmc without annealing.
 
     Build a checked instance with :func:`hmc_settings`; a template for the
     replicas (step and L come from the tuner's action) with ``HMCSettings(...)``.
@@ -141,7 +145,7 @@ class HMCSettings(NamedTuple):
     kind: int = 0
     anneal: np.ndarray = _NO_PHASES
     step_scale: np.ndarray = _NO_STEP
-    low_rank: np.ndarray = _NO_LOW_RANK
+    low_rank: np.ndarray = NO_METRIC
 
 
 def _check_low_rank(value, kind: int, anneal: np.ndarray) -> np.ndarray:
@@ -149,6 +153,8 @@ def _check_low_rank(value, kind: int, anneal: np.ndarray) -> np.ndarray:
     each u_j of unit length (or lambda_j 1, a row that changes nothing); rows only for kind hmc without
     annealing."""
     a = np.ascontiguousarray(value, dtype=np.float64)
+    if a.ndim == 1 and a.size == 0:
+        return a                                                    # NO_METRIC
     if a.ndim != 2 or a.shape[1] < 1:
         raise SettingsError("low_rank", value, "rows [lambda, u] (an (r, D + 1) array)")
     if a.shape[0] == 0:
