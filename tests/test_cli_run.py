@@ -104,6 +104,7 @@ def test_quick_config_runs_through_the_cli_then_plot_compare_export(path, tmp_pa
 
 def test_resume_after_interruption_gives_the_same_summary(tmp_path):
     raw = _small(_raw(), n=7)
+    raw["run"]["checkpoint_seconds"] = 0                # a checkpoint after every super-transition
     path = _write(tmp_path, raw)
     cfg = read_config(path)
     full = run_experiment(cfg, tmp_path / "full", source=str(path), quiet=True)

@@ -142,7 +142,7 @@ def kinetic_with(p, low_rank):
     raise NotImplementedError("compiled code only")
 
 
-@overload(kinetic_with, inline="always")
+@overload(kinetic_with)                 # not inlined in numba's IR: inlined twice in one function, it warns
 def _kinetic_with(p, low_rank):
     if low_rank.ndim == 1:
         return lambda p, low_rank: kinetic(p)
