@@ -24,11 +24,10 @@ _WHERE = {
 __all__ = sorted(_WHERE)
 __version__ = "0.1.0"
 
-#: How long a model's first run takes to compile its sampler on 2 cores (the
-#: quick robot-arm config with an empty cache, the README's Quick start: 13.5-15.5 s
-#: measured with NUMBA_CACHE_DIR empty; the `init` templates 27-30 s). Said at the
-#: start of a run, before the imports that take a second or two.
-COMPILE_TIME = "about 15-30 s"
+#: How long a model's first run takes to compile its sampler on 2 cores (NUMBA_CACHE_DIR empty, an idle
+#: machine, `compile_s`: the README's main job 30.7-31.9 s, the `init` regression and classification
+#: templates 47.5-49.6 s). Said at the start of a run, before the imports that take a second or two.
+COMPILE_TIME = "about 30-50 s"
 
 #: The draws a chain ``adaptive-hmc export`` writes by default, evenly spaced (``--draws all``: every one): an
 #: ArviZ user's few thousand in all, where a long run holds tens of thousands.
