@@ -20,6 +20,7 @@ from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.engine.replicas import ReplicaSet
 from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.samplers import HMCSettings
+from adaptive_hmc.engine.chain_set import advance
 
 
 def make(threads):
@@ -33,11 +34,11 @@ def make(threads):
 def rate(threads, budget, repeats):
     """Best leapfrog steps/s (total over replicas) over ``repeats`` super-transitions, and the final state."""
     rs = make(threads)
-    rs.run(Action(0.3, 100), 200)  # compile / load the cache, settle the chains
+    advance(rs, Action(0.3, 100), 200)  # compile / load the cache, settle the chains
     best = 0.0
     for _ in range(repeats):
         t = time.perf_counter()
-        res = rs.run(Action(0.3, 100), budget)
+        res = advance(rs, Action(0.3, 100), budget)
         best = max(best, res.leapfrog_steps / (time.perf_counter() - t))
     return best, rs
 

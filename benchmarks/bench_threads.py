@@ -33,16 +33,16 @@ def measure(threads: int, k: int, super_transitions: int, budget: int) -> dict:
             "tuner.bounds": {"step_factor": [0.01, 1.01], "num_steps": [20, min(5020, budget)]}}
     cfg = read_config(CONFIG, over)
     setup = build(cfg, str(CONFIG))[0]
-    setup.replicas.compile()
+    setup.chains.compile()
     t0 = time.perf_counter()
-    log = drive(setup.plan(), setup.run.super_transitions).log
+    log = drive(setup, super_transitions).log
     wall = time.perf_counter() - t0
     inside = sum(e["seconds"] for e in log)
     probes = sum(p["seconds"] for e in log for p in e["probes"])
     gradients = sum(e["gradients"] for e in log)
     return {"threads": threads, "gradients_per_s": gradients / wall, "wall_s": wall,
             "between_share": (wall - inside) / wall, "serial_share": (wall - inside - probes) / wall, "final": np.concatenate([c.position for c in
-                                                                              setup.replicas.chains])}
+                                                                              setup.chains.chains])}
 
 
 def main():

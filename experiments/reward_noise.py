@@ -21,6 +21,7 @@ import numpy as np
 from adaptive_hmc.config import read_config
 from adaptive_hmc.front.experiment import build
 from adaptive_hmc.samplers.settings import Action
+from adaptive_hmc.engine.chain_set import advance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,12 +34,12 @@ def chain_rewards(result) -> np.ndarray:
 
 def measure(config: Path, actions, repeats: int, budget: int, warm: int, seed: int = 1) -> list:
     cfg = read_config(config, {"run.seed": seed})
-    replicas = build(cfg, str(config))[0].replicas
+    replicas = build(cfg, str(config))[0].chains
     for _ in range(warm):                                   # leave the start at a safe action
-        replicas.run(Action(actions[0][0], actions[0][1]), budget)
+        advance(replicas, Action(actions[0][0], actions[0][1]), budget)
     rows = []
     for eps, L in actions:
-        per = np.array([chain_rewards(replicas.run(Action(eps, L), budget)) for _ in range(repeats)])
+        per = np.array([chain_rewards(advance(replicas, Action(eps, L), budget)) for _ in range(repeats)])
         mean_all, one = per.mean(axis=1), per[:, 0]
         rows.append({"step_factor": eps, "num_steps": L, "chains": per.shape[1], "reward": float(mean_all.mean()),
                      "cv_all": float(mean_all.std(ddof=1) / mean_all.mean()),

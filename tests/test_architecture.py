@@ -216,3 +216,18 @@ def test_one_driver_and_runs_that_say_what_they_have():
         assert "drive(" in uses[front], front
     assert sorted(k for k, text in uses.items() if "is_density_run" in text) == ["rundir/finished_run.py",
                                                                               "rundir/results.py"]
+
+
+def test_the_loop_owns_the_state_no_chain_set_runs_itself():
+    """The driver threads the chains' state (``state, result = chains.step(state, action, budget)``): no chain
+    set has a ``run`` of its own that would advance and hold it apart from the loop, and one ``Plan`` is the
+    run's parts (no ``RunSetup``)."""
+    from adaptive_hmc.engine import runner
+    from adaptive_hmc.engine.chain_set import ChainSetBase
+    from adaptive_hmc.engine.density_chains import DensityChains
+    from adaptive_hmc.engine.replicas import ReplicaSet
+    for cls in (ChainSetBase, ReplicaSet, DensityChains, runner.ChainSet):
+        assert not hasattr(cls, "run") and callable(getattr(cls, "started", None)), cls
+        assert cls is ChainSetBase or callable(getattr(cls, "step", None)), cls       # the base leaves step to each
+    assert not hasattr(runner, "RunSetup")
+    assert [f.name for f in __import__("dataclasses").fields(runner.Plan)][:2] == ["chains", "tuner"]

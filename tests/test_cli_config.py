@@ -76,7 +76,7 @@ def test_relative_data_path_is_relative_to_the_config_file(tmp_path, monkeypatch
     raw["chains"] = 4
     path = _write(tmp_path / "sub", raw)
     monkeypatch.chdir(tmp_path)
-    replicas = build(read_config(path), str(path))[0].replicas
+    replicas = build(read_config(path), str(path))[0].chains
     assert replicas.X_test.shape == (10, 3)
 
 
@@ -146,7 +146,7 @@ def test_tables_as_people_have_them(tmp_path, capsys):
     raw["tuner"]["cv_metric"] = "log_loss"
     path = _write(tmp_path, raw)
     cfg = read_config(path)
-    (replicas, *_), _ = build(cfg, str(path))
+    replicas = build(cfg, str(path))[0].chains
     err = capsys.readouterr().err
     assert "data: left out 1 of 50 rows with missing values (first: row 7)" in err, err
     assert sum(len(f) for f in replicas.folds) == 30 and replicas.test_names == ["test"]
@@ -157,13 +157,13 @@ def test_tables_as_people_have_them(tmp_path, capsys):
                           + replicas.replicas[0].held.YT[0].tolist())
     assert abs(train_share - share) < 0.05                         # stratified: the class share is kept
     again, _ = build(cfg, str(path))
-    assert np.array_equal(again.replicas.X_test, replicas.X_test)  # seeded
+    assert np.array_equal(again.chains.X_test, replicas.X_test)  # seeded
     raw["data"]["split"]["seed"] = 5
     other, _ = build(read_config(_write(tmp_path, raw, "o.yaml")), str(path))
-    assert not np.array_equal(other.replicas.X_test, replicas.X_test)
+    assert not np.array_equal(other.chains.X_test, replicas.X_test)
     for every in (1.0, 49):                                   # every complete row trains; no test set
         raw["data"]["split"] = {"train": every, "seed": 4}
-        (whole, *_), _ = build(read_config(_write(tmp_path, raw, "w.yaml")), str(path))
+        whole = build(read_config(_write(tmp_path, raw, "w.yaml")), str(path))[0].chains
         assert sum(len(f) for f in whole.folds) == 49 and whole.test_names == []
 
 

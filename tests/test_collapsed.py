@@ -211,11 +211,11 @@ def test_collapsed_chains_with_a_learned_metric_agree_with_importance_sampling(m
     run = make_run(spec, X, Y, tuner=FixedOptions(0.3, 15), run=RunOptions(super_transitions, 240_000 //
                                                                            super_transitions, seed=3),
                    replicas=ReplicaOptions(layout=Layout.chains(4), priors=priors, metric=metric, thin=1, predict_steps=0))
-    drive(run.plan(), run.run.super_transitions)
-    A, chain, st = run.replicas.kept_rows()
-    dim = run.replicas.dim
+    drive(run, super_transitions)
+    A, chain, st = run.chains.kept_rows()
+    dim = run.chains.dim
     if metric == "low_rank":
-        assert np.any(run.replicas.state.low_rank[:, :, 0] != 1.0)
+        assert np.any(run.chains.state.low_rank[:, :, 0] != 1.0)
     first = (LOW_RANK_WINDOWS if metric == "low_rank" else WINDOWS)[-1][1]
     per_chain = []
     for j in range(4):

@@ -305,14 +305,14 @@ def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_import
                    run=RunOptions(super_transitions, 240_000 // super_transitions, seed=3),
                    replicas=ReplicaOptions(layout=Layout.chains(4), priors=base.priors, start=start, metric=metric, thin=1,
                                            predict_steps=0))
-    drive(run.plan(), run.run.super_transitions)
-    A, chain, st = run.replicas.kept_rows()
+    drive(run, super_transitions)
+    A, chain, st = run.chains.kept_rows()
     if start == "optimized":
-        assert run.replicas.start_info["gradients"] > 0
+        assert run.chains.start_info["gradients"] > 0
     if metric != "heuristic":
-        assert run.replicas.step_scale.size == base.dim and np.ptp(np.log(run.replicas.step_scale)) > 0.1
+        assert run.chains.step_scale.size == base.dim and np.ptp(np.log(run.chains.step_scale)) > 0.1
     if metric == "low_rank":
-        assert np.any(run.replicas.state.low_rank[:, :, 0] != 1.0)
+        assert np.any(run.chains.state.low_rank[:, :, 0] != 1.0)
     first = {"learned": WINDOWS[-1][1], "low_rank": LOW_RANK_WINDOWS[-1][1]}.get(metric, 0)
     per_chain = []
     for j in range(4):

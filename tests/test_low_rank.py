@@ -12,6 +12,7 @@ from adaptive_hmc.samplers.hmc import refresh_momentum_metric
 from adaptive_hmc.samplers.leapfrog import kinetic_metric, leapfrog_metric, velocity
 from adaptive_hmc.samplers.metric import LOW_RANK_WINDOWS, WINDOWS, low_rank_metric, window_of
 from adaptive_hmc.samplers.settings import Action, SettingsError
+from adaptive_hmc.engine.chain_set import advance
 
 Z = 4.0
 
@@ -161,7 +162,7 @@ def test_a_chain_set_learns_each_chains_low_rank_in_its_windows_and_resumes_bit_
     rs = _set()
     action, steps = Action(0.2, 10), []
     for i in range(7):
-        steps.append(rs.run(action, 100).step)
+        steps.append(advance(rs, action, 100).step)
         if i + 1 == 4:
             assert rs.state.trace.shape[1] == 0 and rs.state.low_rank.shape[:1] == (3,)
             lr = rs.state.low_rank

@@ -14,6 +14,7 @@ from adaptive_hmc.samplers import HMCSettings
 from adaptive_hmc.samplers.chain import fill_step_sizes
 from adaptive_hmc.samplers.metric import FACTOR_LIMIT, WINDOWS, learned_factors, window_of
 from adaptive_hmc.samplers.settings import Action, SettingsError, hmc_settings
+from adaptive_hmc.engine.chain_set import advance
 
 
 @njit
@@ -89,7 +90,7 @@ def test_moments_are_the_sums_of_every_iterations_draw_and_the_factors_follow_th
     action, factors = Action(0.2, 10), []
     for i in range(WINDOWS[1][1] + 2):
         before = rs.state
-        rs.run(action, 100)
+        advance(rs, action, 100)
         w = window_of(i)
         if w and i + 1 < w[1]:
             rows = [k[-10:, :rs.dim] for k in rs.kept]
@@ -107,7 +108,7 @@ def test_moments_are_the_sums_of_every_iterations_draw_and_the_factors_follow_th
     assert len(factors) == 2 and not np.array_equal(*factors)
     heuristic = _set(metric="heuristic")
     for _ in range(5):
-        heuristic.run(action, 100)
+        advance(heuristic, action, 100)
     assert heuristic.step_scale.size == 0 and heuristic.state.moments.shape[2] == 0
 
 
@@ -116,11 +117,11 @@ def resumed(make, rs, steps: list, action, n: int = 4):
     super-transitions of ``action``, which ``rs`` runs too."""
     saved = rs.checkpoint()
     for _ in range(n):
-        rs.run(action, 100)
+        advance(rs, action, 100)
     fresh = make()
     fresh.restore(saved, steps)
     for _ in range(n):
-        fresh.run(action, 100)
+        advance(fresh, action, 100)
     return fresh
 
 
@@ -128,7 +129,7 @@ def test_a_resume_in_the_middle_of_a_window_continues_bit_for_bit():
     rs = _set()
     steps, action = [], Action(0.2, 10)
     for _ in range(6):                         # in the second window, its factors from the first
-        steps.append(rs.run(action, 100).step)
+        steps.append(advance(rs, action, 100).step)
     fresh = resumed(_set, rs, steps, action)
     assert np.array_equal(fresh.step_scale, rs.step_scale)
     assert np.array_equal(fresh.chains[0].position, rs.chains[0].position)
@@ -147,7 +148,7 @@ def test_kept_draws_carry_their_iterations_hamiltonian_log_density_and_acceptanc
     3rd iteration would keep 4 of a super-transition's 12, fewer than the diagnostics' 16, so all 12 are
     kept."""
     rs = _set(metric="heuristic", thin=3, settings=HMCSettings(gibbs=False))
-    rs.run(Action(0.2, 10), 120)
+    advance(rs, Action(0.2, 10), 120)
     A, chain, _ = rs.kept_rows()
     stats = rs.kept_stats()
     assert stats.shape == (len(A), 6) and np.array_equal(np.bincount(chain), [12, 12, 12])
@@ -176,7 +177,7 @@ def test_the_diagnostic_draws_are_the_same_whatever_thin():
     for thin in (200, 2):
         rs = _set(metric="heuristic", thin=thin)
         for _ in range(2):
-            rs.run(Action(0.2, 5), 200)
+            advance(rs, Action(0.2, 5), 200)
         kept = kept_samples(rs)
         draws[thin] = kept["weights"][draw_indices(kept, range(3))]
         union = {i for i in range(40) if (i + 1) % thin == 0} | set(keep_at(40, 0, 0, thin, 16).tolist())

@@ -20,6 +20,7 @@ from adaptive_hmc.engine.driver import run_super_transitions
 from adaptive_hmc.engine.runner import fallback_reward
 from adaptive_hmc.samplers import HMCSettings
 from adaptive_hmc.tuners import BanditOptions, BanditTuner, FixedTuner
+from adaptive_hmc.engine.chain_set import advance
 
 Z = 4.0
 
@@ -55,7 +56,7 @@ def test_a_replica_sets_step_is_a_pure_function_of_its_state():
     assert all(np.array_equal(a.position, b.position) for a, b in zip(s1.chains, s2.chains))
     assert all(np.array_equal(a, c.position) for a, c in zip(saved[0], before.chains)) and rs.state is before
     assert s1.n_super == saved[1] + 1 and not np.array_equal(s1.chains[0].position, before.chains[0].position)
-    result = rs.run(Action(0.3, 5), 40)
+    result = advance(rs, Action(0.3, 5), 40)
     assert np.array_equal(result.record.accept_prob, r1.record.accept_prob) and rs.n_super == 1
     assert all(np.array_equal(a.position, b.position) for a, b in zip(rs.state.chains, s1.chains))
 
@@ -98,19 +99,19 @@ def test_budget_respected_exactly(jitter, window):
     L steps; with it (L drawn from 1..7, mean 4) 2 budget / (L + 1) = 25, whose
     steps average the budget (sd of one super-transition's total: 10)."""
     rs = _replicas(settings=HMCSettings(jitter=jitter, window=window), full_data_chain=True)
-    res = rs.run(Action(0.3, 7), 100)
+    res = advance(rs, Action(0.3, 7), 100)
     assert res.n_iter == (25 if jitter else 100 // 7)
     used = res.record.num_steps.sum(axis=1)
     assert np.all(rs.chains[0].counters == [used[0], res.n_iter])
     if jitter:
-        more = np.concatenate([rs.run(Action(0.3, 7), 100).record.num_steps.sum(axis=1) for _ in range(10)])
+        more = np.concatenate([advance(rs, Action(0.3, 7), 100).record.num_steps.sum(axis=1) for _ in range(10)])
         assert abs(more.mean() - 100) < 4 * 10 / np.sqrt(more.size)
     else:
         assert np.all(used == 14 * 7)
     with pytest.raises(ValueError, match="num_steps"):
-        rs.run(Action(0.3, 101), 100)
+        advance(rs, Action(0.3, 101), 100)
     with pytest.raises(ValueError, match="step_factor"):
-        rs.run(Action(float("nan"), 10), 100)
+        advance(rs, Action(float("nan"), 10), 100)
 
 
 @pytest.mark.parametrize("bad, field", [({"step_factor": 0.3}, "action"), (Action(0.3, 2.5), "num_steps"),
@@ -132,7 +133,7 @@ def test_a_super_transition_is_a_pure_function_of_its_state():
     from adaptive_hmc.engine.replica_state import checkpoint_state
     from adaptive_hmc.engine.super_transition import super_transition
     rs = _replicas(full_data_chain=True, thin=1)
-    rs.run(Action(0.3, 10), 100)
+    advance(rs, Action(0.3, 10), 100)
     before = rs.state
     saved = checkpoint_state(before)
     action = Action(0.3, 10)
@@ -153,7 +154,7 @@ def test_a_super_transition_is_a_pure_function_of_its_state():
 
 def test_initial_phase_keeps_hyperparameters_fixed():
     rs = _replicas(settings=HMCSettings(initial_phase_steps=50), initial_hyper=1.0)
-    res = rs.run(Action(0.2, 10), 100)
+    res = advance(rs, Action(0.2, 10), 100)
     h = res.record.hyper
     # Gibbs starts at the first iteration with >= 50 leapfrog steps done: iteration 5.
     assert np.all(h[:, :5] == h[:, :1])
@@ -172,7 +173,7 @@ def test_serial_and_parallel_runs_are_bitwise_identical(precision):
     def go(threads):
         rs = _replicas(threads=threads, full_data_chain=True, precision=precision,
                        settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
-        out = [rs.run(Action(eps, L), 120) for eps, L in ((0.3, 10), (0.5, 6))]
+        out = [advance(rs, Action(eps, L), 120) for eps, L in ((0.3, 10), (0.5, 6))]
         return rs, out
     a, ra = go(1)
     alive = []
@@ -211,9 +212,9 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
     spec = rs.spec
     D = spec.n_params
     metric = "mse" if likelihood == "gaussian" else "log_loss"
-    rs.run(Action(0.05, 5), 200)   # a first super-transition at another setting
+    advance(rs, Action(0.05, 5), 200)   # a first super-transition at another setting
     before = [len(k) for k in rs.kept]
-    res = rs.run(Action(0.4, 10), 200)
+    res = advance(rs, Action(0.4, 10), 200)
     rows = _split_kept(rs, before)
     errs = []
     for r, fold, kept in zip(rs.replicas, rs.folds, rows):
@@ -243,10 +244,10 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood, predict_step
                    thin=every)
     rs.diagnostic_draws = 0                # no rows besides every thin-th: the kept rows are the predicting ones
     spec = rs.spec
-    rs.run(Action(0.3, 5), 100)
+    advance(rs, Action(0.3, 5), 100)
     assert rs.retained.sum() == rs.test_count.sum() == 0 and all(len(k) == 0 for k in rs.kept)
     for _ in range(2):
-        rs.run(Action(0.3, 5), 100)
+        advance(rs, Action(0.3, 5), 100)
     Q, noise, _ = rs.samples()
     assert len(Q) == rs.retained.sum() == 2 * 20 // every * rs.n_replicas      # one L: equal weights, plain averages
     Xt, Yt = rs.X_test, rs.Y_test
@@ -278,7 +279,7 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood, predict_step
 
 def test_esjd_reward_from_the_record():
     rs = _replicas()
-    res = rs.run(Action(0.3, 9), 90)
+    res = advance(rs, Action(0.3, 9), 90)
     r = res.record
     manual = np.mean([(r.accept_prob[j] * r.squared_jump[j]).sum() for j in range(rs.n_replicas)]) / 3.0
     assert esjd_reward(res) == pytest.approx(manual, rel=1e-12)
@@ -287,7 +288,7 @@ def test_esjd_reward_from_the_record():
 
 def test_held_out_error_rejects_wrong_metric():
     rs = _replicas("logistic")
-    res = rs.run(Action(0.3, 5), 20)
+    res = advance(rs, Action(0.3, 5), 20)
     with pytest.raises(ValueError, match="regression"):
         held_out_error(res.held_out.accumulators[0], "logistic", "mse")
     assert math.isfinite(cv_error(res))
@@ -310,7 +311,7 @@ def test_no_cv_replicas_needs_the_full_data_chain():
     with pytest.raises(ValueError, match="full_data_chain"):
         ReplicaSet(spec, X, Y, layout=Layout.cv(0, False))
     rs = ReplicaSet(spec, X, Y, layout=Layout.cv(0), test_sets={"t": (X[:5], Y[:5])})
-    res = rs.run(Action(0.3, 5), 20)
+    res = advance(rs, Action(0.3, 5), 20)
     # 4 iterations of L = 5, one predicting (predict_steps 100), weighing the 4 x 5 steps it stands for
     assert res.held_out is None and rs.retained[0] == 1 and rs.test_count[0] == 4 * 5
 
@@ -326,7 +327,7 @@ def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
                     initial_hyper=None, settings=HMCSettings(gibbs=False, jitter=True),
                     test_sets={"x": (x_star, np.zeros((3, 1)))}, burn_in_super_transitions=2, seed=11)
     for _ in range(82):
-        rs.run(Action(0.4, 20), 5000)
+        advance(rs, Action(0.4, 20), 5000)
     batches = np.array([p[0, 0] / c[0] for p, c in zip(rs.history_pred[2:], rs.history_count[2:])])
     mean = rs.prediction("x").mean[:, 0]
     se = np.sqrt(batches.std(axis=0, ddof=1) ** 2 / len(batches) + is_se ** 2)
@@ -347,7 +348,7 @@ def test_robot_arm_short_run_beats_mean_and_widens_outside_training_region():
                     settings=HMCSettings(window=5, initial_phase_steps=1000),
                     burn_in_super_transitions=4)
     for _ in range(12):
-        res = rs.run(Action(0.3, 50), 1000)
+        res = advance(rs, Action(0.3, 50), 1000)
     mse = rs.metrics()["test"]["mse"]
     mean_mse = np.mean(np.sum((Y.mean(0) - Yt) ** 2, 1))
     assert mse < 0.02 * mean_mse, (mse, mean_mse)
@@ -398,7 +399,7 @@ def test_bandit_drives_replicas():
 def test_predictions_from_chosen_chains_match_numpy_from_kept_samples():
     rs = _replicas(full_data_chain=True, predict_steps=0)              # every iteration predicts and is kept
     for _ in range(2):
-        rs.run(Action(0.3, 5), 100)
+        advance(rs, Action(0.3, 5), 100)
     D = rs.spec.n_params
     kept = [np.array(k)[:, :D] for k in rs.kept]
     for chains, rows in (("full", [rs.n_cv]), ("replicas", range(rs.n_cv)), ("all", range(rs.n_replicas))):
@@ -424,8 +425,8 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
     means = {}
     for weight_by in ("gradients", "iterations"):
         rs = _replicas(likelihood, full_data_chain=True, weight_by=weight_by, predict_steps=0)
-        rs.run(Action(0.3, 2), 100)
-        rs.run(Action(0.3, 10), 100)
+        advance(rs, Action(0.3, 2), 100)
+        advance(rs, Action(0.3, 10), 100)
         A, chain, st = rs.kept_rows()
         w = rs.kept_weights()
         assert np.array_equal(w, np.where(st == 0, 2.0, 10.0) if weight_by == "gradients" else np.ones(len(A)))
@@ -473,9 +474,9 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
         runs = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), run=RunOptions(1, 2000, seed=4),
                         replicas=ReplicaOptions(layout=Layout.cv(4, False), settings=HMCSettings(window=3),
                                                 priors=PriorSpec(hyper_moves="gibbs")))
-        rs = runs.replicas
-        rs.run(Action(0.2, 20), 2000)                              # leave the start
-        res = rs.run(Action(eps, 20), 400, rng=np.random.SeedSequence(9))
+        rs = runs.chains
+        advance(rs, Action(0.2, 20), 2000)                              # leave the start
+        res = advance(rs, Action(eps, 20), 400, rng=np.random.SeedSequence(9))
         scores[name] = (res.acceptance.mean(), runs.reward(res), cv_reward(res))
     (acc_stuck, esjd_stuck, cv_stuck), (acc_mix, esjd_mix, cv_mix) = scores["stuck"], scores["mixing"]
     assert acc_stuck == 0.0 and acc_mix > 0.5                            # the test has its two cases
@@ -492,13 +493,13 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
 def test_step_calibration_is_made_once_after_warm_up_and_kept_in_the_state():
     from adaptive_hmc.samplers.calibration import curvature_scale
     rs = _replicas(calibrate_after=1)
-    steps = [rs.run(Action(0.2, 10), 200).step]                  # recorded, as a run's sample store does
+    steps = [advance(rs, Action(0.2, 10), 200).step]                  # recorded, as a run's sample store does
     assert np.all(rs.step_calibration == 1.0)
     expected = [curvature_scale(r.model, c.position, c.hyper) for r, c in zip(rs.replicas, rs.chains)]
-    steps.append(rs.run(Action(0.2, 10), 200).step)
+    steps.append(advance(rs, Action(0.2, 10), 200).step)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12) and np.all(rs.step_calibration != 1.0)
     state = rs.checkpoint()
-    rs.run(Action(0.2, 10), 200)
+    advance(rs, Action(0.2, 10), 200)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12)       # frozen
     fresh = _replicas(calibrate_after=1)
     fresh.restore(state, steps)
@@ -513,7 +514,7 @@ def test_an_absolute_base_step_is_scaled_by_the_step_factor():
     runs bit for bit as base 0.003 at factor 1, and not as base 0.002 at factor 1."""
     def run(base, factor):
         rs = _replicas(settings=HMCSettings(step_size=np.array([base]), window=2))
-        return rs.run(Action(factor, 8), 96).record
+        return advance(rs, Action(factor, 8), 96).record
 
     a, b, c = run(0.002, 1.5), run(0.003, 1.0), run(0.002, 1.0)
     assert all(np.array_equal(x, y) for x, y in zip(a, b))
@@ -557,15 +558,15 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
                           model=model, thin=1, test_sets={"t": arm.rows(401, 420)}, threads=1)
 
     rs = make()
-    results = [rs.run(Action(1.0, 20), 120) for _ in range(2)]
+    results = [advance(rs, Action(1.0, 20), 120) for _ in range(2)]
     temps = [r.record.temperature.mean() for r in results]
     assert temps[0] > 5.0 > temps[1]                   # 6 hot iterations then cooling
     state, steps = rs.checkpoint(), [r.step for r in results]
     assert all(not np.isclose(c.kd[0], 0.5 * rs.dim) for c in rs.chains)
-    a = [rs.run(Action(1.0, 20), 120).record for _ in range(2)]
+    a = [advance(rs, Action(1.0, 20), 120).record for _ in range(2)]
     fresh = make()
     fresh.restore(state, steps)
-    b = [fresh.run(Action(1.0, 20), 120).record for _ in range(2)]
+    b = [advance(fresh, Action(1.0, 20), 120).record for _ in range(2)]
     for ra, rb in zip(a, b):
         assert np.array_equal(ra.energy, rb.energy) and np.array_equal(ra.temperature, rb.temperature)
     W, noise, chain = rs.samples()
@@ -588,7 +589,7 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
         assert r.model.n_cases == len(X) and r.held.YT.shape[1] == 0
     starts = np.array([c.position.copy() for c in rs.chains])
     assert np.all(np.abs(starts) > 0) and len({s.tobytes() for s in starts}) == 3      # N(0, 0.1^2), apart
-    rs.run(Action(0.3, 10), 200)
+    advance(rs, Action(0.3, 10), 200)
     ends = np.array([c.position for c in rs.chains])
     assert len({e.tobytes() for e in ends}) == 3
     with pytest.raises(ValueError, match="replicas"):
@@ -596,7 +597,7 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     one = ReplicaSet(spec, X, Y, layout=Layout.chains(1), seed=4, init_scale=0.0, thin=1)
     old = ReplicaSet(spec, X, Y, layout=Layout.cv(0), seed=4, thin=1)
     for s in (one, old):
-        s.run(Action(0.3, 10), 200)
+        advance(s, Action(0.3, 10), 200)
     assert np.array_equal(one.chains[0].position, old.chains[0].position)
     assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
     with pytest.raises(ValueError, match="full_data_chain=True \\(data='full'\\): is for cross-validation folds"):
@@ -612,17 +613,17 @@ def test_every_gradient_evaluation_is_counted():
     from adaptive_hmc.samplers.calibration import CURVATURE_EVALUATIONS
     from adaptive_hmc.samplers.chain import HYPER_MOVE_STEPS
     held = _replicas(settings=HMCSettings(initial_phase_steps=10 ** 6))
-    res = held.run(Action(0.3, 5), 100)
+    res = advance(held, Action(0.3, 5), 100)
     assert res.gradients == res.leapfrog_steps + held.n_replicas                 # one at each chain's start
     gibbs = _replicas(settings=HMCSettings(initial_phase_steps=0), calibrate_after=1,
                       priors=PriorSpec(hyper_moves="gibbs"))
-    res = gibbs.run(Action(0.3, 5), 100)
+    res = advance(gibbs, Action(0.3, 5), 100)
     # two for each Gibbs update of the Gaussian network: the noise's forward pass and the gradient
     assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * 2 * res.n_iter
-    res = gibbs.run(Action(0.3, 5), 100)
+    res = advance(gibbs, Action(0.3, 5), 100)
     assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (2 * res.n_iter + CURVATURE_EVALUATIONS)
     moves = _replicas(settings=HMCSettings(initial_phase_steps=0))               # with the interweaving moves,
-    res = moves.run(Action(0.3, HYPER_MOVE_STEPS), 3 * HYPER_MOVE_STEPS)                # their forward passes count too
+    res = advance(moves, Action(0.3, HYPER_MOVE_STEPS), 3 * HYPER_MOVE_STEPS)                # their forward passes count too
     n_dirs = len(moves.replicas[0].model.target.scale_dirs)
     assert res.gradients >= res.leapfrog_steps + moves.n_replicas * res.n_iter * (1 + 2 * n_dirs)
     assert res.record.gradients.sum() == res.gradients
@@ -639,8 +640,8 @@ def test_a_probe_leaves_the_state_as_it_was_and_is_seeded_by_its_place():
     and others for another k."""
     from adaptive_hmc.engine.super_transition import PROBE_TRAJECTORIES
     a, b = _replicas(full_data_chain=True), _replicas(full_data_chain=True)
-    a.run(Action(0.3, 10), 100)
-    b.run(Action(0.3, 10), 100)
+    advance(a, Action(0.3, 10), 100)
+    advance(b, Action(0.3, 10), 100)
     before = a.state
     p1, p2, p3 = a.probe(Action(0.5, 12), 100, 0), a.probe(Action(0.5, 12), 100, 0), a.probe(Action(0.5, 12), 100, 1)
     assert a.state is before
@@ -648,7 +649,7 @@ def test_a_probe_leaves_the_state_as_it_was_and_is_seeded_by_its_place():
     assert not np.array_equal(p1.record.accept_prob, p3.record.accept_prob)
     assert p1.n_iter == (3 if a.settings.jitter else PROBE_TRAJECTORIES)
     assert p1.gradients == int(p1.record.gradients.sum()) > 0
-    ra, rb = a.run(Action(0.3, 10), 100), b.run(Action(0.3, 10), 100)
+    ra, rb = advance(a, Action(0.3, 10), 100), advance(b, Action(0.3, 10), 100)
     for u, v in zip(ra.record, rb.record):
         assert np.array_equal(u, v)
     assert all(np.array_equal(u, v) for c, d in zip(a.state.chains, b.state.chains)
@@ -744,7 +745,7 @@ def test_the_checks_gather_only_the_draws_they_read_and_give_the_same_figures():
     from adaptive_hmc.rundir.metrics import kept_samples, replica_diagnostics
     rs = _replicas(full_data_chain=True, predict_steps=0, thin=1)
     for _ in range(6):
-        rs.run(Action(0.3, 5), 100)
+        advance(rs, Action(0.3, 5), 100)
     A, chain, st = rs.kept_rows()
     at = np.random.default_rng(3).choice(len(A), 40, replace=False)
     B, c, s = rs.kept_rows(at)

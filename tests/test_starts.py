@@ -82,11 +82,13 @@ def test_the_first_super_transition_counts_the_starts_gradients():
     X, Y = _regression()
     run = make_run(MLPSpec(2, (4,), 1), X, Y, tuner=FixedOptions(0.3, 10), run=RunOptions(2, 200, seed=1),
                    replicas=ReplicaOptions(layout=Layout.chains(2), start="optimized"))
-    first = run.replicas.run(_action(), 200)
-    second = run.replicas.run(_action(), 200)
-    started = run.replicas.start_info["gradients"]
+    results = []
+    log = drive(run, 2, callback=lambda entry, result: results.append(result)).log    # the loop makes the starts
+    started = run.chains.start_info["gradients"]
+    first, second = results
     assert first.setup_gradients == started > 0 and second.setup_gradients == 0
     assert first.gradients == int(first.record.gradients.sum()) + started
+    assert log[0]["gradients"] == first.gradients and log[1]["gradients"] == second.gradients
 
 
 def _action():
@@ -110,11 +112,11 @@ def test_chains_started_in_two_separated_modes_stay_apart():
     spec = MLPSpec(1, (1,), 1)
     run = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), run=RunOptions(4, 2000, seed=2),
                    replicas=ReplicaOptions(layout=Layout.chains(8), priors=priors, start="optimized", thin=1))
-    run.replicas.start_chains()
-    signs = np.sign([c.position[0] for c in run.replicas.state.chains])
+    run.chains.start_chains()
+    signs = np.sign([c.position[0] for c in run.chains.state.chains])
     assert set(signs) == {-1.0, 1.0}, signs
-    drive(run.plan(), run.run.super_transitions)
-    kept = run.replicas.kept
+    drive(run, 4)
+    kept = run.chains.kept
     n = min(len(k) for k in kept)
     w_in = np.stack([k[-n:, 0] for k in kept])[:, :, None]
     out = np.stack([BayesianMLP(spec, X, Y, priors).predict(k[-n:, :spec.n_params], np.array([[0.7]]))[:, 0, 0]

@@ -15,6 +15,7 @@ from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.models.priors import GammaPrior, PriorSpec, gibbs_hyper, slice_log_mu
 from adaptive_hmc.models.gaussian import GaussianTarget
 from adaptive_hmc.samplers import hmc_settings, init_state, make_hmc, make_metropolis, make_stochastic_dynamics
+from adaptive_hmc.engine.chain_set import advance
 
 Z = 4.0
 
@@ -183,7 +184,7 @@ def _posterior_chains(model, x_star, data, k, seed):
                     settings=HMCSettings(jitter=True), test_sets={"star": (x_star, np.zeros((len(x_star), 1)))},
                     burn_in_super_transitions=2)
     for _ in range(14):
-        rs.run(Action(0.4, 20), 10_000)
+        advance(rs, Action(0.4, 20), 10_000)
     A, chain, _ = rs.kept_rows()
     draws = np.stack([model.predict(A[chain == j, :rs.dim], x_star)[:, :, 0] for j in range(k)])  # (chains, draws, 3)
     st = chain_statistics(draws)

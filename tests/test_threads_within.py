@@ -13,6 +13,7 @@ from adaptive_hmc.models.base import energy_grad, gibbs_energy_grad
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec, block_cases, cases_per_block
 from adaptive_hmc.samplers.settings import Action, HMCSettings
+from adaptive_hmc.engine.chain_set import advance
 
 
 def _data(spec: MLPSpec, N: int, seed=0):
@@ -113,7 +114,7 @@ def test_one_chain_on_two_threads_draws_what_one_thread_draws(precision="float32
     def go(threads):
         rs = ReplicaSet(spec, X, Y, layout=Layout.chains(1), seed=7, thin=1, threads=threads, precision=precision, start="random",
                         settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
-        return rs, [rs.run(Action(eps, L), 90) for eps, L in ((0.3, 10), (0.5, 6))]
+        return rs, [advance(rs, Action(eps, L), 90) for eps, L in ((0.3, 10), (0.5, 6))]
     (a, ra), (b, rb) = go(1), go(2)
     assert a.threads_within == 1 and b.threads_within == 2
     assert b.replicas[0].model.target.threads is not None
@@ -133,7 +134,7 @@ def test_two_chains_sharing_their_blocks_at_once_draw_what_one_thread_draws():
     def go(threads):
         rs = ReplicaSet(spec, X, Y, layout=Layout.chains(2), seed=7, thin=1, threads=threads, precision="float32", start="random",
                         settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
-        return rs, rs.run(Action(0.3, 10), 90)
+        return rs, advance(rs, Action(0.3, 10), 90)
     (a, ra), (b, rb) = go(1), go(4)
     assert b.threads_within == threads_within(4, 2)
     for x, y in zip(a.chains, b.chains):

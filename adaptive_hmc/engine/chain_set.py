@@ -12,17 +12,16 @@ from .super_transition import SuperTransitionResult
 
 class ChainSetBase:
     """Defaults of :class:`ChainSet`'s optional members, so that a new chain set writes its ``state`` (with its
-    ``n_super``) and :meth:`step` alone (NumPyro's ``MCMCKernel`` shape: ``init`` and ``sample``): :meth:`run`
-    advances the state by one step; nothing to compile or start; no probes (every action the tuner asks is
-    run); no checkpoints."""
+    ``n_super``) and :meth:`step` alone (NumPyro's ``MCMCKernel`` shape: ``init`` and ``sample``; the driver
+    threads the state through :meth:`step`): nothing to compile or start, and so no start's cost in a first
+    super-transition; no probes (every action the tuner asks is run); no checkpoints."""
 
     @property
     def n_super(self) -> int:
         return self.state.n_super
 
-    def run(self, action: Action, budget: int) -> SuperTransitionResult:
-        self.state, result = self.step(self.state, action, budget)
-        return result
+    def started(self, state) -> dict | None:
+        return None
 
     def compile(self) -> float:
         return 0.0
@@ -41,3 +40,13 @@ class ChainSetBase:
 
     def restore(self, saved: dict, stored) -> None:
         raise NotImplementedError(f"{type(self).__name__}: a chain set without checkpoints")
+
+
+def advance(chains, action: Action, budget: int, rng=None) -> SuperTransitionResult:
+    """One super-transition of ``chains`` from their present ``state``, which they then hold: what the driver
+    does for each (:func:`~adaptive_hmc.engine.driver.drive`) without a tuner, a log, the starts' accounting or
+    a sink, for scripts and tests that drive a chain set by hand; its result."""
+    state, result = chains.step(chains.state, action, budget) if rng is None else \
+        chains.step(chains.state, action, budget, rng)
+    chains.state = state
+    return result

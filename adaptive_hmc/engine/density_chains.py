@@ -131,9 +131,10 @@ class DensityChains(ChainSetBase):
     :class:`~adaptive_hmc.engine.runner.ChainSet` (what
     :func:`~adaptive_hmc.engine.driver.drive` drives): the
     setup (the density, settings, threads) and :attr:`state`, a
-    :class:`DensityState` that :meth:`warm_up` and :meth:`run` (one
-    :func:`density_super_transition`) replace. ``draws`` collects every sample
-    (R lists of (n, D) arrays in q's units), as the run's store."""
+    :class:`DensityState` that :meth:`warm_up` replaces and :meth:`step` (one
+    :func:`density_super_transition`) advances for the driver, which threads it. The draws go to the run's
+    sink (:meth:`unit`: a run directory's store, or :func:`~adaptive_hmc.front.general.sample`'s collecting
+    sink), not to the chains."""
 
     def __init__(self, model: LogDensity, positions, seed, threads: int | None = None,
                  settings: HMCSettings = HMCSettings(jitter=True)):
@@ -148,8 +149,6 @@ class DensityChains(ChainSetBase):
         self._targets = (None, None)
         self.state = DensityState(tuple(new_chain(q.copy(), NoHyper.empty()) for q in positions), np.ones(model.dim),
                                   tuple(np.random.PCG64(s).state for s in as_seed_sequence(seed).spawn(self.R)), 0, 0)
-        self.draws = [[] for _ in range(self.R)]
-        self.stats: list = []          # each super-transition's per-draw statistics ({field: (R, n)})
 
     # -- the current state's parts, by name
     n_super = property(lambda self: self.state.n_super)
@@ -254,16 +253,6 @@ class DensityChains(ChainSetBase):
         pure function of them (:attr:`state` is not changed)."""
         return density_super_transition(self, state, action, budget)
 
-    def run(self, action: Action, budget: int) -> SuperTransitionResult:
-        """One :meth:`step` from :attr:`state`, which it replaces; its draws go to :attr:`draws`, its
-        per-draw statistics to :attr:`stats`."""
-        self.state, result = self.step(self.state, action, budget)
-        draws, stats = self.unit(result)
-        for j in range(self.R):
-            self.draws[j].append(draws[j])
-        self.stats.append(stats)
-        return result
-
     @staticmethod
     def unit(result: SuperTransitionResult) -> tuple:
         """What a super-transition adds to the run (the sample store's unit): its draws (R, n, D) and per-draw
@@ -281,8 +270,8 @@ class DensityChains(ChainSetBase):
                     warmup_gradients=st.warmup_gradients, reference_step=st.reference_step)
 
     def restore(self, saved: dict, units: list) -> None:
-        """The state of :meth:`checkpoint` ``saved`` and the units (:meth:`unit`) of its super-transitions
-        put back."""
+        """The state of :meth:`checkpoint` ``saved`` put back (its super-transitions' ``units``, :meth:`unit`, stay
+        in the run's store, which alone holds the draws)."""
         chains = [copy_chain(c) for c in self.state.chains]
         for c, arrays in zip(chains, saved["chains"], strict=True):
             for f, a in zip(CHAIN_ARRAYS, arrays, strict=True):
@@ -292,8 +281,6 @@ class DensityChains(ChainSetBase):
         self.state = DensityState(tuple(chains), np.asarray(saved["scale"], dtype=np.float64),
                                   tuple(saved["streams"]), int(saved["n_super"]), int(saved["warmup_gradients"]),
                                   float(saved["reference_step"]))
-        self.draws = [[u[0][j] for u in units] for j in range(self.R)]
-        self.stats = [u[1] for u in units]
 
     def log_densities(self, chains=None) -> np.ndarray:
         """Each chain's log density after its last iteration (up to a constant shared by the chains)."""

@@ -126,45 +126,53 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
     many super-transitions (as an interruption would); ``callback(entry,
     result)`` after each ends the run when it returns True. A run whose ``until``
     stopped it before a resume (``until.stopped`` set, ``first`` reached) runs
-    nothing more."""
+    nothing more. The loop owns the chains' state: it makes the starts
+    (``chains.start_chains()``, a network's optimized starts, when not yet made),
+    threads the state through each super-transition (``state, result =
+    chains.step(state, action, budget)``, :func:`~adaptive_hmc.engine.runner.step`)
+    and publishes it as ``chains.state`` before the sink, the checks and the next
+    probes read it."""
     log = [] if log is None else log
     chains = plan.chains
     if until is not None and until.stopped is not None and chains.n_super >= first:
         return Driven(log, wall, True)
     progress = Progress(None if until else first, len(log), quiet, until.max_seconds if until else None, first)
-    state = dict(wall=wall, done=0, stuck=False, last=time.perf_counter())
+    tally = dict(wall=wall, done=0, stuck=False, last=time.perf_counter())
+    chains.start_chains()
+    chain_state = chains.state
 
     def after(entry, result) -> bool:
         now = time.perf_counter()       # since the last super-transition ended: it, and the last one's writes and checks
-        state["wall"], state["last"] = state["wall"] + now - state["last"], now
+        tally["wall"], tally["last"] = tally["wall"] + now - tally["last"], now
         sink.append(entry, result)
         progress.update(entry)
-        if entry["stuck_chains"] and not state["stuck"] and say is not None:
-            state["stuck"] = True
+        if entry["stuck_chains"] and not tally["stuck"] and say is not None:
+            tally["stuck"] = True
             say(f"warning: in super-transition {entry['i']} (step factor {entry['step_factor']:.3g}, L "
                 f"{entry['num_steps']}) chains {entry['stuck_chains']} accepted no trajectory; the run goes on (the "
                 f"log's stuck_chains lists every such one)")
-        state["done"] += 1
+        tally["done"] += 1
         n = chains.n_super
-        end = until.done(n, state["wall"]) if until else n >= first
-        sink.checkpoint(n, end, state["wall"])
+        end = until.done(n, tally["wall"]) if until else n >= first
+        sink.checkpoint(n, end, tally["wall"])
         save_compiled(wait=False)                    # the compile cache's entries whose code is made meanwhile
         asked = callback is not None and bool(callback(entry, result))
-        return end or asked or (stop_after is not None and state["done"] >= stop_after)
+        return end or asked or (stop_after is not None and tally["done"] >= stop_after)
 
     try:
         last = MAX_SUPER_TRANSITIONS if until else first
-        while chains.n_super < last:
+        while chain_state.n_super < last:
             told = [e["told"] for e in log if e["told"] is not None]
-            entry, result = step(chains, plan.tuner, plan.budget, plan.reward, plan.cv_metric,
-                                 tell=chains.n_super >= plan.warmup, told=told)
+            entry, result, chain_state = step(chains, chain_state, plan.tuner, plan.budget, plan.reward,
+                                              plan.cv_metric, tell=chain_state.n_super >= plan.warmup, told=told)
+            chains.state = chain_state
             log.append(entry)
             if after(entry, result):
                 break
     finally:
         progress.close()
         save_compiled()
-    return Driven(log, state["wall"], bool(until.stopped) if until else chains.n_super >= first)
+    return Driven(log, tally["wall"], bool(until.stopped) if until else chains.n_super >= first)
 
 
 def run_super_transitions(replicas, tuner, super_transitions: int, budget: int, reward=esjd_reward,

@@ -160,7 +160,7 @@ class ReplicaSet(ChainSetBase):
         moments = np.zeros((R, 4, self.dim if o.metric != "heuristic" else 0))
         self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, (), np.empty(0), moments, 0,
                                     np.zeros((R, 0, 2, self.dim)), np.zeros((R, 0, self.dim + 1)))
-        #: The current state, advanced by :meth:`run`.
+        #: The current state, which the driver threads through :meth:`step` and publishes here.
         self.state = self.initial
         #: What the optimized starts did (:meth:`start_chains`), None until they are made.
         self.start_info: dict | None = None
@@ -221,16 +221,10 @@ class ReplicaSet(ChainSetBase):
         function of them (:attr:`state` is not changed)."""
         return super_transition(self, state, action, budget, rng)
 
-    def run(self, action: Action, budget: int, rng=None) -> "SuperTransitionResult":
-        """Advance :attr:`state` by one :meth:`step` at ``action``; its result
-        (the first one's gradients and seconds include the optimized starts', :meth:`start_chains`)."""
-        self.start_chains()
-        started = self.start_info if self.state is self.initial else None      # the first super-transition
-        self.state, result = self.step(self.state, action, budget, rng)
-        if started:
-            result = result._replace(setup_gradients=result.setup_gradients + started["gradients"],
-                                     seconds=result.seconds + started["seconds"])
-        return result
+    def started(self, state) -> dict | None:
+        """What the optimized starts did (:meth:`start_chains`) when ``state`` is the set's start, whose first
+        super-transition counts their gradients and seconds (the driver adds them to its result); else None."""
+        return self.start_info if state is self.initial else None
 
     def probe(self, action: Action, budget: int, k: int = 0) -> "SuperTransitionResult":
         """A trial of ``action`` that leaves :attr:`state` as it was: a

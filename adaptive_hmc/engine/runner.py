@@ -11,7 +11,7 @@ import json
 import math
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, NamedTuple, Protocol, TypedDict
+from typing import Callable, Protocol, TypedDict
 
 import numpy as np
 
@@ -30,8 +30,10 @@ class ChainSet(Protocol):
     ``step(state, action, budget) -> (state, result)`` is one super-transition from a state (the set's
     ``state`` value: a network's :class:`~adaptive_hmc.engine.replica_state.ReplicaState`, a density's
     :class:`~adaptive_hmc.engine.density_chains.DensityState`) at an :class:`~adaptive_hmc.samplers.settings.Action`
-    (step factor, L) of ``budget`` leapfrog steps a chain, a pure function of them; ``run`` is one
-    from the set's present state, which it replaces (what the loop calls); ``compile`` loads or compiles the chain loop (its seconds),
+    (step factor, L) of ``budget`` leapfrog steps a chain, a pure function of them, which the loop
+    (:func:`~adaptive_hmc.engine.driver.drive`) threads, publishing each new state as ``state`` for the
+    sink, the checks and the probes; ``started(state)`` is what the starts cost (gradients, seconds) when
+    ``state`` is the set's start, which its first super-transition counts; ``compile`` loads or compiles the chain loop (its seconds),
     ``kernels_ready`` says whether that costs a compile; ``start_chains`` makes the chains' starts when they
     need more than their first super-transition does (a network's optimized starts; what it did, or None),
     before the loop so that it can be said; ``checkpoint`` is what
@@ -45,7 +47,7 @@ class ChainSet(Protocol):
 
     def step(self, state, action: Action, budget: int) -> tuple: ...
 
-    def run(self, action: Action, budget: int) -> SuperTransitionResult: ...
+    def started(self, state) -> dict | None: ...
 
     def compile(self) -> float: ...
 
@@ -246,15 +248,20 @@ def probed_action(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_rew
     return action, probes, gradients
 
 
-def step(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
+def step(replicas: ChainSet, state, tuner: Tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
          tell: bool = True, told: list = ()) -> tuple:
-    """One iteration of the loop; returns (LogEntry, SuperTransitionResult).
+    """One iteration of the loop from the chains' ``state``; returns (LogEntry, SuperTransitionResult, the new
+    state); the first super-transition from the set's start counts the starts' cost (``replicas.started``).
     With ``tell`` false (warm-up) the reward is logged but not told to the
     tuner; ``told`` are the rewards told before (for :func:`fallback_reward`).
     Told actions that raise the step factor are probed first (:func:`probed_action`)."""
     action, probes, probe_gradients = probed_action(replicas, tuner, budget, reward, told) if tell \
         else (tuner.ask(), [], 0)
-    result = replicas.run(Action.of(action), budget)
+    started = replicas.started(state)
+    state, result = replicas.step(state, Action.of(action), budget)
+    if started:
+        result = result._replace(setup_gradients=result.setup_gradients + started["gradients"],
+                                 seconds=result.seconds + started["seconds"])
     raw = float(reward(result))
     rec = result.record
     value, info = None, None
@@ -275,7 +282,7 @@ def step(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_reward, cv_m
                      chain_divergences=[int(v) for v in rec.divergent.sum(axis=1)],
                      chain_energy=[float(v) for v in rec.energy.mean(axis=1)], probes=probes,
                      seconds=round(result.seconds, 4))
-    return entry, result
+    return entry, result, state
 
 
 @dataclass(frozen=True)
@@ -339,24 +346,10 @@ def affordable(spec, n_cases: int, n_chains: int, budget: int, max_seconds: floa
     return max(1, int(max_seconds / seconds))
 
 
-class RunSetup(NamedTuple):
-    """The parts of a run: replicas, tuner, reward function, the CV metric it logs and the run's options."""
-
-    replicas: ReplicaSet
-    tuner: object
-    reward: Callable
-    cv_metric: str | None
-    run: RunOptions
-
-    def plan(self) -> Plan:
-        """These parts as the driver takes them (:func:`~adaptive_hmc.engine.driver.drive`)."""
-        r = self.run
-        return Plan(self.replicas, self.tuner, r.budget, self.reward, self.cv_metric, r.warmup)
-
-
 def make_run(spec, X, Y, *, tuner, run: RunOptions,
-             replicas: ReplicaOptions = ReplicaOptions(), test_sets: dict | None = None) -> RunSetup:
-    """Build a run from one seed (``run.seed``): the replicas on the training
+             replicas: ReplicaOptions = ReplicaOptions(), test_sets: dict | None = None) -> Plan:
+    """Build a run from one seed (``run.seed``), as the :class:`Plan` that
+    :func:`~adaptive_hmc.engine.driver.drive` takes: the replicas on the training
     data (X, Y) and ``test_sets``, and the tuner, each with its own child of
     the seed's ``SeedSequence``. ``tuner`` is a
     :class:`~adaptive_hmc.tuners.options.BanditOptions` (the package's
@@ -384,4 +377,4 @@ def make_run(spec, X, Y, *, tuner, run: RunOptions,
         fn = esjd_reward if run.reward == "esjd" else slowest_movement
     else:
         fn = partial(cv_reward, metric=run.cv_metric) if rs.n_cv else (lambda result: math.nan)
-    return RunSetup(rs, t, fn, run.cv_metric, run)
+    return Plan(rs, t, run.budget, fn, run.cv_metric, run.warmup)

@@ -137,7 +137,7 @@ def density_estimate(model, starts, warmup: int, super_transitions: int, budget:
     steps = 2 * L
     while True:
         probe = DensityChains(model, starts, np.random.SeedSequence(0), threads)
-        result = probe.run(Action(PROBE_STEP_FACTOR, L), steps)
+        _, result = probe.step(probe.state, Action(PROBE_STEP_FACTOR, L), steps)
         if result.seconds >= PROBE_SECONDS or steps >= budget:
             break
         steps = min(budget, 2 * steps)

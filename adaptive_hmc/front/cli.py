@@ -49,7 +49,7 @@ def _validate(args) -> int:
         if not getattr(args, "no_estimate", False):
             _density_estimate(cfg, args.config, fn, starts)
         return 0
-    replicas = build(cfg, args.config)[0].replicas
+    replicas = build(cfg, args.config)[0].chains
     tests = ", ".join(f"{n} ({s.stop - s.start} cases)" for n, s in replicas.test_slices.items()) or "none"
     spec = replicas.spec
     n_train = replicas.replicas[-1].model.n_cases if replicas.n_cv == 0 else sum(len(f) for f in replicas.folds)

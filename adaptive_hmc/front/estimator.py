@@ -192,7 +192,7 @@ class _BNN(BaseEstimator):
         # Every sample is kept (the burn-in is left out at the end), so that a warm start continues the very
         # run a longer fit would have made.
         self._setup, self._fitted_with = setup, (self._data_fingerprint(X, Y), self._fixed_params())
-        self.replicas_, self.tuner_ = setup.replicas, setup.tuner
+        self.replicas_, self.tuner_ = setup.chains, setup.tuner
         self.spec_ = spec
         rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
         compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
@@ -202,7 +202,7 @@ class _BNN(BaseEstimator):
         rule = Until(self.super_transitions, self.max_seconds, lambda n, seconds: convergence(
             self._diagnostics(check, rows, n, log), self.target_ess), "max_seconds",
             (lambda line: print(line, flush=True)) if self.verbose else None) if until else None
-        self.log_ = drive(setup.plan(), self.super_transitions, until=rule, log=log, quiet=not self.verbose).log
+        self.log_ = drive(setup, self.super_transitions, until=rule, log=log, quiet=not self.verbose).log
         self.convergence_ = rule.last if until else None
         n_done = self.n_iter_ = self.replicas_.n_super
         n_burn = self._keep(rows, n_done)

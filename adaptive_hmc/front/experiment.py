@@ -11,6 +11,7 @@ import os
 import sys
 import textwrap
 import time
+from dataclasses import replace
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from .user_files import callable_in, import_file
 
 def build(cfg: Config, source: str = "<config>") -> tuple:
     """(the run's parts, :func:`~adaptive_hmc.engine.runner.make_run`'s
-    :class:`~adaptive_hmc.engine.runner.RunSetup`; the input transform, a
+    :class:`~adaptive_hmc.engine.runner.Plan`; the input transform, a
     :class:`~adaptive_hmc.data.Standardizer`) for ``cfg``; raises ConfigError."""
     split = cfg.data.cases(cfg.model.likelihood, source)
     for note in split.notes:
@@ -218,7 +219,7 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
 
 
 def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale, warn=True) -> dict:
-    replicas = setup.replicas
+    replicas = setup.chains
     tuner, log, wall, meta = _begin(rd, cfg, source, resuming, quiet, replicas, setup.tuner)
     if cfg.tuner.kind not in ("bandit", "fixed"):          # a tuner of one's own: every call checked
         tuner = CheckedTuner(tuner, cfg.run.budget)
@@ -230,7 +231,7 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale, wa
         replica_diagnostics(replicas, log, seconds, cfg.layout.predict_from), until.target_ess),
         "run.until.max_seconds", None if quiet else say) if until else None
     try:
-        done = drive(setup._replace(tuner=tuner).plan(), first, until=rule, log=log, wall=wall,
+        done = drive(replace(setup, tuner=tuner), first, until=rule, log=log, wall=wall,
                      sink=RunDirSink(rd, replicas, tuner, log, cfg.run.checkpoint_every,
                                      seconds=cfg.run.checkpoint_seconds), quiet=quiet,
                      stop_after=stop_after, say=say)

@@ -80,21 +80,21 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
                   tuner=None if tuner is None else repr(tuner))
     rd = None if checkpoint is None else RunDir(checkpoint)
     if rd is not None and rd.has_checkpoint:
-        run, bandit, log = _resumed(rd, key, chains, super_transitions)
+        run, bandit, log, units = _resumed(rd, key, chains, super_transitions)
     else:
         run, bandit = _warmed_up(chains, warmup, target_accept, budget, (flo, fhi), (tlo, thi), tuner,
                                  seed_tuner, verbose)
-        log = _started(rd, chains, bandit, key, run)
+        log, units = _started(rd, chains, bandit, key, run), []
     if callback is not None:
         callback(log)
-    rule = _until_rule(chains, super_transitions, limit, run, verbose)
+    rule = _until_rule(chains, units, super_transitions, limit, run, verbose)
     done = drive(Plan(chains, bandit, run["budget"]), super_transitions, until=rule, log=log,
                  wall=run["warmup_seconds"] + sum(e["seconds"] for e in log), quiet=not verbose, stop_after=stop_after,
                  sink=_Sink(rd and RunDirSink(rd, chains, bandit, log, 1, chains.unit, DRAWS,
-                                              lambda: {"key": key, "run": run}), run, rule, callback, log))
+                                              lambda: {"key": key, "run": run}), run, rule, callback, log, units))
     if not done.finished:
         return None
-    return _inference_data(chains, model, constrain, run, log, compile_s, limit, rule, verbose)
+    return _inference_data(chains, units, model, constrain, run, log, compile_s, limit, rule, verbose)
 
 
 def _started(rd: RunDir | None, chains: DensityChains, bandit, key: dict, run: dict) -> list:
@@ -108,13 +108,20 @@ def _started(rd: RunDir | None, chains: DensityChains, bandit, key: dict, run: d
     return []
 
 
-def _until_rule(chains: DensityChains, super_transitions: int, limit, run: dict, verbose: bool) -> Until | None:
+def _draws(units: list) -> np.ndarray:
+    """The draws (R, n, D) of a run's units (:meth:`~adaptive_hmc.engine.density_chains.DensityChains.unit`)."""
+    return np.concatenate([u[0] for u in units], axis=1)
+
+
+def _until_rule(chains: DensityChains, units: list, super_transitions: int, limit, run: dict,
+                verbose: bool) -> Until | None:
     """:func:`sample`'s ``until`` as the driver's rule (None without one): the chains met when R-hat and ESS
-    of every coordinate say so; a resumed run that it stopped stays stopped."""
+    of every coordinate of the draws so far (``units``, the collecting sink's) say so; a resumed run that it
+    stopped stays stopped."""
     if not limit:
         return None
     return Until(super_transitions, limit[0], lambda n, seconds: draws_convergence(
-        chain_statistics(np.stack([np.concatenate(d) for d in chains.draws])), limit[1]), "until max_seconds",
+        chain_statistics(_draws(units)), limit[1]), "until max_seconds",
         (lambda line: print(line, flush=True)) if verbose else None,
         stopped=run.get("stopped") if chains.n_super >= super_transitions else None)
 
@@ -122,12 +129,16 @@ def _until_rule(chains: DensityChains, super_transitions: int, limit, run: dict,
 class _Sink:
     """:func:`sample`'s sink (:class:`~adaptive_hmc.engine.driver.Sink`): the run directory's
     (:class:`~adaptive_hmc.rundir.results.RunDirSink`, when there is one: ``inner``), with the rule's stop kept
-    in the run's state at the end, then the user's ``callback`` given the log."""
+    in the run's state at the end, then the user's ``callback`` given the log; it collects the units
+    (:meth:`~adaptive_hmc.engine.density_chains.DensityChains.unit`: draws and their statistics) in ``units``,
+    which then hold the run's draws (those of a resumed run's store first)."""
 
-    def __init__(self, inner, run, rule, callback, log):
+    def __init__(self, inner, run, rule, callback, log, units: list):
         self.inner, self.run, self.rule, self.callback, self.log = inner, run, rule, callback, log
+        self.units = units
 
     def append(self, entry, result):
+        self.units.append(DensityChains.unit(result))
         if self.inner is not None:
             self.inner.append(entry, result)
 
@@ -175,8 +186,9 @@ def _checked(warmup, super_transitions, budget, threads, until, initial_position
 
 
 def _resumed(rd: RunDir, key: dict, chains: DensityChains, super_transitions: int) -> tuple:
-    """(run, tuner, log) of the run checkpointed in ``rd``, its state and draws restored into ``chains``
-    (the log file cut back to the checkpoint's entries); CheckpointError when it cannot go on as this run."""
+    """(run, tuner, log, its units) of the run checkpointed in ``rd``, its state restored into ``chains`` and its
+    units (draws and statistics) read from its store (the log file cut back to the checkpoint's entries);
+    CheckpointError when it cannot go on as this run."""
     def check(state):
         problem = key_problem(state["key"], key)
         return problem and f"{problem}; resume with the same arguments, or give another checkpoint path (a run's --out)"
@@ -191,7 +203,7 @@ def _resumed(rd: RunDir, key: dict, chains: DensityChains, super_transitions: in
         raise CheckpointError(f"checkpoint {rd.path}: holds {chains.n_super} super-transitions, more than the "
                               f"super_transitions={super_transitions} asked for; ask for at least "
                               f"{chains.n_super} (more extend the run), or give another checkpoint path")
-    return state["run"], bandit, log
+    return state["run"], bandit, log, rd.sample_store(DRAWS).read(chains.n_super)
 
 
 def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget, step_factor_bounds,
@@ -215,15 +227,15 @@ def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget,
     return run, bandit
 
 
-def _inference_data(chains: DensityChains, model: LogDensity, constrain, run: dict, log: list, compile_s: float,
-                    limit, rule, verbose: bool):
+def _inference_data(chains: DensityChains, units: list, model: LogDensity, constrain, run: dict, log: list,
+                    compile_s: float, limit, rule, verbose: bool):
     """The InferenceData :func:`sample` returns, from the finished run (saying what it must)."""
     import arviz as az
-    Q = np.stack([np.concatenate(d) for d in chains.draws])                     # (R, n, dim)
+    Q, stored = _draws(units), [u[1] for u in units]                              # (R, n, dim)
     step_size = np.concatenate([np.full(st["num_steps"].shape, e["step_factor"] * run["step"])
-                                for st, e in zip(chains.stats, log)],
+                                for st, e in zip(stored, log)],
                                axis=1)                       # each draw's super-transition's step (posterior sds)
-    stats = {name: np.concatenate([st[field] for st in chains.stats], axis=1) for name, field in STATS}
+    stats = {name: np.concatenate([st[field] for st in stored], axis=1) for name, field in STATS}
     stats["step_size"] = step_size
     R, n, D = Q.shape
     stats["energy"] = stats["lp"] + 0.5 * D * stats["energy"]     # the Hamiltonian: U + K (K = D T / 2)
