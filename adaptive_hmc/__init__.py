@@ -1,7 +1,7 @@
 """adaptive_hmc: Bayesian neural networks sampled by Hybrid Monte Carlo, tuned by GP bandits.
 
 Everything needed to build and run a model without deep imports: the network
-and its priors, the transitions and their settings, the replicas, the tuners,
+and its priors, the transitions and their settings, the chain sets, the tuners,
 the rewards, the outer loop, finished runs, and the scikit-learn style
 estimators. Names are imported on first use (PEP 562), so that the command
 line starts at once.
@@ -12,7 +12,7 @@ _WHERE = {
     "BNNClassifier": "front.estimator", "BNNRegressor": "front.estimator",
     "BayesianMLP": "models.bnn", "GaussianTarget": "models.gaussian", "MLPSpec": "models.mlp",
     "GammaPrior": "models.priors", "PriorSpec": "models.priors",
-    "ReplicaOptions": "engine.replicas", "ReplicaSet": "engine.replicas", "super_transition": "engine.replicas",
+    "NetworkOptions": "engine.network_chains", "NetworkChains": "engine.network_chains", "super_transition": "engine.network_chains",
     "read_run": "rundir.finished_run",
     "cv_reward": "engine.rewards", "esjd_reward": "engine.rewards", "esjd": "engine.rewards", "sample": "front.general",
     "RunOptions": "engine.runner", "make_run": "engine.runner", "run_super_transitions": "engine.driver",

@@ -1,6 +1,6 @@
 """Numba settings for every compiled kernel (one place), and a vectorisable tanh.
 
-Flow position: used by every layer that runs compiled code (model, samplers, replicas).
+Flow position: used by every layer that runs compiled code (model, samplers, engine).
 """
 import math
 
@@ -41,7 +41,7 @@ def _wide_vectors():
 _wide_vectors()
 
 #: ``error_model="numpy"``: no zero-division checks, which would block vectorisation.
-#: ``nogil``: replicas run kernels concurrently from Python threads.
+#: ``nogil``: chains run kernels concurrently from Python threads.
 #: ``no_cfunc_wrapper``: no C entry point (numba makes one for every kernel, for its use as a first-class
 #: function value, which no kernel of the package is): compile time saved.
 JIT_OPTIONS = dict(cache=True, nogil=True, error_model="numpy", fastmath=FASTMATH, no_cfunc_wrapper=True)

@@ -16,7 +16,7 @@ from adaptive_hmc.models.base import energy_grad
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
 from adaptive_hmc.models.predictive import new_accumulator
-from adaptive_hmc.engine.replica_options import DEFAULT_PREDICT_STEPS
+from adaptive_hmc.engine.network_options import DEFAULT_PREDICT_STEPS
 from adaptive_hmc.engine.super_transition import predict_every
 from adaptive_hmc.samplers import hmc_settings, init_state
 from adaptive_hmc.samplers.chain import Observers, Record, new_chain, new_record, run_chain

@@ -13,7 +13,7 @@ likelihood not counted).
 The machine's own limit is measured in the same process too: square 2048 x 2048
 GEMMs (one thread, best of five) in float64 and float32, the core's peak
 (``peak_gflops``); each size reports the kernel against the float64 one
-(``peak_fraction``), and the float32 kernel (``precision="float32"``) beside it:
+(``peak_fraction``), and the float32 kernel (``arithmetic="float32"``) beside it:
 its rate (``kernel_gflops_float32``), its share of the float32 peak
 (``peak_fraction_float32``) and its gradients a second over the float64
 kernel's (``float32_speedup``).
@@ -62,7 +62,7 @@ def measure(N: int, H: int, seconds: float = 0.2, repeats: int = 5) -> dict:
     X = rng.normal(size=(N, N_IN))
     Y = np.sin(X[:, :1]) + 0.1 * rng.normal(size=(N, 1))
     model = BayesianMLP(MLPSpec(N_IN, (H,), N_OUT), X, Y)
-    model32 = BayesianMLP(MLPSpec(N_IN, (H,), N_OUT), X, Y, precision="float32")
+    model32 = BayesianMLP(MLPSpec(N_IN, (H,), N_OUT), X, Y, arithmetic="float32")
     hyper = model.initial_hyper()
     q = 0.1 * rng.normal(size=model.dim)
     g = np.empty_like(q)

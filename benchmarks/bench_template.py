@@ -5,7 +5,7 @@ a synthetic table of 9 inputs (one target, sin and linear terms plus noise),
 down), random starts (`sampler.start: random`, so that the optimiser's cost
 is left out) and the template's precision or the one given; seconds a
 super-transition from summary.json's wall_s (sampling alone, compiling
-apart). A template without the keys ``sampler.start`` or ``sampler.precision``
+apart). A template without the keys ``sampler.start`` or ``sampler.arithmetic``
 (an older version's) runs as it is: random starts, float64. ``--tree DIR`` runs another checkout of the package instead of this
 one (its own `init` template), so that two versions compare on the same
 table, alternating (`--repeats`, the best of each). ``--threads 1 2``
@@ -50,7 +50,7 @@ def cli(tree: Path, *args, cwd: Path) -> None:
         raise SystemExit(f"{tree}: adaptive-hmc {' '.join(args)} failed:\n{proc.stderr[-2000:]}")
 
 
-def seconds_per_super(tree: Path, csv: Path, work: Path, n: int, precision: str | None, chains: int | None = None,
+def seconds_per_super(tree: Path, csv: Path, work: Path, n: int, arithmetic: str | None, chains: int | None = None,
                       threads: int | None = None) -> tuple:
     """One run of ``tree``'s template on ``csv`` (with ``chains`` and ``run.threads`` when given): (seconds of
     sampling a super-transition, the SHA-256 of its kept samples)."""
@@ -61,8 +61,8 @@ def seconds_per_super(tree: Path, csv: Path, work: Path, n: int, precision: str 
     raw["tuner"]["warmup_super_transitions"] = 1
     if "start" in raw["sampler"]:                 # an older template (random starts only) has no such key
         raw["sampler"]["start"] = "random"
-    if precision and "precision" in raw["sampler"]:   # nor a precision (float64 only)
-        raw["sampler"]["precision"] = precision
+    if arithmetic and "arithmetic" in raw["sampler"]:   # nor an arithmetic (float64 only)
+        raw["sampler"]["arithmetic"] = arithmetic
     if chains:
         raw["chains"] = chains
     if threads:
@@ -98,7 +98,7 @@ def main(argv=None):
             csv = table(work / f"t{rows}.csv", rows)
             for _ in range(args.repeats):
                 for tree, threads in variants:
-                    s, digest = seconds_per_super(tree, csv, work, args.super_transitions, args.precision,
+                    s, digest = seconds_per_super(tree, csv, work, args.super_transitions, args.arithmetic,
                                                   args.chains, threads)
                     key = f"{rows} {tree}" if threads is None else f"{rows} threads {threads}"
                     best[key] = min(best.get(key, np.inf), s)

@@ -1,4 +1,4 @@
-"""float32 against float64 (``sampler.precision``): the same runs in both
+"""float32 against float64 (``sampler.arithmetic``): the same runs in both
 precisions, whether their answers agree within Monte Carlo error, and what
 float32 buys in gradients a second.
 
@@ -50,17 +50,17 @@ import yaml
 from scipy import stats
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The runs: (name, precision, seed); float64-control is the same target as float64 from another seed.
+#: The runs: (name, arithmetic, seed); float64-control is the same target as float64 from another seed.
 RUNS = (("float64", "float64", 1), ("float32", "float32", 2), ("float64-control", "float64", 3))
 
 
-def robot_arm(name: str, precision: str, seed: int, super_transitions: int, runs: Path, quick: bool) -> tuple:
+def robot_arm(name: str, arithmetic: str, seed: int, super_transitions: int, runs: Path, quick: bool) -> tuple:
     """(means, standard errors, gradients, sampling seconds) of the robot arm's test predictions."""
     import arviz as az
     raw = yaml.safe_load((ROOT / "configs" / "robot_arm_fixed_hyper_bandit.yaml").read_text())
     raw["name"] = f"precision_robot_arm_{name}"
     raw["data"]["dataset"] = "robot_arm"
-    raw["sampler"]["precision"] = precision
+    raw["sampler"]["arithmetic"] = arithmetic
     raw["run"].update(seed=seed, super_transitions=super_transitions, burn_in={"super_transitions": super_transitions // 4},
                       thin=2, checkpoint_every=10)
     if quick:
@@ -98,13 +98,13 @@ def load(data: str) -> tuple:
 def estimator_target(data: str):
     """The run of an estimator target: (means, standard errors, gradients, sampling seconds) of its
     training cases' log likelihoods, the estimator's defaults for exactly ``super_transitions``."""
-    def run(name: str, precision: str, seed: int, super_transitions: int, runs: Path, quick: bool) -> tuple:
+    def run(name: str, arithmetic: str, seed: int, super_transitions: int, runs: Path, quick: bool) -> tuple:
         import arviz as az
         from sklearn.model_selection import train_test_split
         X, y, cls = load(data)
         X_train, _, y_train, _ = train_test_split(X, y, test_size=0.25, random_state=0)
         options = dict(hidden=4, budget=200, num_steps_bounds=(5, 40), initial_phase_steps=100) if quick else {}
-        model = cls(precision=precision, max_seconds=None, super_transitions=super_transitions, seed=seed,
+        model = cls(arithmetic=arithmetic, max_seconds=None, super_transitions=super_transitions, seed=seed,
                     **options)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

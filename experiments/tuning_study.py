@@ -43,7 +43,7 @@ import numpy as np
 from adaptive_hmc.config import read_config
 from adaptive_hmc.front.experiment import run_experiment
 from adaptive_hmc.models.gaussian import GaussianTarget
-from adaptive_hmc.engine.replica_options import DEFAULT_WEIGHT_BY
+from adaptive_hmc.engine.network_options import DEFAULT_WEIGHT_BY
 from adaptive_hmc.engine.super_transition import iterations
 from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.engine.chain_set import ChainSetBase
@@ -212,7 +212,7 @@ class GaussianDraws:
         rec, n = result.record, result.n_iter
         accepted = float(rec.accepted.sum())
         if result.index >= self.size["burn_in"] and n:
-            self.draws.extend(result.step)
+            self.draws.extend(result.unit)
             # each draw weighs its super-transition's mean steps, as a run's samples (or 1: "iterations")
             self.weights.extend([1] * n if self.weight_by == "iterations" else [int(rec.num_steps.sum()) / n] * n)
         if result.index >= self.size["warmup"]:

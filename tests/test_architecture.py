@@ -21,11 +21,11 @@ LAYERS = [
     ("models",),
     ("samplers",),
     ("tuners",),
-    ("engine.replica_options",),
-    ("engine.replica_state",),
+    ("engine.network_options",),
+    ("engine.network_state",),
     ("engine.super_transition",),
     ("engine.chain_set",),
-    ("engine.replicas",),
+    ("engine.network_chains",),
     ("engine.rewards",),
     ("engine.runner",),
     ("engine.progress",),
@@ -116,14 +116,14 @@ def test_the_check_finds_an_upward_import(tmp_path, monkeypatch):
     """The checker has power: a models module importing the replicas, and the
     engine's replicas importing its runner, are caught."""
     fake = PACKAGE / "models" / "mlp.py"
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from ..engine.replicas import ReplicaSet\n")
-    assert "engine.replicas" in _imported_groups(fake)
-    assert RANK["engine.replicas"] > RANK["models"]
-    fake = PACKAGE / "engine" / "replicas.py"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from ..engine.network_chains import NetworkChains\n")
+    assert "engine.network_chains" in _imported_groups(fake)
+    assert RANK["engine.network_chains"] > RANK["models"]
+    fake = PACKAGE / "engine" / "network_chains.py"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from .runner import make_run\n"
                                                                  "from . import timing\n")
     assert {"engine.runner", "engine.timing"} <= _imported_groups(fake)
-    assert RANK["engine.runner"] > RANK["engine.replicas"]
+    assert RANK["engine.runner"] > RANK["engine.network_chains"]
 
 
 def test_every_public_name_resolves():
@@ -225,8 +225,8 @@ def test_the_loop_owns_the_state_no_chain_set_runs_itself():
     from adaptive_hmc.engine import runner
     from adaptive_hmc.engine.chain_set import ChainSetBase
     from adaptive_hmc.engine.density_chains import DensityChains
-    from adaptive_hmc.engine.replicas import ReplicaSet
-    for cls in (ChainSetBase, ReplicaSet, DensityChains, runner.ChainSet):
+    from adaptive_hmc.engine.network_chains import NetworkChains
+    for cls in (ChainSetBase, NetworkChains, DensityChains, runner.ChainSet):
         assert not hasattr(cls, "run") and callable(getattr(cls, "started", None)), cls
         assert cls is ChainSetBase or callable(getattr(cls, "step", None)), cls       # the base leaves step to each
     assert not hasattr(runner, "RunSetup")

@@ -153,8 +153,8 @@ def test_tables_as_people_have_them(tmp_path, capsys):
     assert replicas.X_test.shape == (15, 3)
     keep = np.delete(np.arange(50), 6)
     share = label[keep].mean()
-    train_share = np.mean(np.concatenate([r.model.Y[:, 0] for r in replicas.replicas[:1]]).tolist()
-                          + replicas.replicas[0].held.YT[0].tolist())
+    train_share = np.mean(np.concatenate([r.model.Y[:, 0] for r in replicas.chain_data[:1]]).tolist()
+                          + replicas.chain_data[0].held.YT[0].tolist())
     assert abs(train_share - share) < 0.05                         # stratified: the class share is kept
     again, _ = build(cfg, str(path))
     assert np.array_equal(again.chains.X_test, replicas.X_test)  # seeded
@@ -331,11 +331,11 @@ def test_chains_and_folds_are_two_keys_and_the_old_section_reads_with_one_note(t
 
 
 def test_the_rule_on_chains_and_folds_is_one_for_every_entry_point():
-    """Layout.problem decides for a config, ReplicaOptions and the runner alike (and can refuse)."""
-    from adaptive_hmc.engine.replica_options import Layout, ReplicaOptions
+    """Layout.problem decides for a config, NetworkOptions and the runner alike (and can refuse)."""
+    from adaptive_hmc.engine.network_options import Layout, NetworkOptions
     assert Layout.chains(3).problem() is None and Layout.cv().problem("cv") is None
     assert Layout.cv(1).problem()[0] == "k" and Layout.chains().problem("cv")[0] == "data"
     assert Layout.cv(0, full_chain=False).problem() == ("full_data_chain", False,
                                                         "must be true with 0 folds (it is the only chain)")
     with pytest.raises(ValueError, match="0 \\(the full-data chain alone\\) or >= 2 folds"):
-        ReplicaOptions(layout=Layout.cv(1, False))
+        NetworkOptions(layout=Layout.cv(1, False))

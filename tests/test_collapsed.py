@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special
 
-from adaptive_hmc.engine.replica_options import Layout
+from adaptive_hmc.engine.network_options import Layout
 from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
@@ -100,7 +100,7 @@ def test_float32_and_two_threads():
     rng = np.random.default_rng(3)
     spec = MLPSpec(4, (5,), 1)
     X, Y = rng.normal(size=(600, 4)), rng.normal(size=(600, 1))
-    one, two, f32 = (BayesianMLP(spec, X, Y, COLLAPSED, threads=t, precision=p)
+    one, two, f32 = (BayesianMLP(spec, X, Y, COLLAPSED, threads=t, arithmetic=p)
                      for t, p in ((1, "float64"), (2, "float64"), (1, "float32")))
     hyper = one.initial_hyper(1.0)
     q = 0.5 * rng.normal(size=one.dim)
@@ -193,7 +193,7 @@ def test_collapsed_chains_with_a_learned_metric_agree_with_importance_sampling(m
     standard errors of importance sampling. Power: the standard errors are under a tenth of each
     quantity's posterior sd."""
     from adaptive_hmc.engine.driver import drive
-    from adaptive_hmc.engine.replica_options import ReplicaOptions
+    from adaptive_hmc.engine.network_options import NetworkOptions
     from adaptive_hmc.engine.runner import RunOptions, make_run
     from adaptive_hmc.samplers.metric import LOW_RANK_WINDOWS, WINDOWS
     from adaptive_hmc.samplers import metric as metric_module
@@ -210,7 +210,7 @@ def test_collapsed_chains_with_a_learned_metric_agree_with_importance_sampling(m
     is_mean, is_se = _importance(spec, X, Y, [(4.0, 1.0)] * 3, None, x_star, 1_500_000, 22)
     run = make_run(spec, X, Y, tuner=FixedOptions(0.3, 15), run=RunOptions(super_transitions, 240_000 //
                                                                            super_transitions, seed=3),
-                   replicas=ReplicaOptions(layout=Layout.chains(4), priors=priors, metric=metric, thin=1, predict_steps=0))
+                   network=NetworkOptions(layout=Layout.chains(4), priors=priors, metric=metric, thin=1, predict_steps=0))
     drive(run, super_transitions)
     A, chain, st = run.chains.kept_rows()
     dim = run.chains.dim

@@ -53,13 +53,13 @@ def _eight_schools(tmp_path, warmup: int, super_transitions: int):
 def _interrupted_after(monkeypatch, i: int):
     """Make sample()'s outer loop raise KeyboardInterrupt after super-transition ``i`` (as Ctrl-C would)."""
     from adaptive_hmc.engine import driver
-    real = driver.step
+    real = driver.iterate
 
     def interrupted(chains, *args, **kw):
         if chains.n_super > i:
             raise KeyboardInterrupt
         return real(chains, *args, **kw)
-    monkeypatch.setattr(driver, "step", interrupted)
+    monkeypatch.setattr(driver, "iterate", interrupted)
 
 
 @pytest.mark.parametrize("fn", [gaussian, gaussian_py], ids=["compiled", "python"])
@@ -115,14 +115,14 @@ def test_a_density_super_transition_is_a_pure_function_of_its_state():
     before = chains.state
     saved = [c.position.copy() for c in before.chains], before.streams, before.n_super
     (s1, r1), (s2, r2) = (density_super_transition(chains, before, Action(0.8, 5), 60) for _ in range(2))
-    assert np.array_equal(r1.step, r2.step) and np.array_equal(r1.record.accept_prob, r2.record.accept_prob)
+    assert np.array_equal(r1.unit, r2.unit) and np.array_equal(r1.record.accept_prob, r2.record.accept_prob)
     assert all(np.array_equal(a, c.position) for a, c in zip(saved[0], before.chains))
     assert before.streams == saved[1] and before.n_super == saved[2] == s1.n_super - 1
     assert s1.streams != before.streams and not np.array_equal(s1.chains[0].position, before.chains[0].position)
     result = advance(chains, Action(0.8, 5), 60)
-    assert np.array_equal(result.step, r1.step) and chains.n_super == 1
+    assert np.array_equal(result.unit, r1.unit) and chains.n_super == 1
     draws, stats = DensityChains.unit(result)
-    assert np.array_equal(draws, np.stack(r1.step)) and not hasattr(chains, "draws")
+    assert np.array_equal(draws, np.stack(r1.unit)) and not hasattr(chains, "draws")
     assert set(stats) == {"accept_prob", "divergent", "num_steps", "energy", "temperature"}
 
 

@@ -242,17 +242,17 @@ def test_chains_and_cv_choose_the_layout_and_an_old_k_works_with_one_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         m = BNNRegressor(**{**TINY, "chains": 3}).fit(X, y)
-        assert m.layout_.data == "full" and m.layout_.k == 3 and m.replicas_.n_replicas == 3
+        assert m.layout_.data == "full" and m.layout_.k == 3 and m.replicas_.n_chains == 3
         m = BNNRegressor(**{**TINY, "cv": {"folds": 2, "full_chain": True}}).fit(X, y)
-        assert m.layout_.data == "folds" and m.replicas_.n_cv == 2 and m.replicas_.n_replicas == 3
+        assert m.layout_.data == "folds" and m.replicas_.n_cv == 2 and m.replicas_.n_chains == 3
         m = BNNRegressor(**{**TINY, "reward": "cv"}).fit(X, y)
-        assert m.replicas_.n_cv == 2 and m.replicas_.n_replicas == 3
+        assert m.replicas_.n_cv == 2 and m.replicas_.n_chains == 3
         old = dict(TINY)
         del old["chains"]
         with pytest.warns(FutureWarning, match="k=3 is deprecated") as caught:
             m = BNNRegressor(**old, k=3).fit(X, y)
         assert len([w for w in caught if issubclass(w.category, FutureWarning)]) == 1
-        assert m.layout_.k == 3 and m.replicas_.n_replicas == 3
+        assert m.layout_.k == 3 and m.replicas_.n_chains == 3
     with pytest.raises(ValueError, match="cv=1"):
         BNNRegressor(**{**TINY, "cv": 1}).fit(X, y)
     with pytest.raises(ValueError, match="cv="):

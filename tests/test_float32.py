@@ -1,4 +1,4 @@
-"""The float32 path (``precision="float32"``): its tanh, its kernel against the
+"""The float32 path (``arithmetic="float32"``): its tanh, its kernel against the
 float64 one and finite differences, the leapfrog's exactness on the network so
 computed, and the option's refusals (a float32 chain against importance
 sampling: tests/test_statistical.py)."""
@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from adaptive_hmc.engine.replica_options import Layout
-from adaptive_hmc.engine.replica_options import ReplicaOptions
+from adaptive_hmc.engine.network_options import Layout
+from adaptive_hmc.engine.network_options import NetworkOptions
 from adaptive_hmc.jit import fast_tanh32, njit
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
@@ -58,7 +58,7 @@ def _pair(spec, rng, n=300):
     """The float64 and float32 models of one network on the same data."""
     X, Y = _data(spec, n, rng)
     return BayesianMLP(spec, X, Y, PriorSpec(ard=True)), BayesianMLP(spec, X, Y, PriorSpec(ard=True),
-                                                                    precision="float32")
+                                                                    arithmetic="float32")
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=IDS)
@@ -98,7 +98,7 @@ def test_float32_leapfrog_is_reversible_and_its_energy_error_shrinks_like_eps_sq
     rng = np.random.default_rng(2)
     spec = MLPSpec(2, (16,), 2)
     X, Y = _data(spec, 30, rng)
-    model = BayesianMLP(spec, X, Y, precision="float32")
+    model = BayesianMLP(spec, X, Y, arithmetic="float32")
     hyper = model.initial_hyper(1.0)
     st = init_state(model, 0.3 * rng.normal(size=model.dim), hyper)
     scales = model.scales(hyper)
@@ -119,11 +119,11 @@ def test_float32_leapfrog_is_reversible_and_its_energy_error_shrinks_like_eps_sq
 
 
 def test_float32_is_refused_where_the_model_has_no_float32_kernel():
-    with pytest.raises(ValueError, match="precision"):
-        ReplicaOptions(layout=Layout.chains(2), precision="float16")
-    with pytest.raises(ValueError, match="precision='float32': is for model bnn"):
-        ReplicaOptions(layout=Layout.chains(2), model="neal1992", precision="float32")
-    with pytest.raises(ValueError, match="precision"):
+    with pytest.raises(ValueError, match="arithmetic"):
+        NetworkOptions(layout=Layout.chains(2), arithmetic="float16")
+    with pytest.raises(ValueError, match="arithmetic='float32': is for model bnn"):
+        NetworkOptions(layout=Layout.chains(2), model="neal1992", arithmetic="float32")
+    with pytest.raises(ValueError, match="arithmetic"):
         MLPSpec(1, (1,), 1).workspace(8, "half")
     assert math.isfinite(MLPSpec(1, (1,), 1).workspace(8, "float32").hidden.dtype.itemsize)
 
@@ -134,7 +134,7 @@ def test_float32_with_sparse_inputs_is_the_float64_network_to_round_off():
     spec = MLPSpec(40, (8,), 1)
     X = rng.normal(size=(300, 40)) * (rng.uniform(size=(300, 40)) < 0.1)
     Y = rng.normal(size=(300, 1))
-    m64, m32 = (BayesianMLP(spec, X, Y, sparse=True, precision=p) for p in ("float64", "float32"))
+    m64, m32 = (BayesianMLP(spec, X, Y, sparse=True, arithmetic=p) for p in ("float64", "float32"))
     hyper = m64.initial_hyper(1.0)
     q = 0.5 * rng.normal(size=spec.n_params)
     (u64, g64), (u32, g32) = m64.energy_grad(q, hyper), m32.energy_grad(q, hyper)

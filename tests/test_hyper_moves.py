@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from adaptive_hmc.engine.replica_options import Layout
+from adaptive_hmc.engine.network_options import Layout
 from adaptive_hmc.diagnostics import batch_means_mcse
 from adaptive_hmc.engine.driver import drive
 from adaptive_hmc.models import reference
@@ -89,7 +89,7 @@ NO_LINE = (0, 0.0, 0.0, 0.0, 0.0)
 def _line(t, q, d):
     """What scale_moves evaluates a line from: (line_setup's answer, P, arow) for q along d."""
     P, arow = np.empty((t.arch[N_OUT], t.YT.shape[1])), np.empty(t.YT.shape[1], t.XT.dtype)
-    return line_setup(q, d[t.prior.param_slot], t.arch, t.XT, t.YT, t.work, P, arow, t.threads), P, arow
+    return line_setup(q, d[t.prior.param_slot], t.arch, t.XT, t.YT, t.work, P, arow, t.scratch), P, arow
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s.likelihood}-{s.hidden}")
@@ -129,17 +129,17 @@ def test_line_density_is_the_joint_density_with_the_moves_jacobian(spec, ard):
     assert (set(kinds) == {1, 2}) if one_layer else (set(kinds) == {0})
 
 
-@pytest.mark.parametrize("precision", ["float64", "float32"])
-def test_a_lines_data_energy_is_the_forward_passs_at_the_moved_weights(precision):
+@pytest.mark.parametrize("arithmetic", ["float64", "float32"])
+def test_a_lines_data_energy_is_the_forward_passs_at_the_moved_weights(arithmetic):
     """From its parts, the data energy along every direction (and a random one, whose input-hidden weights do
-    not move together: no parts) is mlp_data_energy's at q exp(x d), in either precision, on enough cases
+    not move together: no parts) is mlp_data_energy's at q exp(x d), in either arithmetic, on enough cases
     for several blocks; the parts are made from q alone (the same answer after another line's)."""
     from adaptive_hmc.models.mlp import line_data_energy
     rng = np.random.default_rng(8)
     spec = MLPSpec(5, (7,), 1)
     X = rng.normal(size=(700, 5))
     model = BayesianMLP(spec, X, np.sin(X[:, :1]) + 0.1 * rng.normal(size=(700, 1)), PriorSpec(ard=True),
-                        precision=precision)
+                        arithmetic=arithmetic)
     t = model.target
     noise = np.array([3.0])
     q = 0.5 * rng.normal(size=model.dim)
@@ -147,12 +147,12 @@ def test_a_lines_data_energy_is_the_forward_passs_at_the_moved_weights(precision
     for d in [*t.scale_dirs, t.scale_dirs[0]]:
         dw = d[t.prior.param_slot]
         xs = (-0.8, 0.0, 0.3)
-        want = [mlp_data_energy(q * np.exp(x * dw), t.arch, t.XT, t.YT, noise, t.work, t.sparse, t.threads)
+        want = [mlp_data_energy(q * np.exp(x * dw), t.arch, t.XT, t.YT, noise, t.work, t.sparse, t.scratch)
                 for x in xs]
         line, P, arow = _line(t, q, d)          # in the forward pass's scratch: made after its use
         assert line[0] in (1, 2)
         for x, w in zip(xs, want):
-            got = line_data_energy(x, line, q, t.arch, t.XT, t.YT, noise, t.work, P, arow, t.threads)
+            got = line_data_energy(x, line, q, t.arch, t.XT, t.YT, noise, t.work, P, arow, t.scratch)
             assert abs(got - w) <= tol * abs(w), (d, x, got, w)
     mixed = rng.normal(size=len(model.slot_names))
     assert _line(t, q, mixed)[0][0] == 0
@@ -294,7 +294,7 @@ def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_import
     what they sample). Power: the standard errors are under a tenth of each quantity's posterior sd; the
     low rank's cutoff lowered to 1.2, so that its rows are used whatever a CPU's bits make of the
     directions (at the default 2 this small network's may all lie inside it)."""
-    from adaptive_hmc.engine.replica_options import ReplicaOptions
+    from adaptive_hmc.engine.network_options import NetworkOptions
     from adaptive_hmc.samplers import metric as metric_module
     from adaptive_hmc.engine.runner import RunOptions, make_run
     from adaptive_hmc.samplers.metric import LOW_RANK_WINDOWS, WINDOWS
@@ -303,7 +303,7 @@ def test_chains_from_optimized_starts_or_with_a_learned_metric_agree_with_import
     monkeypatch.setattr(metric_module, "LOW_RANK_CUTOFF", 1.2)
     run = make_run(base.spec, base.X, base.Y, tuner=FixedOptions(0.3, 15),
                    run=RunOptions(super_transitions, 240_000 // super_transitions, seed=3),
-                   replicas=ReplicaOptions(layout=Layout.chains(4), priors=base.priors, start=start, metric=metric, thin=1,
+                   network=NetworkOptions(layout=Layout.chains(4), priors=base.priors, start=start, metric=metric, thin=1,
                                            predict_steps=0))
     drive(run, super_transitions)
     A, chain, st = run.chains.kept_rows()

@@ -162,7 +162,7 @@ def test_a_chain_set_learns_each_chains_low_rank_in_its_windows_and_resumes_bit_
     rs = _set()
     action, steps = Action(0.2, 10), []
     for i in range(7):
-        steps.append(advance(rs, action, 100).step)
+        steps.append(advance(rs, action, 100).unit)
         if i + 1 == 4:
             assert rs.state.trace.shape[1] == 0 and rs.state.low_rank.shape[:1] == (3,)
             lr = rs.state.low_rank

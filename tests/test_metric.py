@@ -5,8 +5,8 @@ schedule, and a resume in the middle of a window."""
 import numpy as np
 import pytest
 
-from adaptive_hmc.engine.replica_options import Layout
-from adaptive_hmc.engine.replicas import ReplicaSet
+from adaptive_hmc.engine.network_options import Layout
+from adaptive_hmc.engine.network_chains import NetworkChains
 from adaptive_hmc.jit import njit
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
@@ -78,7 +78,7 @@ def _set(**kw):
     rng = np.random.default_rng(4)
     X = rng.uniform(-2, 2, size=(30, 2))
     Y = np.sin(X[:, :1]) + 0.1 * rng.normal(size=(30, 1))
-    return ReplicaSet(MLPSpec(2, (4,), 1), X, Y, **{**dict(layout=Layout.chains(3), seed=5, metric="learned", threads=2), **kw})
+    return NetworkChains(MLPSpec(2, (4,), 1), X, Y, **{**dict(layout=Layout.chains(3), seed=5, metric="learned", threads=2), **kw})
 
 
 def test_moments_are_the_sums_of_every_iterations_draw_and_the_factors_follow_the_windows():
@@ -129,7 +129,7 @@ def test_a_resume_in_the_middle_of_a_window_continues_bit_for_bit():
     rs = _set()
     steps, action = [], Action(0.2, 10)
     for _ in range(6):                         # in the second window, its factors from the first
-        steps.append(advance(rs, action, 100).step)
+        steps.append(advance(rs, action, 100).unit)
     fresh = resumed(_set, rs, steps, action)
     assert np.array_equal(fresh.step_scale, rs.step_scale)
     assert np.array_equal(fresh.chains[0].position, rs.chains[0].position)
@@ -154,7 +154,7 @@ def test_kept_draws_carry_their_iterations_hamiltonian_log_density_and_acceptanc
     assert stats.shape == (len(A), 6) and np.array_equal(np.bincount(chain), [12, 12, 12])
     assert np.all(stats[:, 5] == 1)                             # each of the 12 a diagnostic draw
     for row, (energy, lp, accept, diverging, n_steps, _) in zip(A, stats):
-        r = rs.replicas[0]
+        r = rs.chain_data[0]
         u, _ = r.model.energy_grad(row[:rs.dim], r.model.initial_hyper(1.0))
         assert lp == pytest.approx(-u, rel=1e-10) and energy >= -lp and 0 <= accept <= 1
         assert n_steps == 10 and diverging == 0

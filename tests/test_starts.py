@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 
-from adaptive_hmc.engine.replica_options import Layout
+from adaptive_hmc.engine.network_options import Layout
 from adaptive_hmc.diagnostics import chain_statistics
 from adaptive_hmc.engine.driver import drive
-from adaptive_hmc.engine.replica_options import ReplicaOptions
-from adaptive_hmc.engine.replicas import ReplicaSet
+from adaptive_hmc.engine.network_options import NetworkOptions
+from adaptive_hmc.engine.network_chains import NetworkChains
 from adaptive_hmc.engine.runner import RunOptions, make_run
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec
@@ -57,7 +57,7 @@ def test_optimized_start_stops_at_its_deadline():
 
 def _starts(threads, start="optimized"):
     X, Y = _regression()
-    rs = ReplicaSet(MLPSpec(2, (4,), 1), X, Y, ReplicaOptions(layout=Layout.chains(3), start=start, threads=threads), seed=5)
+    rs = NetworkChains(MLPSpec(2, (4,), 1), X, Y, NetworkOptions(layout=Layout.chains(3), start=start, threads=threads), seed=5)
     rs.start_chains()
     return rs
 
@@ -81,7 +81,7 @@ def test_optimized_starts_are_the_same_whatever_the_threads_and_leave_random_sta
 def test_the_first_super_transition_counts_the_starts_gradients():
     X, Y = _regression()
     run = make_run(MLPSpec(2, (4,), 1), X, Y, tuner=FixedOptions(0.3, 10), run=RunOptions(2, 200, seed=1),
-                   replicas=ReplicaOptions(layout=Layout.chains(2), start="optimized"))
+                   network=NetworkOptions(layout=Layout.chains(2), start="optimized"))
     results = []
     log = drive(run, 2, callback=lambda entry, result: results.append(result)).log    # the loop makes the starts
     started = run.chains.start_info["gradients"]
@@ -111,7 +111,7 @@ def test_chains_started_in_two_separated_modes_stay_apart():
                        noise=GammaPrior(400.0, math.inf), scale_hidden_output=False)
     spec = MLPSpec(1, (1,), 1)
     run = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), run=RunOptions(4, 2000, seed=2),
-                   replicas=ReplicaOptions(layout=Layout.chains(8), priors=priors, start="optimized", thin=1))
+                   network=NetworkOptions(layout=Layout.chains(8), priors=priors, start="optimized", thin=1))
     run.chains.start_chains()
     signs = np.sign([c.position[0] for c in run.chains.state.chains])
     assert set(signs) == {-1.0, 1.0}, signs

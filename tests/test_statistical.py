@@ -144,14 +144,14 @@ def test_ard_mean_slice_sampler_matches_generalised_inverse_gaussian():
         assert abs(np.median(draws) / gig.median() - 1) < 0.05
 
 
-@pytest.mark.parametrize("precision", ["float64", "float32"])
-def test_bnn_predictive_mean_agrees_with_importance_sampling(tiny_bnn, precision):
+@pytest.mark.parametrize("arithmetic", ["float64", "float32"])
+def test_bnn_predictive_mean_agrees_with_importance_sampling(tiny_bnn, arithmetic):
     """HMC's predictive mean at three inputs within Z standard errors of
     importance sampling, each standard error under 0.02 (power); with the
     network's hidden units in float64 and in float32."""
     model, x_star, is_mean, is_se = tiny_bnn
-    if precision != "float64":
-        model = BayesianMLP(model.spec, model.X, model.Y, model.priors, precision=precision)
+    if arithmetic != "float64":
+        model = BayesianMLP(model.spec, model.X, model.Y, model.priors, arithmetic=arithmetic)
     # HMC with the hyperparameters fixed.
     hyper = model.initial_hyper()
     hmc = make_hmc(model)
@@ -176,11 +176,11 @@ def _posterior_chains(model, x_star, data, k, seed):
     pooled predictive mean at x_star, its Monte Carlo standard error (ArviZ's
     multi-chain bulk ESS of the kept draws) and the largest R-hat."""
     from adaptive_hmc.diagnostics import chain_statistics
-    from adaptive_hmc.engine.replicas import ReplicaSet
+    from adaptive_hmc.engine.network_chains import NetworkChains
     from adaptive_hmc.samplers.settings import HMCSettings
-    from adaptive_hmc.engine.replica_options import Layout
+    from adaptive_hmc.engine.network_options import Layout
     layout = Layout.chains(k) if data == "full" else Layout.cv(k, False)
-    rs = ReplicaSet(model.spec, model.X, model.Y, layout=layout, priors=model.priors, seed=seed, thin=1,
+    rs = NetworkChains(model.spec, model.X, model.Y, layout=layout, priors=model.priors, seed=seed, thin=1,
                     settings=HMCSettings(jitter=True), test_sets={"star": (x_star, np.zeros((len(x_star), 1)))},
                     burn_in_super_transitions=2)
     for _ in range(14):

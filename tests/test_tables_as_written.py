@@ -221,7 +221,7 @@ def test_other_encodings_are_named_and_read_when_named(tmp_path, capsys):
 
 def test_wording_of_refusals(tmp_path, capsys):
     """predict's non-finite message counts columns from 0 as the others do;
-    ``run --dry-run --json`` prints standard JSON (no NaN or Infinity); a changed sampler.precision on
+    ``run --dry-run --json`` prints standard JSON (no NaN or Infinity); a changed sampler.arithmetic on
     --resume names the key and both values."""
     from cli_helpers import _checkpointed
     (tmp_path / "x.csv").write_text("a,b\n1,2\n3,inf\n")
@@ -235,12 +235,12 @@ def test_wording_of_refusals(tmp_path, capsys):
     assert strict["model"]["priors"]["output_bias"]["shape"] == "inf"          # an infinity, as a string
     path, out_dir = _checkpointed(tmp_path)
     raw = yaml.safe_load(path.read_text())
-    raw["sampler"]["precision"] = "float32"
+    raw["sampler"]["arithmetic"] = "float32"
     path.write_text(yaml.safe_dump(raw))
     assert main(["run", str(path), "--out", str(out_dir), "--resume"]) == 2
     err = capsys.readouterr().err
     assert "the config differs from the one this run started with" in err
-    assert "sampler.precision: 'float64' then, 'float32' now" in err
+    assert "sampler.arithmetic: 'float64' then, 'float32' now" in err
 
 
 def test_a_second_run_during_the_first_ones_start_is_told_in_use_first(tmp_path, capsys):

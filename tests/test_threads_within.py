@@ -5,10 +5,10 @@ gives each chain the threads left over."""
 import numpy as np
 import pytest
 
-from adaptive_hmc.engine.replica_options import Layout
-from adaptive_hmc.engine.replica_state import chain_arrays
-from adaptive_hmc.engine.replicas import ReplicaSet
-from adaptive_hmc.engine.replica_options import threads_within
+from adaptive_hmc.engine.network_options import Layout
+from adaptive_hmc.engine.network_state import chain_arrays
+from adaptive_hmc.engine.network_chains import NetworkChains
+from adaptive_hmc.engine.network_options import threads_within
 from adaptive_hmc.models.base import energy_grad, gibbs_energy_grad
 from adaptive_hmc.models.bnn import BayesianMLP
 from adaptive_hmc.models.mlp import MLPSpec, block_cases, cases_per_block
@@ -33,8 +33,8 @@ CASES = [(MLPSpec(3, (5,), 1), "float32", 3 * 512 + 40), (MLPSpec(3, (4, 3), 2),
          (MLPSpec(3, (6,), 3, "softmax"), "float32", 2 * 512 + 1), (MLPSpec(3, (4,), 1, "logistic"), "float64", 700)]
 
 
-@pytest.mark.parametrize("spec,precision,N", CASES)
-def test_shared_blocks_give_one_threads_bits(spec, precision, N):
+@pytest.mark.parametrize("spec,arithmetic,N", CASES)
+def test_shared_blocks_give_one_threads_bits(spec, arithmetic, N):
     """The energy, the gradient, and a Gibbs update with the interweaving moves (the outputs for the noise,
     the slice moves' forward passes) then the gradient: byte for byte those of one thread, on 2 and 3
     threads; the threads' scratch is there (the shared path runs), and it is not for one block."""
@@ -43,16 +43,16 @@ def test_shared_blocks_give_one_threads_bits(spec, precision, N):
     q = 0.5 * rng.standard_normal(spec.n_params)
     out = []
     for threads in (1, 2, 3):
-        m = BayesianMLP(spec, X, Y, precision=precision, threads=threads)
-        assert (m.target.threads is None) == (threads == 1)
+        m = BayesianMLP(spec, X, Y, arithmetic=arithmetic, threads=threads)
+        assert (m.target.scratch is None) == (threads == 1)
         g = np.empty(spec.n_params)
         u = energy_grad(q.copy(), g, m.target, m.initial_hyper())
         q2, g2, h2 = q.copy(), np.empty(spec.n_params), m.initial_hyper()
         u2, _ = gibbs_energy_grad(q2, g2, m.target, h2, np.random.default_rng(5), True)
         out.append([_bits(v) for v in (u, g, u2, g2, q2, h2.prec, h2.noise)])
     assert out[1] == out[0] and out[2] == out[0]
-    one_block = cases_per_block(8 * np.dtype(precision).itemsize)
-    assert BayesianMLP(spec, X[:one_block], Y[:one_block], precision=precision, threads=2).target.threads is None
+    one_block = cases_per_block(8 * np.dtype(arithmetic).itemsize)
+    assert BayesianMLP(spec, X[:one_block], Y[:one_block], arithmetic=arithmetic, threads=2).target.scratch is None
 
 
 def test_blocks_are_even_in_number_and_size():
@@ -75,19 +75,19 @@ def test_blocks_are_even_in_number_and_size():
 
 def test_the_shared_path_would_be_caught_adding_a_block_twice():
     """Power: a gradient whose threads' terms were added twice would differ from one thread's."""
-    spec, precision, N = CASES[0]
+    spec, arithmetic, N = CASES[0]
     X, Y = _data(spec, N)
-    m1, m2 = (BayesianMLP(spec, X, Y, precision=precision, threads=t) for t in (1, 2))
+    m1, m2 = (BayesianMLP(spec, X, Y, arithmetic=arithmetic, threads=t) for t in (1, 2))
     q = 0.3 * np.ones(spec.n_params)
     g1, g2 = np.empty(spec.n_params), np.empty(spec.n_params)
     energy_grad(q, g1, m1.target, m1.initial_hyper())
     energy_grad(q, g2, m2.target, m2.initial_hyper())
-    assert not np.array_equal(g2 + m2.target.threads.partial[1], g1)
+    assert not np.array_equal(g2 + m2.target.scratch.partial[1], g1)
 
 
 def test_threads_left_over_by_the_chains_go_to_each_chain(monkeypatch):
     """threads // chains each; several chains sharing theirs only with a thread-safe threading layer."""
-    import adaptive_hmc.engine.replica_options as options
+    import adaptive_hmc.engine.network_options as options
     assert threads_within(2, 1) == 2 and threads_within(3, 1) == 3 and threads_within(1, 1) == 1
     assert threads_within(2, 4) == 1 and threads_within(3, 2) == 1
     monkeypatch.setattr(options, "threadsafe_layer", lambda: True)
@@ -98,13 +98,13 @@ def test_threads_left_over_by_the_chains_go_to_each_chain(monkeypatch):
 
 def test_the_threading_layer_named_decides_whether_it_is_thread_safe(monkeypatch):
     import numba
-    from adaptive_hmc.engine.replica_options import threadsafe_layer
+    from adaptive_hmc.engine.network_options import threadsafe_layer
     for layer, safe in (("workqueue", False), ("omp", True), ("tbb", True), ("threadsafe", True)):
         monkeypatch.setattr(numba.config, "THREADING_LAYER", layer)
         assert threadsafe_layer() is safe
 
 
-def test_one_chain_on_two_threads_draws_what_one_thread_draws(precision="float32"):
+def test_one_chain_on_two_threads_draws_what_one_thread_draws(arithmetic="float32"):
     """A run of one chain (of the posterior, 600 cases: two blocks) on 1 and 2 threads: the same chain state
     and records, byte for byte; the two-thread run's chain shares its blocks. (The kernels' test above
     covers float64; a chain of its own in float64 would compile the whole chain loop once more.)"""
@@ -112,12 +112,12 @@ def test_one_chain_on_two_threads_draws_what_one_thread_draws(precision="float32
     X, Y = _data(spec, 600, seed=3)
 
     def go(threads):
-        rs = ReplicaSet(spec, X, Y, layout=Layout.chains(1), seed=7, thin=1, threads=threads, precision=precision, start="random",
+        rs = NetworkChains(spec, X, Y, layout=Layout.chains(1), seed=7, thin=1, threads=threads, arithmetic=arithmetic, start="random",
                         settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
         return rs, [advance(rs, Action(eps, L), 90) for eps, L in ((0.3, 10), (0.5, 6))]
     (a, ra), (b, rb) = go(1), go(2)
     assert a.threads_within == 1 and b.threads_within == 2
-    assert b.replicas[0].model.target.threads is not None
+    assert b.chain_data[0].model.target.scratch is not None
     for u, v in zip(chain_arrays(a.chains[0]), chain_arrays(b.chains[0])):
         assert _bits(u) == _bits(v)
     for x, y in zip(ra, rb):
@@ -132,7 +132,7 @@ def test_two_chains_sharing_their_blocks_at_once_draw_what_one_thread_draws():
     X, Y = _data(spec, 600, seed=3)
 
     def go(threads):
-        rs = ReplicaSet(spec, X, Y, layout=Layout.chains(2), seed=7, thin=1, threads=threads, precision="float32", start="random",
+        rs = NetworkChains(spec, X, Y, layout=Layout.chains(2), seed=7, thin=1, threads=threads, arithmetic="float32", start="random",
                         settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
         return rs, advance(rs, Action(0.3, 10), 90)
     (a, ra), (b, rb) = go(1), go(4)

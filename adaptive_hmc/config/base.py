@@ -7,16 +7,16 @@ from typing import Annotated, List, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..engine.replica_options import ReplicaOptions
+from ..engine.network_options import NetworkOptions
 from ..samplers.settings import HMCSettings
 
 
 _SETTINGS = HMCSettings._field_defaults     # sampler defaults: declared once, in HMCSettings
 
 
-def _replica_default(name: str):
-    """The default of :class:`~adaptive_hmc.engine.replica_options.ReplicaOptions` field ``name``."""
-    return ReplicaOptions.__dataclass_fields__[name].default
+def _network_default(name: str):
+    """The default of :class:`~adaptive_hmc.engine.network_options.NetworkOptions` field ``name``."""
+    return NetworkOptions.__dataclass_fields__[name].default
 
 
 class ConfigError(ValueError):

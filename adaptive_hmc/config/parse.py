@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from ..samplers.settings import SettingsError, check_settings
 from ..tuners.bandit import OptionError
 from ..tasks import LOADERS
-from ..engine.replica_options import DEFAULT_CHAINS, default_data, sampler_problem
+from ..engine.network_options import DEFAULT_CHAINS, default_data, sampler_problem
 from .base import ConfigError, RowList
 from .schema import Config, DensityConfig, DensityModelConfig, DensityRunConfig, DensitySamplerConfig
 from .sections import (OLD_REPLICAS_KEYS, BurnInConfig, CVConfig, DataConfig, GammaPriorConfig, HandSettingConfig,
@@ -71,10 +71,10 @@ def _check_data(d, source: str):
 
 
 def _check_sampler(cfg: Config, source: str):
-    """The sampler's kind, metric, precision and start against the model (the rules of
-    :func:`~adaptive_hmc.engine.replica_options.sampler_problem`, named by their keys)."""
+    """The sampler's kind, metric, arithmetic and start against the model (the rules of
+    :func:`~adaptive_hmc.engine.network_options.sampler_problem`, named by their keys)."""
     s = cfg.sampler
-    bad = sampler_problem(cfg.model.kind, s.start, s.precision, s.metric, s.kind, s.base_step is not None,
+    bad = sampler_problem(cfg.model.kind, s.start, s.arithmetic, s.metric, s.kind, s.base_step is not None,
                           bool(s.anneal))
     if bad is not None:
         field, value, allowed = bad
@@ -129,7 +129,7 @@ def _check_tuner(cfg: Config, source: str):
 
 def _check_layout(cfg: Config, source: str):
     """The chains: of one posterior (``chains``) or cross-validation folds (``cv``), by the one rule of
-    :meth:`~adaptive_hmc.engine.replica_options.Layout.problem`, in the config's keys."""
+    :meth:`~adaptive_hmc.engine.network_options.Layout.problem`, in the config's keys."""
     if cfg.chains is not None and cfg.cv is not None:
         _fail(source, "chains", cfg.chains, "give chains (of one posterior) or cv (cross-validation folds), not both")
     bad = cfg.layout.problem(cfg.tuner.reward)
@@ -175,6 +175,20 @@ def old_replicas(raw: dict, source: str) -> str | None:
         raw["cv"] = cv
         new = "cv: {" + ", ".join(f"{k}: {str(v).lower() if isinstance(v, bool) else v}" for k, v in cv.items()) + "}"
     return f"replicas is the old name of chains and cv: read as `{new}`; write that instead"
+
+
+def old_arithmetic(raw: dict, source: str) -> str | None:
+    """Rewrite an old config's ``sampler.precision`` (the network's arithmetic) in place as
+    ``sampler.arithmetic``; the note a run prints (None when there is nothing to rewrite)."""
+    s = raw.get("sampler")
+    if not isinstance(s, dict) or "precision" not in s:
+        return None
+    if "arithmetic" in s:
+        _fail(source, "sampler.precision", s["precision"], "the old name of sampler.arithmetic: give arithmetic alone")
+    s = raw["sampler"] = dict(s)
+    s["arithmetic"] = s.pop("precision")
+    return f"sampler.precision is the old name of sampler.arithmetic: read as `arithmetic: {s['arithmetic']}`; " \
+        "write that instead"
 
 
 def _check_settings(cfg: Config, source: str):
@@ -336,7 +350,10 @@ def parse(raw, source: str = "<config>") -> Config | DensityConfig:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of sections, got {type(raw).__name__}")
     density = isinstance(raw.get("model"), dict) and raw["model"].get("kind") == "density"
-    note = None if density else old_replicas(raw := dict(raw), source)
+    raw, notes = dict(raw), []
+    if not density:
+        notes = [n for n in (old_replicas(raw, source), old_arithmetic(raw, source)) if n]
+    note = "; ".join(notes)
     try:
         root = DensityConfig if density else Config
         try:
@@ -347,8 +364,8 @@ def parse(raw, source: str = "<config>") -> Config | DensityConfig:
             _check(cfg, source)
     except ConfigError as err:        # a key that the old section replicas became: named as written
         raise ConfigError(f"{err} ({note})" if note else str(err)) from None
-    if note:
-        cfg.notes.append(note)
+    if notes:
+        cfg.notes.extend(notes)
     return cfg
 
 

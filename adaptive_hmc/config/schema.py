@@ -8,7 +8,7 @@ from typing import Dict, List, Literal, Optional
 from pydantic import Field, PrivateAttr, model_validator
 
 from ..engine.density_chains import SAMPLE_DEFAULTS
-from ..engine.replica_options import DEFAULT_CHAINS, Layout, ReplicaOptions, default_data
+from ..engine.network_options import DEFAULT_CHAINS, Layout, NetworkOptions, default_data
 from ..engine.runner import MAX_SUPER_TRANSITIONS, RunOptions
 from .base import Number, NumberPair, _Strict
 from .sections import CVConfig, DataConfig, ModelConfig, RunConfig, SamplerConfig, TunerConfig, UntilConfig
@@ -61,15 +61,15 @@ class Config(_Strict):
 
     @property
     def layout(self) -> Layout:
-        """The chains the config asks for (:class:`~adaptive_hmc.engine.replica_options.Layout`)."""
+        """The chains the config asks for (:class:`~adaptive_hmc.engine.network_options.Layout`)."""
         if self.cv is None:
             return Layout.chains(self.chains)
         return Layout.cv(self.cv.folds, self.cv.full_chain, self.cv.predict_from)
 
-    def replica_options(self) -> ReplicaOptions:
-        """The ``replicas`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
+    def network_options(self) -> NetworkOptions:
+        """The ``network`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""
         s, r, t, m, layout = self.sampler, self.run, self.tuner, self.model, self.layout
-        return ReplicaOptions(
+        return NetworkOptions(
             layout=layout,
             priors=m.priors.prior_spec(), settings=s.settings(),
             initial_hyper=None if s.initial_hyper is None else float(s.initial_hyper),
@@ -78,7 +78,7 @@ class Config(_Strict):
             calibrate_after=t.warmup_super_transitions if s.calibrate_steps else None,
             standardize_targets=self.data.standardize_targets and m.likelihood == "gaussian", model=m.kind,
             weight_by=r.weight_by, predict_steps=r.predict_steps, start=s.start,
-            metric=s.metric, precision=s.precision)
+            metric=s.metric, arithmetic=s.arithmetic)
 
     def run_options(self) -> RunOptions:
         """The ``run`` argument of :func:`~adaptive_hmc.engine.runner.make_run`."""

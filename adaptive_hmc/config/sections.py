@@ -14,12 +14,12 @@ from ..data import Split, load_split
 from ..tables import DataError
 from ..models.mlp import MLPSpec
 from ..models.priors import HYPER_MOVES, GammaPrior, PriorSpec
-from ..engine.replica_options import DEFAULT_FOLDS, MODELS
+from ..engine.network_options import DEFAULT_FOLDS, MODELS
 from ..engine.runner import DEFAULT_REWARD, DEFAULT_WARMUP
 from ..samplers.settings import KINDS, HMCSettings
 from ..tuners.options import BanditOptions, FixedOptions, bandit_default
 from ..tuners.schedules import Exponential, Polynomial, Wang2013
-from .base import _SETTINGS, ConfigError, Number, NumberPair, RowList, Rows, _replica_default, _Strict
+from .base import _SETTINGS, ConfigError, Number, NumberPair, RowList, Rows, _network_default, _Strict
 
 
 class GammaPriorConfig(_Strict):
@@ -194,25 +194,25 @@ class SamplerConfig(_Strict):
     gibbs: bool = Field(_SETTINGS["gibbs"], description="Gibbs-update the hyperparameters before each trajectory")
     initial_phase_steps: int = Field(_SETTINGS["initial_phase_steps"], description="leapfrog steps per chain "
                                      "with the hyperparameters fixed, before Gibbs updates start")
-    initial_hyper: Optional[Number] = Field(_replica_default("initial_hyper"), gt=0, description="starting value of every free precision "
+    initial_hyper: Optional[Number] = Field(_network_default("initial_hyper"), gt=0, description="starting value of every free precision "
                                             "(null: the prior means)")
-    init_scale: Optional[Number] = Field(_replica_default("init_scale"), ge=0, description="initial weights N(0, init_scale^2); 0 starts "
+    init_scale: Optional[Number] = Field(_network_default("init_scale"), ge=0, description="initial weights N(0, init_scale^2); 0 starts "
                                          "at zero (FBM); default 0 with cv folds, 0.1 with chains (the "
                                          "chains of one posterior start apart, so that R-hat can see them meet)")
-    start: Literal["random", "optimized"] = Field(_replica_default("start"), description="random: the chains "
+    start: Literal["random", "optimized"] = Field(_network_default("start"), description="random: the chains "
                                                  "start at their init_scale weights (FBM, the papers); optimized: "
                                                  "each chain from its own optimized network (L-BFGS from its "
                                                  "random weights with the hyperparameters held, then a Gibbs "
                                                  "update of them; the init templates' and the estimators' way; "
                                                  "model kind bnn only)")
     metric: Literal["heuristic", "learned", "low_rank"] = Field(
-        _replica_default("metric"), description="heuristic: each weight's step is the step factor times FBM's "
+        _network_default("metric"), description="heuristic: each weight's step is the step factor times FBM's "
         "heuristic scale (the papers); learned: times a factor of that scale learned from the chains' draws and "
         "gradients in warm-up windows (super-transitions 1-3, 4-7, 8-15, 16-31), then frozen; low_rank: those "
         "factors (learned on to super-transition 127) and each chain's masses along the few directions in which "
         "its draws spread far more or less than the factors say (nutpie's low-rank estimate) (sampler.kind hmc, "
         "no base_step or anneal)")
-    precision: Literal["float64", "float32"] = Field(_replica_default("precision"), description="the "
+    arithmetic: Literal["float64", "float32"] = Field(_network_default("arithmetic"), description="the "
                                                      "arithmetic of the network's hidden units: float32 "
                                                      "computes the inputs, hidden weights, activations and "
                                                      "deltas of a block of cases in single precision (about "
@@ -372,7 +372,7 @@ class TunerConfig(_Strict):
 
 
 class BurnInConfig(_Strict):
-    samples: int = Field(_replica_default("burn_in_samples"), ge=0, description="samples of each chain left out of the predictions")
+    samples: int = Field(_network_default("burn_in_samples"), ge=0, description="samples of each chain left out of the predictions")
     super_transitions: Optional[int] = Field(None, ge=0, description="super-transitions left out of the "
                                              "predictions (default: the first third of the run, as the estimators)")
 
@@ -400,15 +400,15 @@ class RunConfig(_Strict):
                                       "checkpoints (the first super-transition and the last are always "
                                       "checkpointed): a kill loses at most these, and the resumed run is the same "
                                       "bit for bit; 0: every checkpoint_every super-transitions")
-    thin: int = Field(_replica_default("thin"), ge=0, description="keep every thin-th retained weight vector (for predict), "
+    thin: int = Field(_network_default("thin"), ge=0, description="keep every thin-th retained weight vector (for predict), "
                       "and besides these each chain's diagnostic draws, 16 a super-transition evenly spaced (fewer "
                       "for large networks), from which R-hat, ESS (of at most 1,000 a chain, evenly spaced) and the "
                       "export are made whatever thin; 0 keeps none")
-    predict_steps: int = Field(_replica_default("predict_steps"), ge=0, description="leapfrog steps between the retained samples "
+    predict_steps: int = Field(_network_default("predict_steps"), ge=0, description="leapfrog steps between the retained samples "
                                "whose test predictions are accumulated, at least: every ceil(predict_steps / L)-th "
                                "iteration predicts, weighing the iterations it stands for; 0: every retained iteration")
     weight_by: Literal["gradients", "iterations"] = Field(
-        _replica_default("weight_by"), description="how retained samples weigh in the predictions: gradients (each by its "
+        _network_default("weight_by"), description="how retained samples weigh in the predictions: gradients (each by its "
         "iteration's leapfrog steps, so every super-transition weighs its compute whatever its L; the default, "
         "docs/RESULTS.md: tuning study) or iterations (each retained iteration once, the thesis)")
     threads: Optional[int] = Field(None, ge=1, description="worker threads (default: the cores): the chains run "

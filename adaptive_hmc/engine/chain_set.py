@@ -1,8 +1,8 @@
-"""The defaults of a chain set's optional members (:class:`ChainSetBase`), which the network's replica set, a
+"""The defaults of a chain set's optional members (:class:`ChainSetBase`), which the network's network's chain set, a
 density's chains and a chain set of one's own inherit: the interface itself is
 :class:`~adaptive_hmc.engine.runner.ChainSet`.
 
-Flow position: super_transition -> **chain_set** -> replicas, density_chains, runner.
+Flow position: super_transition -> **chain_set** -> network_chains, density_chains, runner.
 """
 from __future__ import annotations
 

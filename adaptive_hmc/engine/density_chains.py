@@ -22,7 +22,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..models.base import NoHyper
 from ..models.density import LogDensity
-from .replica_options import as_seed_sequence
+from .network_options import as_seed_sequence
 from ..samplers.adaptation import MIN_STEP, WindowAdaptation, lost_chains
 from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_record, run_chain, run_chain_ready
 from ..samplers.settings import Action, HMCSettings, check_settings
@@ -35,17 +35,18 @@ CHAIN_ARRAYS = ("position", "grad", "momentum", "counters", "kd", "energy")
 TRAJECTORIES_PER_SUPER_TRANSITION = 10
 
 
-def trajectory_box(step: float, trajectory_bounds, budget: int | None) -> tuple:
-    """(the budget, the tuner's L bounds) of a density run whose reference step is ``step`` posterior sds:
-    the ``trajectory_bounds`` (in posterior sds) over the step, the shortest at most half the budget and the
-    longest within it; the budget, when None, :data:`TRAJECTORIES_PER_SUPER_TRANSITION` of the longest
-    (at least 1,000). The one statement of the box, for the run and for its time estimate."""
+def tuner_box(step: float, step_factor_bounds, trajectory_bounds, budget: int | None) -> tuple:
+    """(the budget, the tuner's bounds) of a density run whose reference step is ``step`` posterior sds: the
+    step factor within ``step_factor_bounds`` (factors of the step), L from the ``trajectory_bounds`` (in
+    posterior sds) over the step, the shortest at most half the budget and the longest within it; the
+    budget, when None, :data:`TRAJECTORIES_PER_SUPER_TRANSITION` of the longest (at least 1,000). The one
+    statement of the box, for the run and for its time estimate."""
     tlo, thi = trajectory_bounds
     lo, hi = max(1, math.ceil(tlo / step)), max(2, math.ceil(thi / step))
     if budget is None:
         budget = max(1000, TRAJECTORIES_PER_SUPER_TRANSITION * hi)
     lo = min(lo, budget // 2)
-    return budget, (lo, min(budget, max(lo + 1, hi)))
+    return budget, {"step_factor": tuple(step_factor_bounds), "num_steps": (lo, min(budget, max(lo + 1, hi)))}
 
 
 class SampleDefaults(NamedTuple):
@@ -65,7 +66,7 @@ SAMPLE_DEFAULTS = SampleDefaults()
 
 class DensityState(NamedTuple):
     """The chains of a user density as one value (the network's
-    :class:`~adaptive_hmc.engine.replica_state.ReplicaState`'s counterpart):
+    :class:`~adaptive_hmc.engine.network_state.NetworkState`'s counterpart):
     each chain's state, the metric's ``scale`` (the chains' coordinates are z,
     q = scale z), each chain's random stream (its PCG64 state), the
     super-transitions done, the warm-up's gradients and the reference step it
@@ -229,7 +230,7 @@ class DensityChains(ChainSetBase):
                 if self._relocate(chains, streams, i, moved, looked):
                     w.restart()
                 moved[:], looked = False, i
-            s = self.settings._replace(step_factor=w.step, num_steps=w.num_steps(), jitter=True)
+            s = self.settings._replace(step_factor=w.step_size, num_steps=w.num_steps(), jitter=True)
             targets = self.targets(scale)
             for j in range(self.R):           # one iteration each: too short to be worth a thread
                 run_chain(targets[j], chains[j], s, 1, Record(*(a[j] for a in rec)), None, streams[j])
@@ -238,7 +239,7 @@ class DensityChains(ChainSetBase):
             moved |= rec.accepted[:, 0] > 0
             new_scale = w.update(i, float(np.mean(rec.accept_prob)), [c.position * scale for c in chains])
             if w.stuck:
-                self._stuck(chains, w.step, i)
+                self._stuck(chains, w.step_size, i)
             if new_scale is not None:
                 chains, scale = self.rescaled(chains, scale, new_scale), new_scale
         final = w.final()
@@ -257,7 +258,7 @@ class DensityChains(ChainSetBase):
     def unit(result: SuperTransitionResult) -> tuple:
         """What a super-transition adds to the run (the sample store's unit): its draws (R, n, D) and per-draw
         statistics ({field: (R, n)}, :data:`RECORD_STATS`)."""
-        return np.stack(result.step), {f: getattr(result.record, f) for f in RECORD_STATS}
+        return np.stack(result.unit), {f: getattr(result.record, f) for f in RECORD_STATS}
 
     # -- checkpoints (the chain-set interface of runner.ChainSet) -----------------------
     def checkpoint(self) -> dict:

@@ -19,7 +19,7 @@ from ..diagnostics import check_line, time_limit_warning
 from ..linker import save_compiled
 from .progress import Progress
 from .rewards import esjd_reward
-from .runner import MAX_SUPER_TRANSITIONS, Plan, step
+from .runner import MAX_SUPER_TRANSITIONS, Plan, iterate
 
 #: While running until the chains meet: the fewest super-transitions between checks (and at least a
 #: quarter of those run before, so that the checks' cost shrinks as the run grows).
@@ -129,7 +129,7 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
     nothing more. The loop owns the chains' state: it makes the starts
     (``chains.start_chains()``, a network's optimized starts, when not yet made),
     threads the state through each super-transition (``state, result =
-    chains.step(state, action, budget)``, :func:`~adaptive_hmc.engine.runner.step`)
+    chains.step(state, action, budget)``, :func:`~adaptive_hmc.engine.runner.iterate`)
     and publishes it as ``chains.state`` before the sink, the checks and the next
     probes read it."""
     log = [] if log is None else log
@@ -163,7 +163,7 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
         last = MAX_SUPER_TRANSITIONS if until else first
         while chain_state.n_super < last:
             told = [e["told"] for e in log if e["told"] is not None]
-            entry, result, chain_state = step(chains, chain_state, plan.tuner, plan.budget, plan.reward,
+            entry, result, chain_state = iterate(chains, chain_state, plan.tuner, plan.budget, plan.reward,
                                               plan.cv_metric, tell=chain_state.n_super >= plan.warmup, told=told)
             chains.state = chain_state
             log.append(entry)
@@ -175,16 +175,16 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
     return Driven(log, tally["wall"], bool(until.stopped) if until else chains.n_super >= first)
 
 
-def run_super_transitions(replicas, tuner, super_transitions: int, budget: int, reward=esjd_reward,
+def run_super_transitions(net, tuner, super_transitions: int, budget: int, reward=esjd_reward,
                           cv_metric: str | None = None, callback=None, warmup: int = 0,
                           log: list | None = None) -> list:
-    """The outer loop bare (:func:`drive` without progress, checks or checkpoints): ``replicas`` (a
+    """The outer loop bare (:func:`drive` without progress, checks or checkpoints): ``net`` (a
     :class:`~adaptive_hmc.engine.runner.ChainSet`) run to ``super_transitions`` of ``budget`` leapfrog steps
     a chain, each ``reward`` (ESJD/sqrt(L) by default) told to ``tuner`` but the first ``warmup``'s (from a cold
     start they measure the distance to equilibrium, not the action); ``callback(entry, result)`` after each
     ends the run when it returns True. Entries are appended to ``log`` (a resumed run's; a new list by
     default), which is returned."""
-    plan = Plan(replicas, tuner, budget, reward, cv_metric, warmup)
+    plan = Plan(net, tuner, budget, reward, cv_metric, warmup)
     return drive(plan, super_transitions, log=log, callback=callback).log
 
 

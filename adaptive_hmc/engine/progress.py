@@ -27,13 +27,13 @@ def can_draw_bar() -> bool:
         return False
 
 
-def compile_kernels(replicas: ChainSet, quiet: bool = False) -> float:
-    """``replicas.compile()`` (of any :class:`ChainSet`), saying while it runs, when the kernels are not in
+def compile_kernels(net: ChainSet, quiet: bool = False) -> float:
+    """``net.compile()`` (of any :class:`ChainSet`), saying while it runs, when the kernels are not in
     the compile cache yet, that the sampler is being compiled for this model,
     how long that usually takes and the seconds so far (a line that counts on
     a terminal, a line before and one after elsewhere). Returns its seconds."""
-    if quiet or replicas.kernels_ready():
-        return replicas.compile()
+    if quiet or net.kernels_ready():
+        return net.compile()
     what = f"compiling the sampler for this model (first run only; {COMPILE_TIME}, later runs load it from the cache)"
     done = threading.Event()
     t0 = time.perf_counter()
@@ -48,7 +48,7 @@ def compile_kernels(replicas: ChainSet, quiet: bool = False) -> float:
         print(f"{what} ...", file=sys.stderr, flush=True)
         ticker = None
     try:
-        seconds = replicas.compile()
+        seconds = net.compile()
     finally:
         done.set()
         if ticker is not None:

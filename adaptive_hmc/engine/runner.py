@@ -15,8 +15,8 @@ from typing import Callable, Protocol, TypedDict
 
 import numpy as np
 
-from .replica_options import ReplicaOptions
-from .replicas import ReplicaSet
+from .network_options import NetworkOptions
+from .network_chains import NetworkChains
 from .rewards import cv_error, cv_reward, esjd_reward, slowest_movement
 from ..samplers.settings import Action, SettingsError
 from .super_transition import SuperTransitionResult
@@ -25,10 +25,10 @@ from ..tuners.base import Tuner
 
 class ChainSet(Protocol):
     """What the outer loop drives, the one interface of every kind of run's
-    chains: a network's replica set (:class:`~adaptive_hmc.engine.replicas.ReplicaSet`)
+    chains: a network's network's chain set (:class:`~adaptive_hmc.engine.network_chains.NetworkChains`)
     and a user density's chains (:class:`~adaptive_hmc.engine.density_chains.DensityChains`).
     ``step(state, action, budget) -> (state, result)`` is one super-transition from a state (the set's
-    ``state`` value: a network's :class:`~adaptive_hmc.engine.replica_state.ReplicaState`, a density's
+    ``state`` value: a network's :class:`~adaptive_hmc.engine.network_state.NetworkState`, a density's
     :class:`~adaptive_hmc.engine.density_chains.DensityState`) at an :class:`~adaptive_hmc.samplers.settings.Action`
     (step factor, L) of ``budget`` leapfrog steps a chain, a pure function of them, which the loop
     (:func:`~adaptive_hmc.engine.driver.drive`) threads, publishing each new state as ``state`` for the
@@ -218,47 +218,47 @@ def _untried_high(tuner: Tuner, action: dict) -> bool:
     return not safe or float(action["step_factor"]) > PROBE_ABOVE * max(safe)
 
 
-def probed_action(replicas: ChainSet, tuner: Tuner, budget: int, reward=esjd_reward, told: list = ()) -> tuple:
+def probed_action(chains: ChainSet, tuner: Tuner, budget: int, reward=esjd_reward, told: list = ()) -> tuple:
     """The tuner's action, tried first where it raises the step factor past
     every one told feasible (for a tuner with an ``accept_floor``, the feasibility
     model): a chain's stability limit is a cliff that the acceptance below it
     does not foretell, and a super-transition spent beyond it leaves chains
-    stuck for its whole budget. A probe (:meth:`ReplicaSet.probe`, a few
+    stuck for its whole budget. A probe (:meth:`NetworkChains.probe`, a few
     trajectories on copies of the chains) that a chain fails is told to the
     tuner with acceptance 0 and its own reward, and the tuner's next action is
     taken instead (at most :data:`MAX_PROBES` probes). Returns (action, the
     probes as log entries, their gradients)."""
     action, probes, gradients = tuner.ask(), [], 0
     while len(probes) < MAX_PROBES and _untried_high(tuner, action):
-        trial = replicas.probe(Action.of(action), budget, len(probes))
+        trial = chains.probe(Action.of(action), budget, len(probes))
         if trial is None:                                    # a chain set that does not probe
             break
         gradients += trial.gradients
-        chains = trial.record.accept_prob.mean(axis=1)
+        accept = trial.record.accept_prob.mean(axis=1)
         probes.append(dict(step_factor=trial.step_factor, num_steps=trial.num_steps,
-                           min_accept_prob=round(float(chains.min()), 6), passed=bool(chains.min() >= PROBE_FLOOR),
+                           min_accept_prob=round(float(accept.min()), 6), passed=bool(accept.min() >= PROBE_FLOOR),
                            gradients=trial.gradients, seconds=round(trial.seconds, 4)))
         if probes[-1]["passed"]:
             break
         raw = float(reward(trial))
-        transient = chains_failure(chains, trial.record.divergent, tuner.accept_floor, stuck=chains < PROBE_FLOOR)
+        transient = chains_failure(accept, trial.record.divergent, tuner.accept_floor, stuck=accept < PROBE_FLOOR)
         tuner.tell(action, raw if math.isfinite(raw) else fallback_reward(list(told)), acceptance=0.0,
                    transient=transient)
         action = tuner.ask()
     return action, probes, gradients
 
 
-def step(replicas: ChainSet, state, tuner: Tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
-         tell: bool = True, told: list = ()) -> tuple:
+def iterate(chains: ChainSet, state, tuner: Tuner, budget: int, reward=esjd_reward, cv_metric: str | None = None,
+           tell: bool = True, told: list = ()) -> tuple:
     """One iteration of the loop from the chains' ``state``; returns (LogEntry, SuperTransitionResult, the new
-    state); the first super-transition from the set's start counts the starts' cost (``replicas.started``).
+    state); the first super-transition from the set's start counts the starts' cost (``chains.started``).
     With ``tell`` false (warm-up) the reward is logged but not told to the
     tuner; ``told`` are the rewards told before (for :func:`fallback_reward`).
     Told actions that raise the step factor are probed first (:func:`probed_action`)."""
-    action, probes, probe_gradients = probed_action(replicas, tuner, budget, reward, told) if tell \
+    action, probes, probe_gradients = probed_action(chains, tuner, budget, reward, told) if tell \
         else (tuner.ask(), [], 0)
-    started = replicas.started(state)
-    state, result = replicas.step(state, Action.of(action), budget)
+    started = chains.started(state)
+    state, result = chains.step(state, Action.of(action), budget)
     if started:
         result = result._replace(setup_gradients=result.setup_gradients + started["gradients"],
                                  seconds=result.seconds + started["seconds"])
@@ -347,9 +347,9 @@ def affordable(spec, n_cases: int, n_chains: int, budget: int, max_seconds: floa
 
 
 def make_run(spec, X, Y, *, tuner, run: RunOptions,
-             replicas: ReplicaOptions = ReplicaOptions(), test_sets: dict | None = None) -> Plan:
+             network: NetworkOptions = NetworkOptions(), test_sets: dict | None = None) -> Plan:
     """Build a run from one seed (``run.seed``), as the :class:`Plan` that
-    :func:`~adaptive_hmc.engine.driver.drive` takes: the replicas on the training
+    :func:`~adaptive_hmc.engine.driver.drive` takes: the network's chains (``network``) on the training
     data (X, Y) and ``test_sets``, and the tuner, each with its own child of
     the seed's ``SeedSequence``. ``tuner`` is a
     :class:`~adaptive_hmc.tuners.options.BanditOptions` (the package's
@@ -357,21 +357,21 @@ def make_run(spec, X, Y, *, tuner, run: RunOptions,
     :class:`~adaptive_hmc.tuners.options.FixedOptions`, or a user's options
     type: ``tuner(seed)`` gives its :class:`~adaptive_hmc.tuners.base.Tuner`
     and its ``bounds`` (or ``num_steps``) the longest L; the layout of the chains
-    must suit the reward (:meth:`~adaptive_hmc.engine.replica_options.Layout.problem`: "cv" needs folds)."""
+    must suit the reward (:meth:`~adaptive_hmc.engine.network_options.Layout.problem`: "cv" needs folds)."""
     if not callable(getattr(tuner, "tuner", None)) or not (hasattr(tuner, "bounds") or hasattr(tuner, "num_steps")):
         raise TypeError(f"tuner={tuner!r}: a BanditOptions or a FixedOptions (adaptive_hmc.tuners.options), or "
                         f"options of one's own with tuner(seed) and bounds (or num_steps)")
-    bad = replicas.layout.problem(run.reward)
+    bad = network.layout.problem(run.reward)
     if bad is not None:
         raise ValueError(f"reward {run.reward!r}: {bad[0]}={bad[1]!r}: {bad[2]}")
     longest = tuner.bounds["num_steps"][1] if hasattr(tuner, "bounds") else tuner.num_steps
     if longest > run.budget:
         raise ValueError(f"the tuner's longest trajectory, L = {longest}, must be <= the budget ({run.budget}), the "
                          f"leapfrog steps per chain in a super-transition")
-    seed_replicas, seed_tuner = np.random.SeedSequence(run.seed).spawn(2)
-    rs = ReplicaSet(spec, X, Y, replicas, test_sets=test_sets, seed=seed_replicas)
+    seed_chains, seed_tuner = np.random.SeedSequence(run.seed).spawn(2)
+    rs = NetworkChains(spec, X, Y, network, test_sets=test_sets, seed=seed_chains)
     if callable(getattr(tuner, "within", None)) and run.max_seconds is not None:
-        tuner = tuner.within(affordable(spec, len(X), rs.n_replicas, run.budget, run.max_seconds))
+        tuner = tuner.within(affordable(spec, len(X), rs.n_chains, run.budget, run.max_seconds))
     t = tuner.tuner(int(seed_tuner.generate_state(1)[0]))
     if run.reward in ("esjd", "slowest"):
         fn = esjd_reward if run.reward == "esjd" else slowest_movement

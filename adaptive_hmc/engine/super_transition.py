@@ -1,10 +1,10 @@
 """The super-transition (Wang thesis section 3.2): a fixed budget of
-leapfrog steps at one setting (step factor, L) on every chain of a replica
-set, each chain in the compiled iteration on its own thread and random
+leapfrog steps at one setting (step factor, L) on every chain of a network's
+chain set, each chain in the compiled iteration on its own thread and random
 stream, so that the result is bit-identical whatever the thread count; the
 held-out and test predictions accumulated as the chains run.
 
-Flow position: replica_state -> **super_transition** -> replicas.
+Flow position: network_state -> **super_transition** -> network_chains.
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from ..samplers.calibration import CURVATURE_EVALUATIONS, curvature_scale
 from ..samplers.chain import Observers, Record, copy_chain, new_record, run_chain
 from ..samplers.metric import learned_factors, low_rank_metrics, trace_rows, window_of
 from ..samplers.settings import Action, check_settings
-from .replica_options import as_seed_sequence
-from .replica_state import ReplicaState, Step, fold
+from .network_options import as_seed_sequence
+from .network_state import NetworkState, Sums, fold
 
 
 class HeldOut(NamedTuple):
@@ -39,8 +39,8 @@ class SuperTransitionResult(NamedTuple):
     """What one super-transition did, the one info value of every chain set:
     its index and action, its iterations, the chains' :class:`Record`
     (per-iteration arrays (R, n_iter)), its seconds, its unit of its own kind
-    (``step``: what it adds to the state and to the sample store: a network's
-    :class:`Step`, a density's draws), the gradients before it and, for a
+    (``unit``: what it adds to the state and to the sample store: a network's
+    :class:`Sums`, a density's draws), the gradients before it and, for a
     network with CV replicas, their ``held_out`` predictions (None
     otherwise)."""
 
@@ -50,13 +50,13 @@ class SuperTransitionResult(NamedTuple):
     n_iter: int
     record: Record
     seconds: float
-    step: Step | np.ndarray
+    unit: Sums | np.ndarray
     setup_gradients: int = 0      # evaluations before it (all chains): the step calibration's, the optimized starts'
     held_out: HeldOut | None = None
 
     @property
     def acceptance(self) -> np.ndarray:
-        """Acceptance rate of each replica."""
+        """Acceptance rate of each chain."""
         return self.record.accepted.mean(axis=1)
 
     @property
@@ -79,7 +79,7 @@ PROBE_KEY = 2 ** 31
 
 def iterations(budget: int, num_steps: int, jitter: bool) -> int:
     """Iterations of a super-transition: ``floor(budget / num_steps)``, so a
-    replica never uses more than ``budget`` leapfrog steps; with jitter (L
+    chain never uses more than ``budget`` leapfrog steps; with jitter (L
     drawn uniformly from 1..num_steps, mean (num_steps + 1) / 2)
     ``floor(2 budget / (num_steps + 1))``, so it uses ``budget`` on average."""
     return int(2 * budget // (num_steps + 1)) if jitter else int(budget) // int(num_steps)
@@ -121,7 +121,7 @@ def keep_at(n_iter: int, before: int, retain_after: int, thin: int, k: int) -> n
 
 
 def kept_stats(rec: Record, j: int, at: np.ndarray, dim: int, diagnostic: np.ndarray) -> np.ndarray:
-    """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` (n_kept, 6) of chain ``j``'s kept rows,
+    """The :data:`~adaptive_hmc.engine.network_state.KEPT_STATS` (n_kept, 6) of chain ``j``'s kept rows,
     of the iterations ``at`` of the record (K from the record's temperature 2 K / D), and whether each is
     a diagnostic draw (one of the iterations ``diagnostic``)."""
     u = rec.energy[j, at]
@@ -130,10 +130,10 @@ def kept_stats(rec: Record, j: int, at: np.ndarray, dim: int, diagnostic: np.nda
                             np.isin(at, diagnostic)]).reshape(at.size, 6).astype(np.float64)
 
 
-def _settings(setup: ReplicaSet, state: ReplicaState, step_factor, num_steps, budget):
+def _settings(setup: NetworkChains, state: NetworkState, step_factor, num_steps, budget):
     """The chains' settings for one super-transition at (``step_factor``, ``num_steps``) of ``budget`` steps."""
     if not (isinstance(budget, (int, np.integer)) and budget >= 1):
-        raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per replica)")
+        raise ValueError(f"budget={budget!r}: must be an integer >= 1 (leapfrog steps per chain)")
     if num_steps > budget:
         raise ValueError(f"num_steps={num_steps!r}: must be an integer in 1..budget ({budget})")
     base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
@@ -152,7 +152,7 @@ def _each(fn, R: int, threads: int) -> None:
             fn(j)
 
 
-def _kept_buffers(setup: ReplicaSet, chains: tuple, n_iter: int, retain_after: int) -> tuple:
+def _kept_buffers(setup: NetworkChains, chains: tuple, n_iter: int, retain_after: int) -> tuple:
     """(each chain's diagnostic draws' iterations, :func:`keep_at`; the arrays its kept samples and their
     iterations are written into)."""
     thin, width = setup.thin, setup.dim + len(setup.hyper_names)
@@ -161,21 +161,21 @@ def _kept_buffers(setup: ReplicaSet, chains: tuple, n_iter: int, retain_after: i
     return at, [np.empty((n, width)) for n in size], [np.zeros(n, np.int64) for n in size]
 
 
-def _calibration(setup: ReplicaSet, state: ReplicaState) -> tuple:
+def _calibration(setup: NetworkChains, state: NetworkState) -> tuple:
     """(each chain's step calibration, the gradients measuring it took): measured at the super-transition
     ``setup.calibrate_after``, else the state's."""
     if setup.calibrate_after != state.n_super:
         return state.step_calibration, 0
-    return np.array([curvature_scale(r.model, c.position, c.hyper) for r, c in zip(setup.replicas, state.chains)]), \
-        setup.n_replicas * CURVATURE_EVALUATIONS
+    return np.array([curvature_scale(r.model, c.position, c.hyper) for r, c in zip(setup.chain_data, state.chains)]), \
+        setup.n_chains * CURVATURE_EVALUATIONS
 
 
-def _step(setup: ReplicaSet, chains: tuple, wp, w, kept: list, stats: list) -> Step:
+def _step(setup: NetworkChains, chains: tuple, wp, w, kept: list, stats: list) -> Sums:
     """The chains' sums of one super-transition (their test accumulators weighted by ``wp``, each predicting
     sample standing for its iterations), their hyperparameters at its end and their kept samples."""
-    n_retained = np.array([r.test.count[0] for r in setup.replicas])
-    mine, H = setup.replicas, len(setup.hyper_names)
-    return Step(pred=wp[:, None, None] * np.stack([r.test.pred for r in mine]),
+    n_retained = np.array([r.test.count[0] for r in setup.chain_data])
+    mine, H = setup.chain_data, len(setup.hyper_names)
+    return Sums(pred=wp[:, None, None] * np.stack([r.test.pred for r in mine]),
                 sq=wp[:, None, None] * np.stack([r.test.sq for r in mine]),
                 var=wp[:, None] * np.stack([r.test.var for r in mine]),
                 lse=np.log(wp)[:, None] + np.stack([r.test.lse for r in mine]),
@@ -193,7 +193,7 @@ def _trace_of(window, trace: list) -> np.ndarray:
     return np.stack([t[at] for t in trace])
 
 
-def _learned_metric(setup: ReplicaSet, state: ReplicaState, chains: tuple, window, moments, n_iter: int,
+def _learned_metric(setup: NetworkChains, state: NetworkState, chains: tuple, window, moments, n_iter: int,
                     trace: list) -> dict:
     """The learned metric's state after a super-transition of its ``window``: the moments (and the low
     rank's trace) summed on, or at the window's end its factors and each chain's low rank (frozen till the
@@ -203,26 +203,26 @@ def _learned_metric(setup: ReplicaSet, state: ReplicaState, chains: tuple, windo
         else state.trace
     if state.n_super + 1 != window[1]:
         return dict(moments=moments, moment_count=count, trace=traced)
-    heuristic = np.stack([r.model.scales(c.hyper) for r, c in zip(setup.replicas, chains)])
+    heuristic = np.stack([r.model.scales(c.hyper) for r, c in zip(setup.chain_data, chains)])
     factors = learned_factors(moments, count, heuristic)
     low_rank = low_rank_metrics(traced, heuristic * factors) if setup.metric == "low_rank" else state.low_rank
     return dict(step_scale=factors, moments=np.zeros_like(moments), moment_count=0,
                 trace=traced[:, :0], low_rank=low_rank)
 
 
-def _metric_buffers(setup: ReplicaSet, state: ReplicaState, window, n_iter: int) -> tuple:
+def _metric_buffers(setup: NetworkChains, state: NetworkState, window, n_iter: int) -> tuple:
     """(the moments the chains sum on, each chain's trace of its iterations) of a super-transition in the
     learned metric's ``window`` (None: none)."""
-    moments = state.moments.copy() if window else np.zeros((setup.n_replicas, 4, 0))
+    moments = state.moments.copy() if window else np.zeros((setup.n_chains, 4, 0))
     rows = n_iter if window and setup.metric == "low_rank" else 0
-    return moments, [np.zeros((rows, 2, setup.dim)) for _ in range(setup.n_replicas)]
+    return moments, [np.zeros((rows, 2, setup.dim)) for _ in range(setup.n_chains)]
 
 
-def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, budget: int,
+def super_transition(setup: NetworkChains, state: NetworkState, action: Action, budget: int,
                      rng=None) -> tuple:
     """One super-transition from ``state``: :func:`iterations` of [Gibbs, HMC at ``action`` (its ``step_factor``
     and ``num_steps`` L)] on every chain of ``setup``, the leapfrog steps of the ``budget`` (exactly without
-    jitter, on average with it); returns (the new :class:`ReplicaState`, :class:`SuperTransitionResult`) and
+    jitter, on average with it); returns (the new :class:`NetworkState`, :class:`SuperTransitionResult`) and
     changes neither argument (the chains run on copies; ``setup``'s scratch accumulators are reused, so one
     setup runs one super-transition at a time). The steps are ``step_factor`` times the heuristic scales, or,
     when the settings carry a ``step_size`` (absolute base steps), ``step_factor`` times those.
@@ -235,7 +235,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
     settings = _settings(setup, state, step_factor, num_steps, budget)
     base = setup.settings.step_size             # absolute base steps (Neal's eps0), or none: FBM's heuristic scales
     calibration, calibration_gradients = _calibration(setup, state)
-    R, n_iter = setup.n_replicas, iterations(budget, num_steps, settings.jitter)
+    R, n_iter = setup.n_chains, iterations(budget, num_steps, settings.jitter)
     seq = setup.streams(state.streams_spawned) if rng is None else as_seed_sequence(rng)
     streams = [np.random.Generator(np.random.PCG64(s)) for s in seq.spawn(R)]
     chains = tuple(copy_chain(c) for c in state.chains)
@@ -251,7 +251,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
     moments, trace = _metric_buffers(setup, state, window, n_iter)
 
     def one(j):
-        r = setup.replicas[j]
+        r = setup.chain_data[j]
         reset(r.held)
         reset(r.test)
         c = calibration[j]
@@ -274,7 +274,7 @@ def super_transition(setup: ReplicaSet, state: ReplicaState, action: Action, bud
     metric = _learned_metric(setup, state, chains, window, moments, n_iter, trace) if window else {}
     new = fold(setup, state._replace(chains=chains, streams_spawned=spawned, step_calibration=calibration,
                                      **metric), step)
-    held = HeldOut([snapshot(r.held) for r in setup.replicas[:setup.n_cv]], setup.spec.likelihood) \
+    held = HeldOut([snapshot(r.held) for r in setup.chain_data[:setup.n_cv]], setup.spec.likelihood) \
         if setup.n_cv else None
     return new, SuperTransitionResult(state.n_super, float(step_factor), int(num_steps), n_iter, rec, seconds, step,
                                       calibration_gradients, held)

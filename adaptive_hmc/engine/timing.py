@@ -9,7 +9,7 @@ chains of its own from the run's starts; its warm-up and budget depend on the
 reference step that warm-up will find, so the estimate assumes one
 (:data:`ASSUMED_STEP`) and says so.
 
-Flow position: replicas, density_chains, tuners -> **timing** -> cli (validate), estimator.
+Flow position: net, density_chains, tuners -> **timing** -> cli (validate), estimator.
 Changes no state: the probe runs on copies of the chains.
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import time
 
 import numpy as np
 
-from .density_chains import DensityChains, trajectory_box
-from .replicas import ReplicaSet
+from .density_chains import SAMPLE_DEFAULTS, DensityChains, tuner_box
+from .network_chains import NetworkChains
 from ..samplers.adaptation import WARMUP_STEPS
 from ..samplers.settings import Action
 from .super_transition import super_transition
@@ -35,18 +35,18 @@ PROBE_STEP_FACTOR = 0.05
 TUNER_PROBE_OBSERVATIONS = 40
 
 
-def seconds_per_step(replicas: ReplicaSet, num_steps: int, budget: int) -> float:
+def seconds_per_step(net: NetworkChains, num_steps: int, budget: int) -> float:
     """Seconds of a super-transition per leapfrog step of each chain, at
     trajectories of ``num_steps`` steps, measured by super-transitions from
     the present state that change nothing (all chains on the set's threads,
     the Gibbs updates on from the first step); the probe doubles its steps
     until it takes :data:`PROBE_SECONDS` or reaches ``budget``."""
-    probe = copy.copy(replicas)
-    probe.settings = replicas.settings._replace(initial_phase_steps=0)
+    probe = copy.copy(net)
+    probe.settings = net.settings._replace(initial_phase_steps=0)
     steps = min(budget, 2 * num_steps)
     while True:
         action = Action(PROBE_STEP_FACTOR, min(num_steps, steps))
-        _, result = super_transition(probe, replicas.state, action, steps, np.random.SeedSequence(0))
+        _, result = super_transition(probe, net.state, action, steps, np.random.SeedSequence(0))
         if result.seconds >= PROBE_SECONDS or steps >= budget:
             return result.seconds / steps
         steps = min(budget, 2 * steps)
@@ -85,16 +85,16 @@ def typical_num_steps(options) -> int:
     return int(options.num_steps)
 
 
-def estimate(replicas: ReplicaSet, tuner_options, budget: int, super_transitions: int) -> dict:
+def estimate(net: NetworkChains, tuner_options, budget: int, super_transitions: int) -> dict:
     """The estimated seconds of ``super_transitions`` super-transitions of
     ``budget`` steps (sampling and tuner; compiling apart), with what it
     rests on."""
     L = min(typical_num_steps(tuner_options), budget)
-    step = seconds_per_step(replicas, L, budget)
+    step = seconds_per_step(net, L, budget)
     tuner = tuner_seconds(tuner_options)
     per = budget * step + tuner
     return {"seconds": per * super_transitions, "per_super_transition": per, "seconds_per_step": step,
-            "tuner_seconds": tuner, "num_steps": L, "chains": replicas.n_replicas, "threads": replicas.threads}
+            "tuner_seconds": tuner, "num_steps": L, "chains": net.n_chains, "threads": net.threads}
 
 
 def _span(s: float) -> str:
@@ -123,7 +123,7 @@ WARMUP_PROBE = 30
 
 
 def density_estimate(model, starts, warmup: int, super_transitions: int, budget: int | None, trajectory_bounds,
-                     threads: int | None = None) -> dict:
+                     threads: int | None = None, step_factor_bounds=SAMPLE_DEFAULTS.step_factor_bounds) -> dict:
     """The estimated seconds of a run of :func:`~adaptive_hmc.front.general.sample`
     (compiling apart) of ``model`` from ``starts``: warm-up (its first
     :data:`WARMUP_PROBE` iterations timed on chains of the probe's own) and
@@ -132,7 +132,8 @@ def density_estimate(model, starts, warmup: int, super_transitions: int, budget:
     for the reference step :data:`ASSUMED_STEP`; the sampling probe times
     super-transitions of chains of its own at a small step, doubling its
     steps until it takes :data:`PROBE_SECONDS`."""
-    budget, (lo, hi) = trajectory_box(ASSUMED_STEP, trajectory_bounds, budget or None)
+    budget, bounds = tuner_box(ASSUMED_STEP, step_factor_bounds, trajectory_bounds, budget or None)
+    lo, hi = bounds["num_steps"]
     L = min(int(round(math.sqrt(lo * hi))), budget)
     steps = 2 * L
     while True:
@@ -147,8 +148,7 @@ def density_estimate(model, starts, warmup: int, super_transitions: int, budget:
     t0 = time.perf_counter()
     probe.warm_up(n)                                        # its first iterations: the longest trajectories
     warm = (time.perf_counter() - t0) / max(n, 1) * warmup
-    tuner = tuner_seconds(BanditOptions({"step_factor": (0.5 * ASSUMED_STEP, 1.5 * ASSUMED_STEP),
-                                         "num_steps": (lo, hi)}))
+    tuner = tuner_seconds(BanditOptions(bounds))
     per = budget * per_step + tuner
     return {"seconds": warm + per * super_transitions, "warmup_seconds": warm, "per_super_transition": per,
             "seconds_per_step": per_step, "tuner_seconds": tuner, "num_steps": L, "budget": budget,

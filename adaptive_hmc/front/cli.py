@@ -49,23 +49,23 @@ def _validate(args) -> int:
         if not getattr(args, "no_estimate", False):
             _density_estimate(cfg, args.config, fn, starts)
         return 0
-    replicas = build(cfg, args.config)[0].chains
-    tests = ", ".join(f"{n} ({s.stop - s.start} cases)" for n, s in replicas.test_slices.items()) or "none"
-    spec = replicas.spec
-    n_train = replicas.replicas[-1].model.n_cases if replicas.n_cv == 0 else sum(len(f) for f in replicas.folds)
+    net = build(cfg, args.config)[0].chains
+    tests = ", ".join(f"{n} ({s.stop - s.start} cases)" for n, s in net.test_slices.items()) or "none"
+    spec = net.spec
+    n_train = net.chain_data[-1].model.n_cases if net.n_cv == 0 else sum(len(f) for f in net.folds)
     shape = "-".join(str(n) for n in (spec.n_inputs, *spec.hidden, spec.n_outputs))
     print(f"# {args.config}: valid. Network {shape} ({spec.likelihood}, {spec.n_params:,} parameters), "
-          f"{replicas.n_replicas} chain{'s' * (replicas.n_replicas != 1)}, {n_train} training cases; test sets: "
+          f"{net.n_chains} chain{'s' * (net.n_chains != 1)}, {n_train} training cases; test sets: "
           f"{tests}; the resolved config follows", file=sys.stderr, flush=True)
     _print_config(cfg, args)
     if not getattr(args, "no_estimate", False):
         from ..engine.progress import compile_kernels
         from ..engine.timing import describe, estimate
-        compile_kernels(replicas)
+        compile_kernels(net)
         print(f"# {args.config}: measuring the sampler on this machine for a time estimate ...", file=sys.stderr,
               flush=True)
         until = cfg.run.until
-        e = estimate(replicas, tuner_options(cfg, args.config), cfg.run.budget, cfg.run.super_transitions)
+        e = estimate(net, tuner_options(cfg, args.config), cfg.run.budget, cfg.run.super_transitions)
         said = describe(e, cfg.run.super_transitions, until.max_seconds if until else None)
         print(f"# {args.config}: the run will take {said}", file=sys.stderr)
     return 0
@@ -106,7 +106,8 @@ def _density_estimate(cfg, source: str, fn, starts) -> None:
     s, r = cfg.sampler, cfg.run
     compile_kernels(DensityChains(model, starts, 0, r.threads))
     print(f"# {source}: measuring the sampler on this machine for a time estimate ...", file=sys.stderr, flush=True)
-    e = density_estimate(model, starts, s.warmup, r.super_transitions, r.budget, s.trajectory_bounds, r.threads)
+    e = density_estimate(model, starts, s.warmup, r.super_transitions, r.budget, s.trajectory_bounds, r.threads,
+                         s.step_factor_bounds)
     said = describe_density(e, s.warmup, r.super_transitions, r.until.max_seconds if r.until else None)
     print(f"# {source}: the run will take {said}", file=sys.stderr)
 

@@ -25,7 +25,7 @@ from ..models.mlp import MLPSpec
 from ..models.priors import PriorSpec
 from ..rundir.inference import inference_data
 from ..rundir.posterior import Posterior
-from ..engine.replica_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, Layout, ReplicaOptions
+from ..engine.network_options import DEFAULT_CHAINS, DEFAULT_WEIGHT_BY, Layout, NetworkOptions
 from ..engine.driver import Until, drive, end_warnings
 from ..engine.progress import can_draw_bar, compile_kernels, start_chains
 from ..engine.runner import DEFAULT_REWARD, MAX_SUPER_TRANSITIONS, RunOptions, make_run
@@ -64,7 +64,7 @@ SHORTEST_TRAJECTORY = 40
 
 #: The estimators' arithmetic of the hidden units: float32, whose answers agree with float64's within Monte Carlo
 #: error (docs/precision.md) at 1.4-1.7 times the gradients a second.
-DEFAULT_PRECISION = "float32"
+DEFAULT_ARITHMETIC = "float32"
 
 
 def _signature_with(init, **extra) -> inspect.Signature:
@@ -80,8 +80,8 @@ class _BNN(BaseEstimator):
                  num_steps_bounds=None, window=1, initial_phase_steps=1000,
                  burn_in_super_transitions=None, thin=5, priors=None, seed=0, threads=None, verbose=False,
                  reward=DEFAULT_REWARD, weight_by=DEFAULT_WEIGHT_BY, jitter=True, max_seconds=600.0, target_ess=400,
-                 warm_start=False, start="optimized", metric="heuristic", random_state=None, precision=DEFAULT_PRECISION,
-                 tuner=None, k=None):
+                 warm_start=False, start="optimized", metric="heuristic", random_state=None, arithmetic=DEFAULT_ARITHMETIC,
+                 tuner=None, k=None, precision=None):
         for name, value in locals().items():           # each parameter kept as given (scikit-learn's rule)
             if name != "self":
                 setattr(self, name, value)
@@ -244,11 +244,19 @@ class _BNN(BaseEstimator):
             spec, X, Y, tuner=BanditOptions(bounds) if self.tuner is None else self.tuner,
             run=RunOptions(MAX_SUPER_TRANSITIONS, self.budget, seed, self.reward, metric,
                            max_seconds=None if self.max_seconds is None else float(self.max_seconds)),
-            replicas=ReplicaOptions(layout=self.layout_, priors=self.priors or PriorSpec(),
+            network=NetworkOptions(layout=self.layout_, priors=self.priors or PriorSpec(),
                                     settings=HMCSettings(window=self.window, initial_phase_steps=self.initial_phase_steps,
                                                          jitter=bool(self.jitter)),
                                     thin=self.thin, threads=self.threads, weight_by=self.weight_by,
-                                    start=self.start, metric=self.metric, precision=self.precision))
+                                    start=self.start, metric=self.metric, arithmetic=self._arithmetic()))
+
+    def _arithmetic(self) -> str:
+        """The hidden units' arithmetic: ``arithmetic``, or the deprecated ``precision`` (a FutureWarning)."""
+        if self.precision is None:
+            return self.arithmetic
+        warnings.warn(f"precision={self.precision!r} is deprecated: give arithmetic= (the hidden units' "
+                      "arithmetic, float32 or float64)", FutureWarning, stacklevel=4)
+        return self.precision
 
     def _fixed_params(self) -> dict:
         """The parameters a warm start must not change (all but :data:`WARM_START_MAY_CHANGE`)."""
@@ -340,6 +348,7 @@ _COMMON_DOC = """
         ``full_chain``, ``predict_from``); with ``reward="cv"`` they give the reward and a full-data chain
         predicts (without ``cv``, ``chains`` folds).
     k : deprecated: ``chains`` (a FutureWarning says so).
+    precision : deprecated: ``arithmetic`` (a FutureWarning says so).
     reward : "esjd" (ESJD/sqrt(L), the default) or "cv" (minus the held-out error, the thesis's).
     super_transitions, budget : number of super-transitions (with ``max_seconds``, the fewest) and leapfrog
         steps per replica in each.
@@ -373,7 +382,7 @@ _COMMON_DOC = """
         scale times a factor learned from the chains' draws and gradients in the warm-up windows of
         super-transitions 1-3, 4-7, 8-15 and 16-31, then frozen; docs/METHOD.md) or "low_rank" (those factors
         and each chain's low-rank masses, learned on to super-transition 127).
-    precision : "float32" (the default) or "float64": the arithmetic of the network's hidden units (inputs,
+    arithmetic : "float32" (the default) or "float64": the arithmetic of the network's hidden units (inputs,
         hidden weights, activations and deltas of a block of cases; the energy and the Metropolis test stay in
         float64, so the chains sample the network so computed exactly); float32 gives 1.4-1.7x the gradients a
         second, with answers within Monte Carlo error of float64's (docs/precision.md).

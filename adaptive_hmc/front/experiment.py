@@ -17,10 +17,10 @@ import numpy as np
 
 from ..config import Config, ConfigError, parse, to_dict
 from ..data import Standardizer, select_features
-from ..engine.replicas import memory_estimate
+from ..engine.network_chains import memory_estimate
 from ..engine.super_transition import iterations
 from ..diagnostics import more_super_transitions
-from ..rundir.metrics import convergence, replica_diagnostics
+from ..rundir.metrics import convergence, chain_diagnostics
 from ..rundir.verdicts import diagnostics_line, rhat_warning
 from ..rundir.results import RunDir, RunDirSink, RunError
 from ..engine.driver import Until, drive, end_warnings
@@ -55,7 +55,7 @@ def build(cfg: Config, source: str = "<config>") -> tuple:
     tuner = tuner_options(cfg, source)                  # its errors name their keys already
     try:
         return make_run(cfg.model.spec(X.shape[1], split.n_outputs), X, Y, tuner=tuner,
-                        run=cfg.run_options(), replicas=cfg.replica_options(), test_sets=tests), sc
+                        run=cfg.run_options(), network=cfg.network_options(), test_sets=tests), sc
     except ValueError as e:
         raise ConfigError(f"{source}: model/data: {e}") from None
 
@@ -125,7 +125,7 @@ def _check_fit(cfg: Config, source: str, X, Y, tests: dict, n_outputs: int, clas
         raise ConfigError(f"{source}: model.hidden = {list(m.hidden)}: a network of {spec.n_params:,} parameters "
                           f"on these chains and cases needs about {need / 2**30:.1f} GiB; at most "
                           f"{limit / 2**30:.1f} GiB (half of this machine's memory) is allowed (fewer or smaller "
-                          f"hidden layers, fewer replicas, or a larger run.thin)")
+                          f"hidden layers, fewer net, or a larger run.thin)")
 
 
 class Interrupted(RunError):
@@ -195,11 +195,11 @@ def _saved(rd: RunDir) -> int:
     return rd.load_checkpoint()[0].chains["n_super"] if rd.has_checkpoint else 0
 
 
-def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
+def _begin(rd, cfg, source, resuming, quiet, net, tuner) -> tuple:
     """(tuner, log, wall seconds, metadata) of a run started or resumed in ``rd``, its kernels compiled and
     its chains started."""
     if resuming:
-        tuner, log, wall, note, _ = rd.restore(replicas)
+        tuner, log, wall, note, _ = rd.restore(net)
         if note:
             print(f"{rd.path}: {note}", file=sys.stderr, flush=True)
         meta = rd.read_metadata()
@@ -207,11 +207,11 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
         rd.write_metadata(meta)
     else:
         rd.clear_start()
-        meta = rd.start(cfg, source, replicas.threads)
+        meta = rd.start(cfg, source, net.threads)
         log, wall = [], 0.0
     rd.write_log(log)     # exactly the checkpointed entries (a kill may have left more)
-    meta["compile_s"] = round(meta.get("compile_s", 0.0) + compile_kernels(replicas, quiet), 2)   # kept out of wall_s
-    started = start_chains(replicas, quiet)               # its seconds count in the first super-transition's
+    meta["compile_s"] = round(meta.get("compile_s", 0.0) + compile_kernels(net, quiet), 2)   # kept out of wall_s
+    started = start_chains(net, quiet)               # its seconds count in the first super-transition's
     if started is not None:
         meta["start"] = {k: started[k] for k in ("seconds", "gradients", "cut_short")}
         rd.write_metadata(meta)
@@ -219,8 +219,8 @@ def _begin(rd, cfg, source, resuming, quiet, replicas, tuner) -> tuple:
 
 
 def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale, warn=True) -> dict:
-    replicas = setup.chains
-    tuner, log, wall, meta = _begin(rd, cfg, source, resuming, quiet, replicas, setup.tuner)
+    net = setup.chains
+    tuner, log, wall, meta = _begin(rd, cfg, source, resuming, quiet, net, setup.tuner)
     if cfg.tuner.kind not in ("bandit", "fixed"):          # a tuner of one's own: every call checked
         tuner = CheckedTuner(tuner, cfg.run.budget)
     until, first = cfg.run.until, cfg.run.super_transitions
@@ -228,15 +228,15 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale, wa
     def say(line):
         print(f"{rd.path}: {line}", file=sys.stderr, flush=True)
     rule = Until(first, until.max_seconds, lambda n, seconds: convergence(
-        replica_diagnostics(replicas, log, seconds, cfg.layout.predict_from), until.target_ess),
+        chain_diagnostics(net, log, seconds, cfg.layout.predict_from), until.target_ess),
         "run.until.max_seconds", None if quiet else say) if until else None
     try:
         done = drive(replace(setup, tuner=tuner), first, until=rule, log=log, wall=wall,
-                     sink=RunDirSink(rd, replicas, tuner, log, cfg.run.checkpoint_every,
+                     sink=RunDirSink(rd, net, tuner, log, cfg.run.checkpoint_every,
                                      seconds=cfg.run.checkpoint_seconds), quiet=quiet,
                      stop_after=stop_after, say=say)
     except KeyboardInterrupt:
-        raise Interrupted(f"{rd.path}: interrupted at super-transition {replicas.n_super + 1} of "
+        raise Interrupted(f"{rd.path}: interrupted at super-transition {net.n_super + 1} of "
                           f"{'at least ' if until else ''}{first}; the last checkpoint holds {_saved(rd)}; resume "
                           f"with: adaptive-hmc run {source} --out {rd.path} --resume") from None
     except TunerError as e:
@@ -251,11 +251,11 @@ def _run_locked(rd, cfg, source, resuming, quiet, stop_after, setup, x_scale, wa
     if not quiet:
         print(f"{rd.path}: computing the predictions, R-hat and ESS of the test sets and hyperparameters",
               file=sys.stderr, flush=True)
-    summary = rd.write_results(replicas, tuner, log, done.wall, cfg, x_scale, compile_s=meta["compile_s"],
+    summary = rd.write_results(net, tuner, log, done.wall, cfg, x_scale, compile_s=meta["compile_s"],
                                convergence=rule.stopped if until else None)
     if not quiet:
         print(folded(f"{rd.path}: {diagnostics_line(summary)}"), file=sys.stderr, flush=True)
-    n, burn = replicas.n_super, replicas.burn_in_super_transitions
+    n, burn = net.n_super, net.burn_in_super_transitions
     for warning in () if not warn else end_warnings([rhat_warning(summary["diagnostics"], cfg.model.priors.hyper_moves, lambda factor: (
             f"adaptive-hmc run {source} --out {rd.path} --extend {more_super_transitions(factor, n, burn)}"))],
             rule, log, f"see stuck_chains in {rd.path / 'log.jsonl'}: the step factor or L is too large for it"):

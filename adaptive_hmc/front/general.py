@@ -23,9 +23,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ..diagnostics import chain_statistics, draws_convergence, more_super_transitions, summary_line, trust_warnings
-from ..engine.density_chains import SAMPLE_DEFAULTS as D, DensityChains, RECORD_STATS, trajectory_box
+from ..engine.density_chains import SAMPLE_DEFAULTS as D, DensityChains, RECORD_STATS, tuner_box
 from ..models.density import LogDensity
-from ..engine.replica_options import as_seed_sequence
+from ..engine.network_options import as_seed_sequence
 from ..engine.driver import Until, drive, end_warnings
 from ..engine.progress import can_draw_bar, compile_kernels
 from ..engine.runner import Plan
@@ -203,23 +203,25 @@ def _resumed(rd: RunDir, key: dict, chains: DensityChains, super_transitions: in
         raise CheckpointError(f"checkpoint {rd.path}: holds {chains.n_super} super-transitions, more than the "
                               f"super_transitions={super_transitions} asked for; ask for at least "
                               f"{chains.n_super} (more extend the run), or give another checkpoint path")
-    return state["run"], bandit, log, rd.sample_store(DRAWS).read(chains.n_super)
+    run = dict(state["run"])
+    if "step" in run:                       # a checkpoint written before the key was named reference_step
+        run["reference_step"] = run.pop("step")
+    return run, bandit, log, rd.sample_store(DRAWS).read(chains.n_super)
 
 
 def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget, step_factor_bounds,
                trajectory_bounds, tuner, seed_tuner, verbose: bool) -> tuple:
     """(run, tuner) after ``chains``' warm-up: the reference step, the budget and the tuner's bounds in
-    its units (``run``: step, budget, bounds, warmup_seconds) and the bandit over them."""
+    its units (``run``: reference_step, budget, bounds, warmup_seconds) and the bandit over them."""
     t0 = time.perf_counter()
     if verbose:
         print(f"warm-up: {warmup} iterations of {chains.R} chain{'s' * (chains.R != 1)} (a diagonal metric and a "
               f"reference step)", flush=True)
     step = chains.warm_up(int(warmup), target_accept)
-    budget, num_steps = trajectory_box(step, trajectory_bounds, budget)
-    bounds = {"step_factor": tuple(step_factor_bounds), "num_steps": num_steps}   # factors of the step
+    budget, bounds = tuner_box(step, step_factor_bounds, trajectory_bounds, budget)
     options = BanditOptions(bounds) if tuner is None else replace(tuner, bounds=bounds)
     bandit = options.tuner(int(seed_tuner.generate_state(1)[0]))
-    run = dict(step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)
+    run = dict(reference_step=step, budget=budget, bounds=bounds, warmup_seconds=time.perf_counter() - t0)
     if verbose:
         print(f"warm-up done in {run['warmup_seconds']:.1f} s: reference step {step:.3g} posterior sds; "
               f"super-transitions of {budget} leapfrog steps a chain, L in {bounds['num_steps'][0]}.."
@@ -232,7 +234,7 @@ def _inference_data(chains: DensityChains, units: list, model: LogDensity, const
     """The InferenceData :func:`sample` returns, from the finished run (saying what it must)."""
     import arviz as az
     Q, stored = _draws(units), [u[1] for u in units]                              # (R, n, dim)
-    step_size = np.concatenate([np.full(st["num_steps"].shape, e["step_factor"] * run["step"])
+    step_size = np.concatenate([np.full(st["num_steps"].shape, e["step_factor"] * run["reference_step"])
                                 for st, e in zip(stored, log)],
                                axis=1)                       # each draw's super-transition's step (posterior sds)
     stats = {name: np.concatenate([st[field] for st in stored], axis=1) for name, field in STATS}
@@ -243,7 +245,7 @@ def _inference_data(chains: DensityChains, units: list, model: LogDensity, const
     posterior = {k: v.reshape(R, n, *v.shape[1:]) for k, v in
                  (constrain(Q.reshape(R * n, D)) if constrain else model.split(Q.reshape(R * n, D))).items()}
     gradients = chains.warmup_gradients + int(sum(e["gradients"] for e in log))
-    attrs = dict(reference_step=run["step"], scale=chains.scale.tolist(), budget=run["budget"],
+    attrs = dict(reference_step=run["reference_step"], scale=chains.scale.tolist(), budget=run["budget"],
                  num_steps_bounds=list(run["bounds"]["num_steps"]), gradients=gradients, compile_seconds=compile_s,
                  warmup_seconds=run["warmup_seconds"], sampling_seconds=sum(e["seconds"] for e in log),
                  tuner_log=[{k: e[k] for k in ("step_factor", "num_steps", "reward", "acceptance", "divergences")}

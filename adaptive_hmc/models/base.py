@@ -68,7 +68,7 @@ class NoHyper(NamedTuple):
 
 
 class Model:
-    """The Python side of a model, as transitions and replicas use it.
+    """The Python side of a model, as transitions and chain sets use it.
 
     A subclass sets ``target`` (the NamedTuple whose class has ``kernels``) and
     ``dim`` (number of parameters) and defines :meth:`initial_hyper` and

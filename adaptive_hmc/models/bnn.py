@@ -61,7 +61,7 @@ class MLPTarget(NamedTuple):
     sparse: SparseInputs | None  # the nonzero training inputs (None: the first layer reads XT)
     scale_dirs: np.ndarray | None  # (n, S) directions of the interweaving moves (priors.scale_directions; None: no
                                    # moves, whose code is then not even compiled)
-    threads: ThreadScratch | None  # the threads that share the blocks of cases (None: the calling thread alone)
+    scratch: ThreadScratch | None  # the threads that share the blocks of cases (None: the calling thread alone)
     collapse: Collapse | None = None  # the precisions integrated out of the density (models.collapsed; None:
                                       # every precision explicit, the collapsed code not even compiled)
 
@@ -81,7 +81,7 @@ def _energy_impl(q, grad, t, hyper):
     if _collapsed(t):
         return lambda q, grad, t, hyper: collapsed_energy_grad(q, grad, t, hyper)
     return lambda q, grad, t, hyper: mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, hyper.prec, hyper.noise, t.work,
-                                                     t.sparse, t.threads)
+                                                     t.sparse, t.scratch)
 
 
 def _scales(t, hyper, out):
@@ -125,13 +125,13 @@ def _line_log_density(x, q, d, t, hyper, logtau, qn, factor, line, P, arow):
     kind is not 0, else by a forward pass at the moved weights."""
     prior = t.prior
     if line[0] != 0:
-        lp = -line_data_energy(x, line, q, t.arch, t.XT, t.YT, hyper.noise, t.work, P, arow, t.threads)
+        lp = -line_data_energy(x, line, q, t.arch, t.XT, t.YT, hyper.noise, t.work, P, arow, t.scratch)
     else:
         for s in range(d.size):
             factor[s] = math.exp(x * d[s])
         for k in range(q.size):
             qn[k] = q[k] * factor[prior.param_slot[k]]
-        lp = -mlp_data_energy(qn, t.arch, t.XT, t.YT, hyper.noise, t.work, t.sparse, t.threads)
+        lp = -mlp_data_energy(qn, t.arch, t.XT, t.YT, hyper.noise, t.work, t.sparse, t.scratch)
     for s in range(d.size):
         if math.isfinite(prior.slot_shape[s]):
             lp += log_precision_prior(prior, hyper.top, s, logtau[s] - 2.0 * x * d[s])
@@ -207,7 +207,7 @@ def scale_moves(q, t, hyper, rng):
         if t.sparse is None:
             for k in range(q.size):
                 dw[k] = d[t.prior.param_slot[k]]
-            line = line_setup(q, dw, t.arch, t.XT, t.YT, t.work, P, arow, t.threads)
+            line = line_setup(q, dw, t.arch, t.XT, t.YT, t.work, P, arow, t.scratch)
             evaluations += int(line[0] != 0)
         if line[0] != 0 or not carried:
             evaluations += 1
@@ -241,7 +241,7 @@ def _moves_impl(q, t, hyper, rng):
 
 @njit(inline="always")
 def _gibbs(q, t, hyper, rng):
-    out = forward(q, t.arch, t.XT, t.work, t.sparse, t.threads) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work.out[:0]
+    out = forward(q, t.arch, t.XT, t.work, t.sparse, t.scratch) if t.arch[LIKELIHOOD] == GAUSSIAN else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     _moves(q, t, hyper, rng)
 
@@ -252,7 +252,7 @@ def _gibbs_energy_grad(q, grad, t, hyper, rng, moves):
     # an evaluation like the moves'): the gradient runs its own forward pass block
     # by block, since the activations of all cases are not kept.
     noise = t.arch[LIKELIHOOD] == GAUSSIAN
-    out = forward(q, t.arch, t.XT, t.work, t.sparse, t.threads) if noise else t.work.out[:0]
+    out = forward(q, t.arch, t.XT, t.work, t.sparse, t.scratch) if noise else t.work.out[:0]
     gibbs_hyper(q, hyper, t.prior, t.arch, out, t.YT, rng)
     moved = _moves(q, t, hyper, rng) if moves else 0
     energy = _energy(q, grad, t, hyper)
@@ -284,7 +284,7 @@ class BayesianMLP(Model):
     Y is (N, n_outputs) for regression, 0/1 labels for logistic, and class
     indices 0..K-1 for softmax. ``sparse``: run the first layer on the nonzero
     inputs (None: when X is wide and mostly zero, :func:`~adaptive_hmc.models.mlp.use_sparse`).
-    ``precision``: of the hidden units' arithmetic (:data:`~adaptive_hmc.models.mlp.PRECISIONS`);
+    ``arithmetic``: of the hidden units' arithmetic (:data:`~adaptive_hmc.models.mlp.ARITHMETIC`);
     with "float32" the target is the network computed so, a function of the
     weights as exact as the float64 one (the energy, the likelihood and the
     Metropolis test in float64 on both sides). ``threads``: how many threads
@@ -293,20 +293,20 @@ class BayesianMLP(Model):
     """
 
     def __init__(self, spec: MLPSpec, X, Y, priors: PriorSpec = PriorSpec(), sparse: bool | None = None,
-                 precision: str = "float64", threads: int = 1):
+                 arithmetic: str = "float64", threads: int = 1):
         X, Y = check_data(spec, X, Y, "training data")
         self.spec, self.priors = spec, priors
         self.X, self.Y = X, Y
         self.prior, self.slot_names = build_prior(spec, priors)
         XT = pad_cases(X.T)
-        work = spec.workspace(XT.shape[1], precision)
-        self.precision = precision
+        work = spec.workspace(XT.shape[1], arithmetic)
+        self.arithmetic = arithmetic
         self.sparse = use_sparse(X) if sparse is None else bool(sparse)
         nonzero = sparse_inputs(X) if self.sparse else None   # None: the sparse code is not even compiled
-        self.target = MLPTarget(spec.arch, XT.astype(precision), spec.target_rows(Y), work,
+        self.target = MLPTarget(spec.arch, XT.astype(arithmetic), spec.target_rows(Y), work,
                                 self.prior, np.ascontiguousarray((XT ** 2).sum(axis=1)), nonzero,
                                 scale_directions(spec, self.prior) if priors.hyper_moves == "interweave" else None,
-                                spec.thread_scratch(XT.shape[1], precision, threads),
+                                spec.thread_scratch(XT.shape[1], arithmetic, threads),
                                 build_collapse(self.prior, X.shape[0], spec.likelihood == "gaussian")
                                 if priors.collapse else None)
         self.n_cases = X.shape[0]

@@ -37,7 +37,7 @@ from ..jit import njit
 from .mlp import N_OUT, forward, mlp_energy_grad, mlp_step_scales
 
 #: The precision of every collapsed slot (times its scale) and of a collapsed noise at which the step
-#: scales are computed: the chains' initial hyperparameter value (ReplicaOptions.initial_hyper).
+#: scales are computed: the chains' initial hyperparameter value (NetworkOptions.initial_hyper).
 REFERENCE = 1.0
 
 
@@ -102,7 +102,7 @@ def _group_terms(q, c, prior, prec):
 def _one_noise(q, grad, t, c, e):
     """A collapsed noise on one output: the likelihood's gradient at noise precision 1 scaled by the
     effective precision (one pass), the weights' Gaussian terms added after."""
-    half = mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, c.zero, c.unit, t.work, t.sparse, t.threads)
+    half = mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, c.zero, c.unit, t.work, t.sparse, t.scratch)
     r = c.noise_rate[0] + half
     eff = c.noise_shape[0] / r
     for k in range(q.size):
@@ -117,7 +117,7 @@ def _one_noise(q, grad, t, c, e):
 def _noises(q, grad, t, c, e):
     """Collapsed noises on several outputs: a forward pass for the residuals, then the gradient at the
     effective noise precisions."""
-    out = forward(q, t.arch, t.XT, t.work, t.sparse, t.threads)
+    out = forward(q, t.arch, t.XT, t.work, t.sparse, t.scratch)
     N = t.YT.shape[1]
     for o in range(c.sse.size):
         s = 0.0
@@ -128,7 +128,7 @@ def _noises(q, grad, t, c, e):
         r = c.noise_rate[o] + 0.5 * s
         c.noise_eff[o] = c.noise_shape[o] / r
         e += c.noise_shape[o] * math.log(r) - 0.5 * c.noise_eff[o] * s
-    return e + mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, c.prec, c.noise_eff, t.work, t.sparse, t.threads)
+    return e + mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, c.prec, c.noise_eff, t.work, t.sparse, t.scratch)
 
 
 @njit(inner=True)
@@ -138,7 +138,7 @@ def collapsed_energy_grad(q, grad, t, hyper):
     c = t.collapse
     e = _group_terms(q, c, t.prior, hyper.prec)
     if not c.noise:
-        return e + mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, c.prec, hyper.noise, t.work, t.sparse, t.threads)
+        return e + mlp_energy_grad(q, grad, t.arch, t.XT, t.YT, c.prec, hyper.noise, t.work, t.sparse, t.scratch)
     if t.arch[N_OUT] == 1:
         return _one_noise(q, grad, t, c, e)
     return _noises(q, grad, t, c, e)

@@ -39,14 +39,14 @@ class Accumulator(NamedTuple):
     count: np.ndarray
 
 
-def new_accumulator(spec: MLPSpec, X, Y, precision: str = "float64") -> Accumulator:
+def new_accumulator(spec: MLPSpec, X, Y, arithmetic: str = "float64") -> Accumulator:
     """An empty accumulator for the cases X (N, n_in) with targets Y (N, n_t), the network's hidden units in
-    ``precision`` (that of the chain's own network, so that its predictions run the code of its Gibbs
+    ``arithmetic`` (that of the chain's own network, so that its predictions run the code of its Gibbs
     update's forward pass, compiled once; the sums in float64 either way)."""
     N = X.shape[0]
     n_out = spec.n_outputs
-    XT = pad_cases(X.T).astype(precision)
-    return Accumulator(XT, spec.target_rows(Y), spec.workspace(XT.shape[1], precision),
+    XT = pad_cases(X.T).astype(arithmetic)
+    return Accumulator(XT, spec.target_rows(Y), spec.workspace(XT.shape[1], arithmetic),
                        np.zeros((n_out, N)), np.zeros((n_out, N)), np.zeros(n_out),
                        np.full(N, -np.inf), np.zeros(1))
 

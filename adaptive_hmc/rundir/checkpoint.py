@@ -43,7 +43,7 @@ def _checksum(arrays: dict) -> str:
 def pack_checkpoint(ck: Checkpoint) -> bytes:
     """The checkpoint as npz bytes: the state's arrays, one JSON record of the
     rest (its scalars, the tuner, the log's length), a checksum. The state's
-    fields are walked, not listed: :class:`ReplicaState` is their one list."""
+    fields are walked, not listed: :class:`NetworkState` is their one list."""
     arrays, scalars = {}, {}
     for key, value in ck.chains.items():
         if key == "chains":

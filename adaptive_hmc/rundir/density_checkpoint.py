@@ -13,7 +13,7 @@ import hashlib
 
 import numpy as np
 
-from ..engine.replica_options import as_seed_sequence
+from ..engine.network_options import as_seed_sequence
 
 
 class CheckpointError(ValueError):

@@ -17,7 +17,7 @@ from ..config import Config, ConfigError, DensityConfig, parse
 from ..data import Standardizer
 from ..models.mlp import MLPSpec
 from .posterior import Posterior
-from ..engine.replica_options import chain_indices
+from ..engine.network_options import chain_indices
 from ..tuners.registry import tuner_from_state
 from .results import CONFIG, LOG, POSTERIOR, PREDICTIONS, SAMPLES, SUMMARY, TUNER, RunDir, RunError, is_density_run
 from .store import npz_problem

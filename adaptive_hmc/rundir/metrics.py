@@ -2,8 +2,8 @@
 multi-chain diagnostics of the predicting chains (R-hat, ESS per gradient and
 per second); :mod:`~adaptive_hmc.rundir.verdicts` puts them in words.
 
-Flow position: replicas, config -> **metrics** -> results, estimator. Reads
-a :class:`~adaptive_hmc.engine.replicas.ReplicaSet` or the arrays a run directory
+Flow position: net, config -> **metrics** -> results, estimator. Reads
+a :class:`~adaptive_hmc.engine.network_chains.NetworkChains` or the arrays a run directory
 stores; writes nothing.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from ..diagnostics import (APART, RHAT_LIMIT, arviz, chain_loo, chains_apart, di
                            stacking_weights, verdict, within_chain_rhat)
 from ..models.mlp import MLPSpec, predict
 from ..models.predictive import pointwise_log_likelihood
-from ..engine.replica_state import KEPT_STATS
-from ..engine.replicas import ReplicaSet
+from ..engine.network_state import KEPT_STATS
+from ..engine.network_chains import NetworkChains
 from .verdicts import rhat_of
 
 #: A super-transition whose mean acceptance is below this mixes poorly (issue of tuning, not of luck).
@@ -37,25 +37,25 @@ MIN_KEPT = 50
 DIAGNOSTIC_DRAWS = EXPORT_DRAWS
 
 
-def kept_samples(replicas: ReplicaSet, after: int = 0, draws_of=None) -> dict:
+def kept_samples(net: NetworkChains, after: int = 0, draws_of=None) -> dict:
     """The kept samples of every chain as :func:`prediction_draws` and
     :func:`hyper_draws` take them (the arrays samples.npz stores); with
     ``after``, only those of the super-transitions numbered ``after`` and up
     (from 0); with each one's super-transition and iteration's
-    :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS`. Given the chains
+    :data:`~adaptive_hmc.engine.network_state.KEPT_STATS`. Given the chains
     ``draws_of``, only their :func:`draw_indices` (the draws every
     convergence figure reads, the same figures), gathered without the rest."""
-    chain, st = replicas.kept_index()
-    stats, weight = replicas.kept_stats(), replicas.kept_weights()
+    chain, st = net.kept_index()
+    stats, weight = net.kept_stats(), net.kept_weights()
     at = np.flatnonzero(st >= after)
     if draws_of is not None:
         light = {"chain": chain[at], "diagnostic": stats[at, KEPT_STATS.index("diagnostic")]}
         at = at[np.sort(draw_indices(light, draws_of).ravel())]
-    A, chain, st = replicas.kept_rows(at)
-    W, noise = replicas.weights_of(A, chain)
+    A, chain, st = net.kept_rows(at)
+    W, noise = net.weights_of(A, chain)
     stats = stats[at]
     return {"weights": W, "noise_precision": noise, "chain": chain, "weight": weight[at],
-            "hyper": A[:, replicas.dim:], "target_mean": replicas.target_mean, "target_sd": replicas.target_sd,
+            "hyper": A[:, net.dim:], "target_mean": net.target_mean, "target_sd": net.target_sd,
             "super_transition": st, **{name: stats[:, i] for i, name in enumerate(KEPT_STATS)}}
 
 
@@ -248,19 +248,19 @@ def chain_stacking(spec: MLPSpec, kept: dict, rows, train: tuple, test_sets: dic
             "test_log_score": scores}
 
 
-def replica_diagnostics(replicas: ReplicaSet, log: list, wall_s: float, chains: str, kept: dict | None = None) -> dict:
-    """:func:`run_diagnostics` of a run's replicas now: the predicting
+def chain_diagnostics(net: NetworkChains, log: list, wall_s: float, chains: str, kept: dict | None = None) -> dict:
+    """:func:`run_diagnostics` of a run's network chains now: the predicting
     ``chains``' test predictions and hyperparameters after the burn-in, costed
     by every gradient in ``log`` and ``wall_s`` of sampling ({} before any test
     prediction)."""
-    if not replicas.history_pred:
+    if not net.history_pred:
         return {}
-    rows = replicas.chain_indices(chains)
-    return run_diagnostics(replicas.spec, kept or kept_samples(replicas, draws_of=rows), rows, chains,
-                           {"X_test": replicas.X_test, "history_pred": replicas.history_pred,
-                            "history_count": replicas.history_count}, replicas.test_slices,
-                           replicas.history_hyper[replicas.burn_in_super_transitions:], int(log_gradients(log).sum()),
-                           wall_s, replicas.hyper_names)
+    rows = net.chain_indices(chains)
+    return run_diagnostics(net.spec, kept or kept_samples(net, draws_of=rows), rows, chains,
+                           {"X_test": net.X_test, "history_pred": net.history_pred,
+                            "history_count": net.history_count}, net.test_slices,
+                           net.history_hyper[net.burn_in_super_transitions:], int(log_gradients(log).sum()),
+                           wall_s, net.hyper_names)
 
 
 def log_gradients(log: list) -> np.ndarray:
@@ -271,7 +271,7 @@ def log_gradients(log: list) -> np.ndarray:
     return np.array([e.get("gradients", e["leapfrog_steps"]) for e in log], dtype=np.int64)
 
 
-def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compile_s: float = 0.0,
+def summarize(net: NetworkChains, log: list, wall_s: float, cfg: Config, compile_s: float = 0.0,
               kept: dict | None = None) -> dict:
     """summary.json: test errors per test set, CV error, acceptance, divergences,
     stuck chains and the share of post-warm-up super-transitions with mean
@@ -280,18 +280,18 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
     the multi-chain diagnostics of the predicting chains
     (:func:`run_diagnostics`; ``kept``: :func:`kept_samples`, when the caller has them)."""
     chains = cfg.layout.predict_from
-    rows = replicas.chain_indices(chains)
-    metrics = replicas.metrics(chains) if replicas.test_count[rows].sum() > 0 else {}
+    rows = net.chain_indices(chains)
+    metrics = net.metrics(chains) if net.test_count[rows].sum() > 0 else {}
     gradients = int(log_gradients(log).sum())
-    kept = kept if kept is not None else kept_samples(replicas)
-    diagnostics = replica_diagnostics(replicas, log, wall_s, chains, kept)
+    kept = kept if kept is not None else kept_samples(net)
+    diagnostics = chain_diagnostics(net, log, wall_s, chains, kept)
     if diagnostics.get("verdict") == APART:
         diagnostics["stacking"] = chain_stacking(
-            replicas.spec, kept, rows, (replicas.X_train, replicas.Y_train),
-            {name: (replicas.X_test[sl], replicas.Y_test[sl]) for name, sl in replicas.test_slices.items()})
+            net.spec, kept, rows, (net.X_train, net.Y_train),
+            {name: (net.X_test[sl], net.Y_test[sl]) for name, sl in net.test_slices.items()})
     burn = cfg.run.burn_in.super_transitions
     cv = [e["cv_error"] for e in log[burn:] if e["cv_error"] is not None]
-    key = "mse" if replicas.spec.likelihood == "gaussian" else "error_rate"
+    key = "mse" if net.spec.likelihood == "gaussian" else "error_rate"
     return {
         "name": cfg.name, "data": cfg.data.dataset or Path(cfg.data.path).stem, "seed": cfg.run.seed,
         "tuner": cfg.tuner.kind, "predict_from": chains,
@@ -303,7 +303,7 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "divergences": int(sum(e["divergences"] for e in log)),
         "stuck_super_transitions": sum(1 for e in log if e["stuck_chains"]),
         "stuck_by_chain": np.bincount([c for e in log for c in e["stuck_chains"]],
-                                      minlength=replicas.n_replicas).tolist(),
+                                      minlength=net.n_chains).tolist(),
         "divergences_by_chain": np.sum([e["chain_divergences"] for e in log], axis=0, dtype=np.int64).tolist()
         if log else [],
         "probes": {"tried": sum(len(e.get("probes", ())) for e in log),
@@ -311,12 +311,12 @@ def summarize(replicas: ReplicaSet, log: list, wall_s: float, cfg: Config, compi
         "low_acceptance_share": _low_share(log[cfg.tuner.warmup_super_transitions if cfg.tuner.kind == "bandit"
                                                else 0:]),
         "leapfrog_steps": int(sum(e["leapfrog_steps"] for e in log)), "gradients": gradients,
-        "super_transitions": len(log), "samples_retained": int(replicas.retained.sum()),
+        "super_transitions": len(log), "samples_retained": int(net.retained.sum()),
         "final_action": {"step_factor": log[-1]["step_factor"], "num_steps": log[-1]["num_steps"]} if log else None,
         "wall_s": round(wall_s, 2), "compile_s": round(compile_s, 2),
-        "step_calibration": [round(float(c), 6) for c in replicas.step_calibration],
+        "step_calibration": [round(float(c), 6) for c in net.step_calibration],
         "e_bfmi": kept_e_bfmi(kept,
-                              replicas.chain_indices("full" if replicas.n_replicas > replicas.n_cv else "replicas")),
+                              net.chain_indices("full" if net.n_chains > net.n_cv else "replicas")),
         "diagnostics": diagnostics,
     }
 

@@ -36,10 +36,10 @@ from .checkpoint import Checkpoint, NoIntactCheckpoint, newest_intact, pack_chec
 from ..config import Config, to_dict
 from ..data import Standardizer
 from .metrics import density_summary, kept_samples, summarize
-from ..engine.replica_state import KEPT_STATS
-from ..engine.replicas import ReplicaSet
+from ..engine.network_state import KEPT_STATS
+from ..engine.network_chains import NetworkChains
 from ..engine.runner import LogEntry
-from .store import STEPS, STORE, SampleStore, atomic_netcdf, atomic_write, npz_bytes
+from .store import SUMS, STORE, SampleStore, atomic_netcdf, atomic_write, npz_bytes
 from ..tuners.registry import tuner_from_state
 
 CONFIG, METADATA, LOG = "config.resolved.yaml", "metadata.json", "log.jsonl"
@@ -66,10 +66,10 @@ def is_density_run(d) -> bool:
         return (Path(d) / POSTERIOR).is_file()
 
 
-def fold_of_case(replicas: ReplicaSet) -> np.ndarray:
+def fold_of_case(net: NetworkChains) -> np.ndarray:
     """Each training case's fold (the cross-validation replica that leaves it out), -1 without folds."""
-    out = np.full(len(replicas.X_train), -1)
-    for j, cases in enumerate(replicas.folds):
+    out = np.full(len(net.X_train), -1)
+    for j, cases in enumerate(net.folds):
         out[cases] = j
     return out
 
@@ -112,8 +112,8 @@ class RunDirSink:
     and ``tuner`` after the first, every ``every`` super-transitions once ``seconds`` of the run passed since
     the last, and at the end (:meth:`RunDir.save_checkpoint`); a resume is the same bits from any of them."""
 
-    def __init__(self, rd: "RunDir", chains, tuner, log: list, every: int = 1, unit=lambda result: result.step,
-                 codec=STEPS, extra=dict, seconds: float = 0.0):
+    def __init__(self, rd: "RunDir", chains, tuner, log: list, every: int = 1, unit=lambda result: result.unit,
+                 codec=SUMS, extra=dict, seconds: float = 0.0):
         self.rd, self.chains, self.tuner, self.log, self.every = rd, chains, tuner, log, every
         self.unit, self.codec, self.extra, self.seconds = unit, codec, extra, seconds
         self.unsaved: list = []     # the units of the super-transitions not yet in the sample store
@@ -349,12 +349,12 @@ class RunDir:
         return out
 
     # -- checkpoints (every kind of run: a network's chains or a density's) --------------------
-    def sample_store(self, codec=STEPS) -> SampleStore:
-        """The sample store of units that ``codec`` writes (:data:`~adaptive_hmc.rundir.store.STEPS`: a
+    def sample_store(self, codec=SUMS) -> SampleStore:
+        """The sample store of units that ``codec`` writes (:data:`~adaptive_hmc.rundir.store.SUMS`: a
         network run's; a density run's draws, :data:`~adaptive_hmc.rundir.density_checkpoint.DRAWS`)."""
         return SampleStore(self.file(STORE), codec)
 
-    def save_checkpoint(self, chains, tuner, log: list, wall_s: float, unsaved: list, codec=STEPS,
+    def save_checkpoint(self, chains, tuner, log: list, wall_s: float, unsaved: list, codec=SUMS,
                         extra: dict | None = None) -> None:
         """Append the ``unsaved`` units (the super-transitions since the last
         checkpoint; the list is emptied) to the sample store, keep the last
@@ -415,7 +415,7 @@ class RunDir:
             meta["extended"].pop()
             self.write_metadata({k: v for k, v in meta.items() if v or k != "extended"})
 
-    def restore(self, chains, codec=STEPS, check=None, what: str = "an intact checkpoint of this package") -> tuple:
+    def restore(self, chains, codec=SUMS, check=None, what: str = "an intact checkpoint of this package") -> tuple:
         """(tuner, log, wall_s, note, the checkpoint's state) from the newest
         intact checkpoint, with ``chains`` (a network's or a density's)
         restored in place from it and the sample store of ``codec``'s units,
@@ -462,29 +462,29 @@ class RunDir:
         self.remove_tmp()
         return tuner, log[:ck.n_log], ck.wall_s, note, ck.chains
 
-    def write_results(self, replicas: ReplicaSet, tuner, log: list, wall_s: float, cfg: Config,
+    def write_results(self, net: NetworkChains, tuner, log: list, wall_s: float, cfg: Config,
                       x_scale: Standardizer, compile_s: float = 0.0, convergence: dict | None = None) -> dict:
-        arrays = {"history_pred": np.array(replicas.history_pred),
-                  "history_count": np.array(replicas.history_count),
-                  "history_hyper": np.array(replicas.history_hyper), "X_test": replicas.X_test,
-                  "Y_test": replicas.Y_test, "X_train": replicas.X_train, "Y_train": replicas.Y_train,
-                  "test_names": np.array(replicas.test_names),
-                  "test_bounds": np.array([[replicas.test_slices[n].start, replicas.test_slices[n].stop]
-                                           for n in replicas.test_names]).reshape(-1, 2),
-                  "hyper_names": np.array(replicas.hyper_names),
-                  "fold_of_case": fold_of_case(replicas)}
+        arrays = {"history_pred": np.array(net.history_pred),
+                  "history_count": np.array(net.history_count),
+                  "history_hyper": np.array(net.history_hyper), "X_test": net.X_test,
+                  "Y_test": net.Y_test, "X_train": net.X_train, "Y_train": net.Y_train,
+                  "test_names": np.array(net.test_names),
+                  "test_bounds": np.array([[net.test_slices[n].start, net.test_slices[n].stop]
+                                           for n in net.test_names]).reshape(-1, 2),
+                  "hyper_names": np.array(net.hyper_names),
+                  "fold_of_case": fold_of_case(net)}
         chains = cfg.layout.predict_from
-        if replicas.test_count[replicas.chain_indices(chains)].sum() > 0:
-            for n in replicas.test_names:
-                pr = replicas.prediction(n, chains=chains)
+        if net.test_count[net.chain_indices(chains)].sum() > 0:
+            for n in net.test_names:
+                pr = net.prediction(n, chains=chains)
                 for f in ("mean", "var", "lower", "upper", "lpd"):
                     arrays[f"{n}/{f}"] = getattr(pr, f)
         atomic_write(self.file(PREDICTIONS), npz_bytes(**arrays))
-        kept = kept_samples(replicas)
+        kept = kept_samples(net)
         atomic_write(self.file(SAMPLES), npz_bytes(**{k: kept[k] for k in ("weights", "noise_precision", "chain",
                                                                            "hyper", "weight", "super_transition",
                                                                            *KEPT_STATS)},
-                                              arch=replicas.spec.arch,
+                                              arch=net.spec.arch,
                                               input_mean=x_scale.mean, input_sd=x_scale.sd,
                                               input_columns=x_scale.columns, input_log1p=x_scale.log1p,
                                               input_width=x_scale.width or x_scale.mean.size,
@@ -492,9 +492,9 @@ class RunDir:
                                               target_names=np.array(x_scale.target_names, dtype=str),
                                               target_classes=np.array(x_scale.classes, dtype=str),
                                               input_levels=np.array(json.dumps(x_scale.levels)),
-                                              target_mean=replicas.target_mean, target_sd=replicas.target_sd))
+                                              target_mean=net.target_mean, target_sd=net.target_sd))
         atomic_write(self.file(TUNER), json.dumps(tuner.state_dict(), indent=1).encode())
-        summary = summarize(replicas, log, wall_s, cfg, compile_s, kept)
+        summary = summarize(net, log, wall_s, cfg, compile_s, kept)
         summary["convergence"] = convergence       # run.until: whether and where the chains met (else None)
         atomic_write(self.file(SUMMARY), _json(summary))
         return summary

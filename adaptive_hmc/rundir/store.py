@@ -1,9 +1,9 @@
-"""The sample store: every super-transition's :class:`~adaptive_hmc.engine.replica_state.Step`
+"""The sample store: every super-transition's :class:`~adaptive_hmc.engine.network_state.Sums`
 (prediction sums, hyperparameters, kept weight vectors with their weights),
 appended as the run goes and never rewritten; and the atomic writes every
 run file goes through.
 
-Flow position: replicas -> **store** -> results. The store is a folder of
+Flow position: network_chains -> **store** -> results. The store is a folder of
 npz shards, ``store/000000.npz``, ``store/000017.npz``, ..., each holding the
 super-transitions from the one its name gives up to the next shard's:
 plain NumPy files that ``numpy.load`` opens without this package, written
@@ -15,7 +15,7 @@ Zarr's dependencies and file-locking rules. Arrays of a shard of n
 super-transitions of R chains (out outputs, N test cases, H hyperparameters):
 
 - ``pred``, ``sq`` (n, R, out, N), ``var`` (n, R, out), ``lse`` (n, R, N),
-  ``count``, ``retained`` (n, R), ``hyper`` (n, R, H): :class:`Step`'s fields;
+  ``count``, ``retained`` (n, R), ``hyper`` (n, R, H): :class:`Sums`'s fields;
 - ``kept_rows`` (m, positions + H), with ``kept_step`` (m,) (the
   super-transition, counted in the run) and ``kept_chain`` (m,);
   ``kept_weight`` (n, R): the weight of each chain's kept rows; ``kept_stats``
@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..engine.replica_state import KEPT_STATS, Step
+from ..engine.network_state import KEPT_STATS, Sums
 
 STORE = "store"
 #: What reading a damaged npz file (truncated, bit-flipped, another file's arrays) raises.
@@ -48,7 +48,7 @@ def npz_problem(e: Exception) -> str:
     if "pickle" in str(e).lower():
         return "it holds a pickle (Python objects), which no run writes and this package never loads"
     return f"{type(e).__name__}: {e}"
-_ARRAYS = tuple(f for f in Step._fields if f not in ("kept", "kept_stats"))   # kept rows: by row, with their chain
+_ARRAYS = tuple(f for f in Sums._fields if f not in ("kept", "kept_stats"))   # kept rows: by row, with their chain
 
 
 def atomic_write(path: Path, data: bytes, previous: Path | None = None) -> None:
@@ -88,8 +88,8 @@ def npz_bytes(compress: bool = True, **arrays) -> bytes:
     return buf.getvalue()
 
 
-class StepCodec:
-    """A network run's unit, a super-transition's :class:`~adaptive_hmc.engine.replica_state.Step`,
+class SumsCodec:
+    """A network run's unit, a super-transition's :class:`~adaptive_hmc.engine.network_state.Sums`,
     as a shard's arrays (the module's docstring lists them); several super-transitions a shard."""
 
     compress = False
@@ -112,22 +112,22 @@ class StepCodec:
             mine = a["kept_step"] == first + i
             kept = [a["kept_rows"][mine & (a["kept_chain"] == j)] for j in range(R)]
             stats = a.get("kept_stats", np.full((len(a["kept_step"]), len(KEPT_STATS)), np.nan))  # older stores: none
-            steps.append(Step(**{k: a[k][i] for k in _ARRAYS}, kept=kept,
+            steps.append(Sums(**{k: a[k][i] for k in _ARRAYS}, kept=kept,
                               kept_stats=[stats[mine & (a["kept_chain"] == j)] for j in range(R)]))
         return steps
 
 
 #: The network runs' codec.
-STEPS = StepCodec()
+SUMS = SumsCodec()
 
 
 class SampleStore:
     """The shards in folder ``path`` (it need not exist yet), each holding the
     units (a super-transition's what-it-adds) that ``codec`` encodes and
-    decodes: :data:`STEPS` for a network run, a density run's draws
+    decodes: :data:`SUMS` for a network run, a density run's draws
     (:data:`~adaptive_hmc.rundir.density_checkpoint.DRAWS`)."""
 
-    def __init__(self, path, codec=STEPS):
+    def __init__(self, path, codec=SUMS):
         self.path, self.codec = Path(path), codec
 
     def shards(self) -> list:
@@ -155,7 +155,7 @@ class SampleStore:
                 p.unlink()
 
     def read(self, n_super: int | None = None) -> list:
-        """The unit (a network's :class:`~adaptive_hmc.engine.replica_state.Step`)
+        """The unit (a network's :class:`~adaptive_hmc.engine.network_state.Sums`)
         of every stored super-transition (the first ``n_super``); ValueError
         when a shard is missing or damaged."""
         steps = []

@@ -123,7 +123,7 @@ class WindowAdaptation:
 
     def __init__(self, n: int, target_accept: float = 0.8):
         self.n, self.da = n, DualAveraging(1.0 / WARMUP_STEPS, target_accept)
-        self.step = math.exp(self.da.log_step)
+        self.step_size = math.exp(self.da.log_step)
         self.slow = windows(n)
         self.checks = [c for c in (2 ** k for k in range(3, 32)) if c <= (self.slow[0][0] if self.slow else n - 1)]
         self.window_draws: list = []
@@ -131,25 +131,25 @@ class WindowAdaptation:
 
     def num_steps(self) -> int:
         """L_w of the next iteration (:data:`WARMUP_LENGTH` / step within the bounds)."""
-        return min(MAX_WARMUP_STEPS, max(WARMUP_STEPS, math.ceil(WARMUP_LENGTH / self.step)))
+        return min(MAX_WARMUP_STEPS, max(WARMUP_STEPS, math.ceil(WARMUP_LENGTH / self.step_size)))
 
     def restart(self) -> None:
         """The chains were moved: the step's adaptation starts again from its first step."""
         self.da.restart(1.0 / WARMUP_STEPS)
-        self.step, self.at_floor = 1.0 / WARMUP_STEPS, 0
+        self.step_size, self.at_floor = 1.0 / WARMUP_STEPS, 0
 
     def update(self, i: int, accept_prob: float, positions) -> np.ndarray | None:
         """After iteration ``i``: learn the step from the chains' mean
         ``accept_prob``; keep ``positions`` (R, D, in the position's units)
         within a slow window; at a window's end return the new scale (else None)."""
-        self.step = self.da.update(accept_prob)
-        self.at_floor = self.at_floor + 1 if self.step <= STEP_FLOOR * (1 + 1e-9) else 0
+        self.step_size = self.da.update(accept_prob)
+        self.at_floor = self.at_floor + 1 if self.step_size <= STEP_FLOOR * (1 + 1e-9) else 0
         if any(a <= i < b for a, b in self.slow):
             self.window_draws.append(positions)
         if any(i + 1 == b for _, b in self.slow):
             scale = np.sqrt(pooled_variance(np.array(self.window_draws).transpose(1, 0, 2)))
             self.window_draws = []
-            self.da.restart(self.step)
+            self.da.restart(self.step_size)
             return scale
         return None
 
@@ -160,4 +160,4 @@ class WindowAdaptation:
 
     def final(self) -> float:
         """The reference step to keep: the average of the last stretch (the present step after no iteration)."""
-        return self.da.final if self.n else self.step
+        return self.da.final if self.n else self.step_size

@@ -3,7 +3,7 @@ scales, from the draws' and the gradients' variances in warm-up windows
 (nutpie's estimate, Seyboldt 2024; Stan's expanding windows).
 
 Flow position: samplers (plain NumPy; the compiled iteration only sums the
-moments, :class:`~adaptive_hmc.samplers.chain.Observers`). The replica set
+moments, :class:`~adaptive_hmc.samplers.chain.Observers`). The network's chain set
 sums each chain's moments over a window of super-transitions
 (:data:`WINDOWS`) and, at its end, sets the step factors of every chain to
 :func:`learned_factors`, frozen after the last window.

@@ -2,7 +2,7 @@
 at small random weights (Sommer et al. 2024, MILE 2025: the members of a deep
 ensemble as the starts of a sampler's chains).
 
-Flow position: models -> **samplers** (called by the replica set once, before
+Flow position: models -> **samplers** (called by the network's chain set once, before
 its first super-transition, never inside a transition).
 
 From each chain's own random start, :func:`optimized_start` runs L-BFGS

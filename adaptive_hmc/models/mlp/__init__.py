@@ -1,6 +1,6 @@
 """Multilayer perceptron: spec, flat parameter vector with named groups, compiled
 energy, gradient and predictions, in rooms: :mod:`.spec` (the Python side),
-:mod:`.arith` (the hidden units' precision, the blocks of cases), :mod:`.layers`
+:mod:`.arith` (the hidden units' arithmetic, the blocks of cases), :mod:`.layers`
 (the affine maps and their gradients), :mod:`.passes` (forward, likelihood and
 backward over one block), :mod:`.energy` (the threads' blocks, the energies,
 the predictions, the step scales) and :mod:`.lines` (the interweaving moves'
@@ -30,7 +30,7 @@ The bit-identity rules every kernel here keeps (tests/test_reproducible.py,
 tests/test_threads_within.py and test_float32.py test them):
 
 1. **The blocks depend on N alone.** The cases are cut into blocks by
-   :func:`~.arith.block_cases` from N (and the precision) alone, and every sum
+   :func:`~.arith.block_cases` from N (and the arithmetic) alone, and every sum
    over cases is taken block by block in the blocks' order, so that a kernel's
    sums round the same whatever the number of threads.
 2. **The threads' terms are added in the blocks' order.** Threads that share
@@ -48,7 +48,7 @@ tests/test_threads_within.py and test_float32.py test them):
    the threads' arrays are taken apart before the parallel loop.
 """
 from .spec import (BLOCK, CASE_PAD, GAUSSIAN, Group, HAS_IO, HIDDEN, LIKELIHOOD, LIKELIHOODS, LOGISTIC, MLPSpec,
-    N_IN, N_LAYERS, N_OUT, PRECISIONS, SOFTMAX, SPARSE_DENSITY, SPARSE_MIN_INPUTS, SparseInputs, TARGET_TYPES,
+    N_IN, N_LAYERS, N_OUT, ARITHMETIC, SOFTMAX, SPARSE_DENSITY, SPARSE_MIN_INPUTS, SparseInputs, TARGET_TYPES,
     ThreadScratch, Workspace, cases_per_block, pad_cases, sparse_inputs, use_sparse)
 from .arith import block_cases, tanh_of
 from .passes import softmax_norm
@@ -56,7 +56,7 @@ from .energy import forward, mlp_data_energy, mlp_energy_grad, mlp_step_scales, 
 from .lines import line_data_energy, line_setup
 
 __all__ = ["BLOCK", "CASE_PAD", "GAUSSIAN", "Group", "HAS_IO", "HIDDEN", "LIKELIHOOD", "LIKELIHOODS", "LOGISTIC",
-           "MLPSpec", "N_IN", "N_LAYERS", "N_OUT", "PRECISIONS", "SOFTMAX", "SPARSE_DENSITY", "SPARSE_MIN_INPUTS",
+           "MLPSpec", "N_IN", "N_LAYERS", "N_OUT", "ARITHMETIC", "SOFTMAX", "SPARSE_DENSITY", "SPARSE_MIN_INPUTS",
            "SparseInputs", "TARGET_TYPES", "ThreadScratch", "Workspace", "cases_per_block", "pad_cases",
            "sparse_inputs", "use_sparse", "block_cases", "tanh_of", "softmax_norm", "forward", "mlp_data_energy",
            "mlp_energy_grad", "mlp_step_scales", "predict", "line_data_energy", "line_setup"]

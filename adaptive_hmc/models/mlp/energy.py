@@ -52,13 +52,13 @@ def _thread_blocks(what, inp, hidden, out, weights, scratch_out, partial, energy
 
 
 @njit(parallel=True)
-def _threaded_blocks(what, inp, work, threads, N, step):
-    """The blocks of the N cases of ``inp`` (:class:`Inputs`) shared by the threads of ``threads`` (a
+def _threaded_blocks(what, inp, work, scratch, N, step):
+    """The blocks of the N cases of ``inp`` (:class:`Inputs`) shared by the threads of ``scratch`` (a
     :class:`ThreadScratch`), each thread a run of consecutive blocks: the outputs into ``work.out`` (each
     block its own columns), and (``what``) each block's terms of the energy and the gradient in
-    ``threads``; the caller adds them up in the blocks' order. The threads' arrays are taken apart here:
+    ``scratch``; the caller adds them up in the blocks' order. The threads' arrays are taken apart here:
     written through a tuple's field inside the parallel loop, numba loses the writes."""
-    hidden, scratch_out, partial, energy = threads.hidden, threads.dout, threads.partial, threads.energy
+    hidden, scratch_out, partial, energy = scratch.hidden, scratch.dout, scratch.partial, scratch.energy
     out, weights = work.out, work.weights
     nb = _blocks(N, step)
     T = min(hidden.shape[0], nb)
@@ -79,7 +79,7 @@ def _prior_energy_grad(q, grad, prec):
 
 
 @njit
-def mlp_data_energy(q, arch, XT, YT, noise, work, sparse, threads):
+def mlp_data_energy(q, arch, XT, YT, noise, work, sparse, scratch):
     """Minus log likelihood at ``q`` (no prior term; up to the constant of
     :func:`mlp_energy_grad`), by one forward pass and no backward pass."""
     N = XT.shape[1]
@@ -88,11 +88,11 @@ def mlp_data_energy(q, arch, XT, YT, noise, work, sparse, threads):
     qh = _in_precision(q, XT, work)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
     e = 0.0
-    if threads is not None:
+    if scratch is not None:
         if dense_first and N > step:
-            _threaded_blocks(_ENERGY, Inputs(q, qh, arch, XT, YT, noise), work, threads, N, step)
+            _threaded_blocks(_ENERGY, Inputs(q, qh, arch, XT, YT, noise), work, scratch, N, step)
             for b in range(_blocks(N, step)):
-                e += threads.energy[b]
+                e += scratch.energy[b]
             return e
     for c0 in range(0, N, step):
         c1 = min(c0 + step, N)
@@ -103,31 +103,31 @@ def mlp_data_energy(q, arch, XT, YT, noise, work, sparse, threads):
 
 
 @njit
-def forward(q, arch, XT, work, sparse, threads):
+def forward(q, arch, XT, work, sparse, scratch):
     """Network outputs for the cases in ``XT`` (n_in, N), N possibly padded
     (:func:`pad_cases`); with ``sparse`` (the :class:`SparseInputs` of the
     same cases, non-empty) the first layer reads its nonzeros instead, with
     None the dense inputs (every caller passes it, so that all dense calls
-    share one compiled version); with ``threads`` (a :class:`ThreadScratch`)
-    the blocks shared by its threads, with None on this one.
+    share one compiled version); with ``scratch`` (a :class:`ThreadScratch`)
+    the blocks shared by its scratch, with None on this one.
 
     Returns the view ``work.out[:n_out]`` holding the outputs (n_out, N),
     computed block of cases by block (:data:`BLOCK`); the hidden units in the
-    precision of ``XT`` (:data:`PRECISIONS`).
+    arithmetic of ``XT`` (:data:`ARITHMETIC`).
     """
     N = XT.shape[1]
     qh = _in_precision(q, XT, work)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
-    if threads is not None:
+    if scratch is not None:
         if dense_first and N > step:
-            _threaded_blocks(_OUTPUTS, Inputs(q, qh, arch, XT, work.out, work.out[0]), work, threads, N, step)
+            _threaded_blocks(_OUTPUTS, Inputs(q, qh, arch, XT, work.out, work.out[0]), work, scratch, N, step)
             return work.out[:arch[N_OUT]]
     for c0 in range(0, N, step):
         _forward_block(q, qh, arch, XT, work, c0, min(c0 + step, N), dense_first)
     return work.out[:arch[N_OUT]]
 
 @njit
-def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse, threads):
+def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse, scratch):
     """Potential energy U(q) = -log p(q | hyperparameters, data) + const and its
     gradient (written into ``grad``), by one forward and one backward pass over
     each block of cases in turn (:data:`BLOCK`).
@@ -138,10 +138,10 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse, threads):
     columns (:func:`pad_cases`); the N cases are those of ``YT`` (n_targets, N).
     With ``sparse`` (non-empty :class:`SparseInputs` of the same cases) the
     first layer's forward and backward passes read only the nonzero inputs.
-    With ``threads`` (a :class:`ThreadScratch`) the blocks are shared by its
-    threads, to the same bits (None: all on this thread).
+    With ``scratch`` (a :class:`ThreadScratch`) the blocks are shared by its
+    scratch, to the same bits (None: all on this thread).
     Leaves the outputs of all cases in ``work.out`` as :func:`forward` does;
-    the hidden units in the precision of ``XT`` (:data:`PRECISIONS`).
+    the hidden units in the arithmetic of ``XT`` (:data:`ARITHMETIC`).
     """
     N = XT.shape[1]
     n_out = arch[N_OUT]
@@ -149,12 +149,12 @@ def mlp_energy_grad(q, grad, arch, XT, YT, prec, noise, work, sparse, threads):
     qh = _in_precision(q, XT, work)
     energy = _prior_energy_grad(q, grad, prec)
     step, dense_first = _first_layer(q, arch, XT, work, sparse)
-    if threads is not None:
+    if scratch is not None:
         if dense_first and N > step:
-            _threaded_blocks(_GRADIENT, Inputs(q, qh, arch, XT, YT, noise), work, threads, N, step)
+            _threaded_blocks(_GRADIENT, Inputs(q, qh, arch, XT, YT, noise), work, scratch, N, step)
             for b in range(_blocks(N, step)):
-                energy += threads.energy[b]
-                g = threads.partial[b]
+                energy += scratch.energy[b]
+                g = scratch.partial[b]
                 for k in range(grad.size):
                     grad[k] += g[k]
             return energy

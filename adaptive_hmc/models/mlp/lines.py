@@ -38,7 +38,7 @@ def _line_factors(dw, arch):
 
 
 @njit
-def line_setup(q, dw, arch, XT, YT, work, P, arow, threads):
+def line_setup(q, dw, arch, XT, YT, work, P, arow, scratch):
     """Whether, and how, minus the log likelihood along the line q_k exp(x dw_k) can be computed without the
     first layer's products (:func:`line_data_energy`), for a network of one hidden layer without direct
     connections on dense inputs whose moving weights of each group (input-hidden, hidden biases,
@@ -48,7 +48,7 @@ def line_setup(q, dw, arch, XT, YT, work, P, arow, threads):
     stay) in rows 0..H of ``work.hidden`` and the moving inputs' products in rows H..2H; kind 2 where
     neither part moves (the outputs' hidden part, sum_j W_jo tanh(z_j), then in ``P`` (n_out, N), so that a
     point costs the outputs alone), kind 1 where they do. ``arow`` (N,) is scratch in the hidden units'
-    precision. Made block of cases by block, the blocks shared by the threads of ``threads`` as
+    precision. Made block of cases by block, the blocks shared by the threads of ``scratch`` as
     :func:`mlp_energy_grad`'s (None: all on this one)."""
     ok, c_w, c_b, c_v, c_o, moving = _line_factors(dw, arch)
     if not ok:
@@ -57,18 +57,18 @@ def line_setup(q, dw, arch, XT, YT, work, P, arow, threads):
     # The noise's place holds a float64 row that the setup does not read (the type of line_data_energy's noise:
     # one compiled line kernel).
     inp = LineInputs(q, _in_precision(q, XT, work), dw, arch, XT, YT, work.out[0, :0])
-    _line_blocks(_int(_SETUP), 0.0, line, moving, inp, work, P, arow, threads)
+    _line_blocks(_int(_SETUP), 0.0, line, moving, inp, work, P, arow, scratch)
     return line
 
 
 @njit
-def line_data_energy(x, line, q, arch, XT, YT, noise, work, P, arow, threads):
+def line_data_energy(x, line, q, arch, XT, YT, noise, work, P, arow, scratch):
     """Minus the log likelihood at the weights q_k exp(x dw_k), from the parts :func:`line_setup` made
     (``line``, what it returned, kind 1 or 2): one tanh a hidden unit and case (kind 1) or none (kind 2),
     instead of the first layer's products; block of cases by block, the blocks' terms added in their order
     whatever the number of threads of ``threads`` that share them."""
     inp = LineInputs(q, _in_precision(q, XT, work), q, arch, XT, YT, noise)
-    return _line_blocks(_int(_POINT), x, line, _int(0), inp, work, P, arow, threads)
+    return _line_blocks(_int(_POINT), x, line, _int(0), inp, work, P, arow, scratch)
 
 
 #: What :func:`_line_blocks` does with each block: make the line's parts, or evaluate a point (passed as
@@ -77,20 +77,20 @@ _SETUP, _POINT = 0, 1
 
 
 @njit(inline="always")
-def _line_blocks(what, x, line, moving, inp, work, P, arow, threads):
+def _line_blocks(what, x, line, moving, inp, work, P, arow, scratch):
     """:func:`line_setup`'s (``what`` _SETUP) or :func:`line_data_energy`'s (_POINT) work on every block of
-    the N cases of ``inp`` (:class:`LineInputs`): on this thread (``threads`` None) or shared by
-    ``threads``' threads; returns the sum of the blocks' terms of minus the log likelihood (0 for _SETUP)."""
+    the N cases of ``inp`` (:class:`LineInputs`): on this thread (``scratch`` None) or shared by
+    the threads of ``scratch``; returns the sum of the blocks' terms of minus the log likelihood (0 for _SETUP)."""
     N = inp.YT.shape[1]
     n_out = inp.arch[N_OUT]
     step = block_cases(N, _block(inp.XT))
     e = 0.0
-    if threads is not None:
+    if scratch is not None:
         if N > step:
-            _threaded_line(what, x, line, moving, inp, work, P, arow, threads, N, step)
+            _threaded_line(what, x, line, moving, inp, work, P, arow, scratch, N, step)
             if what == _POINT:
                 for b in range(_blocks(N, step)):
-                    e += threads.energy[b]
+                    e += scratch.energy[b]
             return e
     for c0 in range(0, N, step):
         e += _line_block(what, x, line, moving, inp, work.hidden, work.out, work.out[n_out:], P, arow, c0,
@@ -99,10 +99,10 @@ def _line_blocks(what, x, line, moving, inp, work, P, arow, threads):
 
 
 @njit(parallel=True)
-def _threaded_line(what, x, line, moving, inp, work, P, arow, threads, N, step):
-    """:func:`_line_blocks`' blocks shared by the threads of ``threads``, each a run of consecutive blocks,
-    each block's term of the energy in ``threads.energy`` (as :func:`_threaded_blocks`)."""
-    hidden, out, scratch_out, energy = work.hidden, work.out, threads.dout, threads.energy
+def _threaded_line(what, x, line, moving, inp, work, P, arow, scratch, N, step):
+    """:func:`_line_blocks`' blocks shared by the threads of ``scratch``, each a run of consecutive blocks,
+    each block's term of the energy in ``scratch.energy`` (as :func:`_threaded_blocks`)."""
+    hidden, out, scratch_out, energy = work.hidden, work.out, scratch.dout, scratch.energy
     nb = _blocks(N, step)
     T = min(scratch_out.shape[0], nb)
     for t in prange(T):

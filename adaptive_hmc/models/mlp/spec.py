@@ -129,25 +129,25 @@ class MLPSpec:
         (:func:`_likelihood_terms`), so that a network compiles its own likelihood alone."""
         return np.ascontiguousarray(np.asarray(Y).T, dtype=TARGET_TYPES[self.likelihood])
 
-    def workspace(self, n_cases: int, precision: str = "float64") -> "Workspace":
+    def workspace(self, n_cases: int, arithmetic: str = "float64") -> "Workspace":
         """Scratch the kernels need for ``n_cases`` cases (padded or not), the
-        hidden units' in ``precision`` (:data:`PRECISIONS`)."""
-        if precision not in PRECISIONS:
-            raise ValueError(f"precision={precision!r}: allowed are {', '.join(PRECISIONS)}")
+        hidden units' in ``arithmetic`` (:data:`ARITHMETIC`)."""
+        if arithmetic not in ARITHMETIC:
+            raise ValueError(f"arithmetic={arithmetic!r}: allowed are {', '.join(ARITHMETIC)}")
         cols = max(n_cases, 1)
-        return Workspace(np.empty((2 * sum(self.hidden), cols), precision), np.empty((2 * self.n_outputs, cols)),
-                         np.empty(self.n_params if precision != "float64" else 0, precision))
+        return Workspace(np.empty((2 * sum(self.hidden), cols), arithmetic), np.empty((2 * self.n_outputs, cols)),
+                         np.empty(self.n_params if arithmetic != "float64" else 0, arithmetic))
 
-    def thread_scratch(self, n_cases: int, precision: str, threads: int) -> "ThreadScratch | None":
+    def thread_scratch(self, n_cases: int, arithmetic: str, threads: int) -> "ThreadScratch | None":
         """The scratch of ``threads`` threads sharing the blocks of ``n_cases`` cases (padded) of one network
         (:class:`ThreadScratch`); None where one thread does it all (``threads`` 1, or a single block)."""
-        most = cases_per_block(8 * np.dtype(precision).itemsize)
+        most = cases_per_block(8 * np.dtype(arithmetic).itemsize)
         n = max(n_cases, 1)
         blocks = -(-n // most) + 1      # at least as many as block_cases makes of n or fewer cases
         threads = min(int(threads), blocks - 1)
         if threads <= 1:
             return None
-        return ThreadScratch(np.empty((threads, 2 * sum(self.hidden), most), precision),
+        return ThreadScratch(np.empty((threads, 2 * sum(self.hidden), most), arithmetic),
                              np.empty((threads, 2 * self.n_outputs, most)), np.empty((blocks, self.n_params)),
                              np.empty(blocks))
 
@@ -157,13 +157,13 @@ class MLPSpec:
 #: block of cases in single precision (twice the numbers a vector instruction
 #: holds, a cheaper tanh); the outputs, the likelihood, the energy and every sum
 #: over blocks stay in double precision.
-PRECISIONS = ("float64", "float32")
+ARITHMETIC = ("float64", "float32")
 
 
 class Workspace(NamedTuple):
     """The kernels' scratch: ``hidden`` (2 sum(H), columns) the activations
     (rows 0..sum(H)) and deltas (rows sum(H)..) of a block of cases, in the
-    hidden units' precision (:data:`PRECISIONS`: that of the inputs ``XT``);
+    hidden units' arithmetic (:data:`ARITHMETIC`: that of the inputs ``XT``);
     ``out`` (2 n_out, columns) float64, the outputs of all cases (rows
     0..n_out) and the block's derivatives of the likelihood with respect to
     them (rows n_out..); ``weights`` (D,) the weights in the hidden units'
@@ -191,7 +191,7 @@ class ThreadScratch(NamedTuple):
 class Inputs(NamedTuple):
     """The read-only inputs of a pass over blocks of cases, as one argument of the kernels that share the
     blocks among threads (:func:`~.energy._threaded_blocks`): the weights ``q`` (float64) and ``qh`` (in the
-    hidden units' precision), ``arch``, the inputs ``XT`` (n_in, N), the targets ``YT`` and the noise
+    hidden units' arithmetic), ``arch``, the inputs ``XT`` (n_in, N), the targets ``YT`` and the noise
     precisions. Read only: an array written inside a parallel loop travels as an argument of its own
     (rule 5 of :mod:`adaptive_hmc.models.mlp`)."""
 

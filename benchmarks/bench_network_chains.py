@@ -5,7 +5,7 @@
 Each replica runs Gibbs + windowed HMC (L = 100, window 10, step factor 0.3),
 evaluating every sample on its held-out fold and on the 400 test cases.
 
-Run: python benchmarks/bench_replicas.py [--budget N] [--repeats K]   (the last line is JSON)
+Run: python benchmarks/bench_network_chains.py [--budget N] [--repeats K]   (the last line is JSON)
 """
 import argparse
 import json
@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from adaptive_hmc.engine.replica_options import Layout
+from adaptive_hmc.engine.network_options import Layout
 from adaptive_hmc.data import load_robot_arm
 from adaptive_hmc.models.mlp import MLPSpec
-from adaptive_hmc.engine.replicas import ReplicaSet
+from adaptive_hmc.engine.network_chains import NetworkChains
 from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.samplers import HMCSettings
 from adaptive_hmc.engine.chain_set import advance
@@ -26,7 +26,7 @@ from adaptive_hmc.engine.chain_set import advance
 def make(threads):
     arm = load_robot_arm()
     X, Y = arm.rows(1, 200)
-    return ReplicaSet(MLPSpec(2, (16,), 2), X, Y, layout=Layout.cv(8, False), seed=3, threads=threads,
+    return NetworkChains(MLPSpec(2, (16,), 2), X, Y, layout=Layout.cv(8, False), seed=3, threads=threads,
                       test_sets={"test_201_400": arm.rows(201, 400), "test_401_600": arm.rows(401, 600)},
                       settings=HMCSettings(window=10))
 

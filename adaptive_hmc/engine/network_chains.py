@@ -1,14 +1,14 @@
 """The chains of a run and the super-transition (Wang thesis section 3.2).
 
 Flow position: samplers -> **super-transition** -> reward. A
-:class:`ReplicaSet` holds k Bayesian MLPs, as its options' ``layout`` says. With
+:class:`NetworkChains` holds k Bayesian MLPs, as its options' ``layout`` says. With
 ``Layout.chains(k)`` (the default whenever the reward reads no held-out prediction) they
 are k chains of one posterior, every chain on all the training cases, each with its own
 start and random stream. With ``Layout.cv(k)`` (the thesis's CV reward) replica j is
 trained on every fold but j and holds fold j out, plus, optionally, one chain
 on all the training data, which then makes the predictions.
 :func:`~adaptive_hmc.engine.super_transition.super_transition` runs a fixed budget of leapfrog steps at one
-setting (step factor, L) on every replica, each replica in the compiled
+setting (step factor, L) on every chain, each chain in the compiled
 iteration :func:`~adaptive_hmc.samplers.chain.run_chain` on its own thread and
 its own random stream, so the result is bit-identical whatever the thread count.
 
@@ -39,14 +39,14 @@ from ..samplers.chain import Observers, Record, copy_chain, new_chain, new_recor
 from ..samplers.settings import Action, check_settings
 from ..samplers.starts import optimized_start
 from .chain_set import ChainSetBase
-from .replica_options import (MODELS, ReplicaOptions, as_seed_sequence, chain_indices,
+from .network_options import (MODELS, NetworkOptions, as_seed_sequence, chain_indices,
                               threads_within)
-from .replica_state import KEPT_STATS, ReplicaState, Totals, checkpoint_state, restore_state
+from .network_state import KEPT_STATS, NetworkState, Totals, checkpoint_state, restore_state
 from .super_transition import PROBE_KEY, PROBE_TRAJECTORIES, SuperTransitionResult, diagnostic_draws, super_transition
 
 
 def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, n_chains: int, kept_rows: int = 0) -> int:
-    """Bytes a :class:`ReplicaSet` of ``n_chains`` chains needs, roughly: per
+    """Bytes a :class:`NetworkChains` of ``n_chains`` chains needs, roughly: per
     chain, the kernels' scratch space over its training, held-out and test
     cases, some twenty parameter-sized vectors, and ``kept_rows`` kept samples
     over the run."""
@@ -57,11 +57,11 @@ def memory_estimate(spec: MLPSpec, n_train: int, n_test: int, n_chains: int, kep
                 + kept_rows * (spec.n_params + spec.n_outputs))
 
 
-def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec, precision: str = "float64", threads: int = 1):
+def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec, arithmetic: str = "float64", threads: int = 1):
     """The model ``kind`` (one of :data:`MODELS`) of network ``spec`` on (X, Y), the
-    network's hidden units in ``precision`` and its blocks of cases shared by ``threads`` (model bnn)."""
+    network's hidden units in ``arithmetic`` and its blocks of cases shared by ``threads`` (model bnn)."""
     if kind == "bnn":
-        return BayesianMLP(spec, X, Y, priors, precision=precision, threads=threads)
+        return BayesianMLP(spec, X, Y, priors, arithmetic=arithmetic, threads=threads)
     if kind == "neal1992":
         return Neal92MLP(spec, X, Y)
     if kind == "neal1993":
@@ -69,17 +69,17 @@ def build_model(kind: str, spec: MLPSpec, X, Y, priors: PriorSpec, precision: st
     raise ValueError(f"model={kind!r}: allowed are {', '.join(MODELS)}")
 
 
-class Replica:
+class ChainData:
     """What one chain runs on: a model on its training cases, its held-out fold
     (empty for a chain on all the training cases) and the scratch accumulators
     of a super-transition's held-out and test predictions. Its state lives in
-    :class:`ReplicaState`."""
+    :class:`NetworkState`."""
 
     def __init__(self, model: BayesianMLP, X_held, Y_held, X_test, Y_test):
         self.model = model
-        precision = getattr(model, "precision", "float64")
-        self.held = new_accumulator(model.spec, X_held, Y_held, precision)
-        self.test = new_accumulator(model.spec, X_test, Y_test, precision)
+        arithmetic = getattr(model, "arithmetic", "float64")
+        self.held = new_accumulator(model.spec, X_held, Y_held, arithmetic)
+        self.test = new_accumulator(model.spec, X_test, Y_test, arithmetic)
 
 
 def _test_cases(spec: MLPSpec, test_sets: dict, n_targets: int) -> tuple:
@@ -97,20 +97,20 @@ def _test_cases(spec: MLPSpec, test_sets: dict, n_targets: int) -> tuple:
         np.concatenate(tY) if tY else np.empty((0, n_targets))
 
 
-class ReplicaSet(ChainSetBase):
+class NetworkChains(ChainSetBase):
     """k chains of a Bayesian MLP: of its posterior, or cross-validation
     replicas (Wang thesis section 3.2): the network ``spec`` on the training
     data (X, Y) (Y as for :class:`~adaptive_hmc.models.bnn.BayesianMLP`), the
-    :class:`ReplicaOptions` ``options`` (each keyword in ``overrides``
+    :class:`NetworkOptions` ``options`` (each keyword in ``overrides``
     replacing the field of that name), ``test_sets`` {name: (X, Y)} on which
     retained samples are evaluated, and the ``seed`` (an int or a
     ``numpy.random.SeedSequence``), which decides the folds, the initial weights
     and (through :meth:`streams`) every super-transition's random numbers.
     """
 
-    def __init__(self, spec: MLPSpec, X, Y, options: ReplicaOptions | None = None, *, test_sets: dict | None = None,
+    def __init__(self, spec: MLPSpec, X, Y, options: NetworkOptions | None = None, *, test_sets: dict | None = None,
                  seed=0, **overrides):
-        o = replace(options or ReplicaOptions(), **overrides)
+        o = replace(options or NetworkOptions(), **overrides)
         self.options = o
         X, Y = check_data(spec, X, Y, "training data")
         self.X_train, self.Y_train = X, Y              # the network's inputs; targets in their original units
@@ -141,24 +141,24 @@ class ReplicaSet(ChainSetBase):
         init_rng = np.random.default_rng(init_seed)
         parts = [(np.setdiff1d(np.arange(X.shape[0]), f), f) for f in self.folds]
         parts += [(np.arange(X.shape[0]), np.arange(0))] * (k if data == "full" else int(o.layout.full_data_chain))
-        self.replicas, chains = [], []
+        self.chain_data, chains = [], []
         #: Threads that share each chain's energy and gradient: those the chains leave over.
         self.threads_within = threads_within(self.threads, len(parts))
         for train, held in parts:
-            m = build_model(o.model, spec, X[train], Y[train], o.priors, o.precision, self.threads_within)
+            m = build_model(o.model, spec, X[train], Y[train], o.priors, o.arithmetic, self.threads_within)
             chains.append(new_chain(m.initial_position(init_rng, init_scale), m.initial_hyper(o.initial_hyper)))
-            self.replicas.append(Replica(m, X[held], Y[held], self.X_test, Y_test))
-        self.hyper_names = self.replicas[0].model.hyper_names()
-        self.dim = self.replicas[0].model.dim          # position coordinates of a chain (weights, or Neal's)
+            self.chain_data.append(ChainData(m, X[held], Y[held], self.X_test, Y_test))
+        self.hyper_names = self.chain_data[0].model.hyper_names()
+        self.dim = self.chain_data[0].model.dim          # position coordinates of a chain (weights, or Neal's)
         #: Diagnostic draws a chain keeps per super-transition besides every thin-th (super_transition.keep_at).
-        self.diagnostic_draws = diagnostic_draws(len(self.replicas), self.dim + len(self.hyper_names))
-        R, n_out, Nt = len(self.replicas), spec.n_outputs, self.X_test.shape[0]
+        self.diagnostic_draws = diagnostic_draws(len(self.chain_data), self.dim + len(self.hyper_names))
+        R, n_out, Nt = len(self.chain_data), spec.n_outputs, self.X_test.shape[0]
         totals = Totals(np.zeros((R, n_out, Nt)), np.zeros((R, n_out, Nt)), np.zeros((R, n_out)),
                         np.full((R, Nt), -np.inf), np.zeros(R), np.zeros(R, dtype=np.int64))
         #: The state at the start (never changed: every super-transition runs on copies of the chains).
         self.metric = o.metric
         moments = np.zeros((R, 4, self.dim if o.metric != "heuristic" else 0))
-        self.initial = ReplicaState(tuple(chains), 0, 0, np.ones(R), totals, (), np.empty(0), moments, 0,
+        self.initial = NetworkState(tuple(chains), 0, 0, np.ones(R), totals, (), np.empty(0), moments, 0,
                                     np.zeros((R, 0, 2, self.dim)), np.zeros((R, 0, self.dim + 1)))
         #: The current state, which the driver threads through :meth:`step` and publishes here.
         self.state = self.initial
@@ -170,8 +170,8 @@ class ReplicaSet(ChainSetBase):
         return (Y - self.target_mean) / self.target_sd
 
     @property
-    def n_replicas(self) -> int:
-        return len(self.replicas)
+    def n_chains(self) -> int:
+        return len(self.chain_data)
 
     def streams(self, spawned: int) -> np.random.SeedSequence:
         """The run's stream of seeds after ``spawned`` children were spawned from it."""
@@ -198,7 +198,7 @@ class ReplicaSet(ChainSetBase):
 
         def start(j):
             c = chains[j]
-            return optimized_start(self.replicas[j].model.target, c.position, c.hyper, np.random.default_rng(seeds[j]),
+            return optimized_start(self.chain_data[j].model.target, c.position, c.hyper, np.random.default_rng(seeds[j]),
                                    o, deadline)
         with ThreadPoolExecutor(max(1, min(self.threads, len(chains)))) as pool:
             infos = list(pool.map(start, range(len(chains))))
@@ -261,14 +261,14 @@ class ReplicaSet(ChainSetBase):
         """Each chain's kept rows (n_j, dim + H), in the order they were kept."""
         width = self.dim + len(self.hyper_names)
         return [np.concatenate([np.empty((0, width))] + [e.kept[j] for e in self.state.history if len(e.kept[j])])
-                for j in range(self.n_replicas)]
+                for j in range(self.n_chains)]
 
     # -- predictions ------------------------------------------------------------
     def chain_indices(self, chains: str = "all") -> np.ndarray:
         """Rows of the chains whose samples predict: "all", "full" (the
         chains on all the training cases: the posterior) or "replicas" (the
         CV replicas, each trained on (k-1)/k of the data)."""
-        return chain_indices(chains, self.n_cv, self.n_replicas)
+        return chain_indices(chains, self.n_cv, self.n_chains)
 
     def prediction(self, name: str, level: float = 0.95, chains: str = "all") -> Prediction:
         """Bayesian model average of the retained samples of ``chains`` (see
@@ -295,9 +295,9 @@ class ReplicaSet(ChainSetBase):
     def weights_of(self, A, chain) -> tuple:
         """(weights (S, D), noise precisions (S, n_out)) of kept rows ``A`` of chains ``chain`` (S,)."""
         W = np.empty((len(A), self.spec.n_params))
-        width = self.replicas[0].model.noise_precisions(A[:0, :self.dim], A[:0, self.dim:]).shape[1]
+        width = self.chain_data[0].model.noise_precisions(A[:0, :self.dim], A[:0, self.dim:]).shape[1]
         noise = np.empty((len(A), width))
-        for j, r in enumerate(self.replicas):
+        for j, r in enumerate(self.chain_data):
             mine = chain == j
             if mine.any():
                 W[mine] = r.model.weights(A[mine, :self.dim])
@@ -306,12 +306,12 @@ class ReplicaSet(ChainSetBase):
 
     def _kept_counts(self) -> np.ndarray:
         """Rows kept (R, super-transitions) by each chain in each super-transition."""
-        hist, R = self.state.history, self.n_replicas
+        hist, R = self.state.history, self.n_chains
         return np.array([[len(e.kept[j]) for e in hist] for j in range(R)], dtype=np.int64).reshape(R, len(hist))
 
     def kept_index(self) -> tuple:
         """(the chain (S,), the super-transition (S,)) of each row of :meth:`kept_rows`, without the rows."""
-        n, R = self._kept_counts(), self.n_replicas
+        n, R = self._kept_counts(), self.n_chains
         return (np.repeat(np.arange(R), n.sum(axis=1)),
                 np.concatenate([np.repeat(np.arange(n.shape[1]), n[j]) for j in range(R)] + [np.zeros(0, np.int64)]))
 
@@ -331,9 +331,9 @@ class ReplicaSet(ChainSetBase):
         return np.array(rows).reshape(len(at), self.dim + len(self.hyper_names)), chain[at], st[at]
 
     def kept_stats(self) -> np.ndarray:
-        """The :data:`~adaptive_hmc.engine.replica_state.KEPT_STATS` of each row of :meth:`kept_rows`."""
+        """The :data:`~adaptive_hmc.engine.network_state.KEPT_STATS` of each row of :meth:`kept_rows`."""
         hist = self.state.history
-        return np.concatenate([np.empty((0, len(KEPT_STATS)))] + [e.kept_stats[j] for j in range(self.n_replicas)
+        return np.concatenate([np.empty((0, len(KEPT_STATS)))] + [e.kept_stats[j] for j in range(self.n_chains)
                                                                    for e in hist if len(e.kept_stats[j])])
 
     def kept_weights(self) -> np.ndarray:
@@ -342,12 +342,12 @@ class ReplicaSet(ChainSetBase):
         leapfrog steps."""
         hist = self.state.history
         return np.concatenate([np.repeat([e.kept_weight[j] for e in hist], [len(e.kept[j]) for e in hist])
-                               for j in range(self.n_replicas)] + [np.zeros(0)]).astype(np.float64)
+                               for j in range(self.n_chains)] + [np.zeros(0)]).astype(np.float64)
 
     def _compile_call(self) -> tuple:
         """Arguments of a call of :func:`run_chain` that runs no iteration and
         changes nothing, with the types of the run's calls."""
-        r = self.replicas[0]
+        r = self.chain_data[0]
         settings = check_settings(self.settings._replace(num_steps=self.settings.window, step_factor=1.0,
                                                          step_size=np.empty(0)))
         if self.metric == "low_rank":                       # its rows' type: a 2-d array (none yet)

@@ -1,8 +1,8 @@
-"""The state of a replica set as one value (:class:`ReplicaState`), what a
-super-transition adds to it (:class:`Step`, the sample store's unit), how a
+"""The state of a network's chain set as one value (:class:`NetworkState`), what a
+super-transition adds to it (:class:`Sums`, the sample store's unit), how a
 step is folded in, and what a checkpoint holds of it.
 
-Flow position: replica_options -> **replica_state** -> super_transition -> replicas, store.
+Flow position: network_options -> **network_state** -> super_transition -> network_chains, store.
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def chain_from_arrays(template: ChainState, arrays) -> ChainState:
 
 
 class Totals(NamedTuple):
-    """The running sums of the :class:`Step` fields of the same names over
+    """The running sums of the :class:`Sums` fields of the same names over
     every retained sample of the run, per chain (R chains, out outputs, N test
     cases; the chains' units): weighted test
     predictions ``pred`` and squares ``sq`` (R, out, N), noise variances
@@ -61,15 +61,15 @@ class Entry(NamedTuple):
     kept_stats: tuple
 
 
-#: What is recorded of each kept row's iteration (the columns of :attr:`Step.kept_stats`), in ArviZ's
+#: What is recorded of each kept row's iteration (the columns of :attr:`Sums.kept_stats`), in ArviZ's
 #: names: the Hamiltonian U + K after the iteration (the selected state's, with its momentum: Stan's
 #: ``energy__``), the log density -U, the acceptance probability, whether it diverged, its leapfrog steps;
 #: and whether the row is a diagnostic draw (1) or only a ``thin``-th one (0) (super_transition.keep_at).
 KEPT_STATS = ("energy", "lp", "acceptance_rate", "diverging", "n_steps", "diagnostic")
 
 
-class ReplicaState(NamedTuple):
-    """The evolving state of a replica set, one value, never changed in
+class NetworkState(NamedTuple):
+    """The evolving state of a network's chain set, one value, never changed in
     place: :func:`super_transition` returns a new one. ``chains`` (one
     :class:`~adaptive_hmc.samplers.chain.ChainState` each), ``n_super``
     super-transitions done, ``streams_spawned`` random streams spawned, each
@@ -94,16 +94,16 @@ class ReplicaState(NamedTuple):
     low_rank: np.ndarray
 
 
-#: The fields of :class:`ReplicaState` that a resume rebuilds from the sample
+#: The fields of :class:`NetworkState` that a resume rebuilds from the sample
 #: store (:func:`fold` of each step); a checkpoint holds the others.
 REPLAYED = ("totals", "history")
 
 
-def fold(setup: "ReplicaSet", state: ReplicaState, step: "Step") -> ReplicaState:
-    """The state after one super-transition's :class:`Step`, as a run does
+def fold(setup: "NetworkChains", state: NetworkState, step: "Sums") -> NetworkState:
+    """The state after one super-transition's :class:`Sums`, as a run does
     after each and as a resume replays them from the sample store (the same
     operations in the same order, so the totals come back bit for bit)."""
-    totals = Totals(*(np.logaddexp(t, step.lse) if f == "lse" else t + getattr(step, f)     # the Step's sums
+    totals = Totals(*(np.logaddexp(t, step.lse) if f == "lse" else t + getattr(step, f)     # the Sums's sums
                       for f, t in zip(Totals._fields, state.totals)))
     entry = Entry(step.pred * setup.target_sd[:, None] + setup.target_mean[:, None] * step.count[:, None, None],
                   step.count, step.hyper, tuple(step.kept), np.asarray(step.kept_weight, dtype=np.float64),
@@ -111,7 +111,7 @@ def fold(setup: "ReplicaSet", state: ReplicaState, step: "Step") -> ReplicaState
     return state._replace(n_super=state.n_super + 1, totals=totals, history=state.history + (entry,))
 
 
-def checkpoint_state(state: ReplicaState) -> dict:
+def checkpoint_state(state: NetworkState) -> dict:
     """What a checkpoint holds of ``state``: its fields but :data:`REPLAYED`,
     walked (chains as lists of arrays, :func:`chain_arrays`)."""
     return {f: [[a.copy() for a in chain_arrays(c)] for c in v] if f == "chains" else
@@ -119,16 +119,16 @@ def checkpoint_state(state: ReplicaState) -> dict:
             for f, v in zip(state._fields, state) if f not in REPLAYED}
 
 
-def restore_state(setup: "ReplicaSet", saved: dict, steps) -> ReplicaState:
+def restore_state(setup: "NetworkChains", saved: dict, steps) -> NetworkState:
     """The state of :func:`checkpoint_state` ``saved``, its :data:`REPLAYED`
     fields rebuilt by folding the stored ``steps`` (every super-transition's
-    :class:`Step` up to the checkpoint, in order) into ``setup``'s start."""
+    :class:`Sums` up to the checkpoint, in order) into ``setup``'s start."""
     start = setup.initial
     if len(saved["chains"]) != len(start.chains):
         raise ValueError(f"state has {len(saved['chains'])} chains; this set has {len(start.chains)}")
     fields = {f: tuple(chain_from_arrays(c, a) for c, a in zip(start.chains, saved[f])) if f == "chains" else
               np.array(saved[f], dtype=np.float64) if isinstance(getattr(start, f), np.ndarray) else saved[f]
-              for f in ReplicaState._fields if f not in REPLAYED and f != "n_super" and f in saved}
+              for f in NetworkState._fields if f not in REPLAYED and f != "n_super" and f in saved}
     state = start._replace(**fields)
     for step in steps:
         state = fold(setup, state, step)
@@ -140,7 +140,7 @@ def restore_state(setup: "ReplicaSet", saved: dict, steps) -> ReplicaState:
 
 
 
-class Step(NamedTuple):
+class Sums(NamedTuple):
     """What one super-transition adds, per chain (R chains, out outputs, N
     test cases, H hyperparameters): the weighted sums of its retained
     samples' test predictions ``pred`` and squares ``sq`` (R, out, N), noise

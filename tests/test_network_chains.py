@@ -7,14 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from adaptive_hmc.engine.replica_options import Layout
+from adaptive_hmc.engine.network_options import Layout
 from adaptive_hmc.data import kfold, load_robot_arm
 from adaptive_hmc.front.estimator import BNNClassifier, BNNRegressor
 from adaptive_hmc.models.mlp import MLPSpec, predict
 from adaptive_hmc.samplers.settings import Action
 from adaptive_hmc.models.priors import PriorSpec
-from adaptive_hmc.engine.replica_state import chain_arrays
-from adaptive_hmc.engine.replicas import ReplicaSet
+from adaptive_hmc.engine.network_state import chain_arrays
+from adaptive_hmc.engine.network_chains import NetworkChains
 from adaptive_hmc.engine.rewards import cv_error, cv_reward, esjd_reward, held_out_error
 from adaptive_hmc.engine.driver import run_super_transitions
 from adaptive_hmc.engine.runner import fallback_reward
@@ -42,11 +42,11 @@ def _replicas(likelihood="gaussian", full_data_chain=False, **kw):
     spec_t, Xt, Yt = _toy(17, seed=5, likelihood=likelihood)
     args = dict(layout=Layout.cv(4, full_data_chain), test_sets={"test": (Xt, Yt)}, seed=7, thin=1, threads=2)
     args.update(kw)
-    return ReplicaSet(spec, X, Y, **args)
+    return NetworkChains(spec, X, Y, **args)
 
 
 def test_a_replica_sets_step_is_a_pure_function_of_its_state():
-    """ReplicaSet.step(state, action, budget) -> (state, result) (the ChainSet protocol's): the same state
+    """NetworkChains.step(state, action, budget) -> (state, result) (the ChainSet protocol's): the same state
     gives the same bits twice and is left as it was; run is that step from the present state."""
     rs = _replicas(start="random")
     before = rs.state
@@ -85,7 +85,7 @@ def test_kfold_stratified_keeps_class_shares():
 def test_replica_training_sets_exclude_their_fold():
     rs = _replicas()
     spec, X, Y = _toy()
-    for r, fold in zip(rs.replicas, rs.folds):
+    for r, fold in zip(rs.chain_data, rs.folds):
         assert r.model.n_cases == len(X) - len(fold)
         np.testing.assert_array_equal(r.held.XT[:, :len(fold)], X[fold].T)
         assert not (set(map(tuple, r.model.X)) & set(map(tuple, X[fold])))
@@ -130,7 +130,7 @@ def test_a_super_transition_is_a_pure_function_of_its_state():
     """super_transition(setup, state, action, budget) -> (state, result): the
     same state and action give the same bits twice, the state given is left as
     it was, and the new one is the old with one more super-transition folded in."""
-    from adaptive_hmc.engine.replica_state import checkpoint_state
+    from adaptive_hmc.engine.network_state import checkpoint_state
     from adaptive_hmc.engine.super_transition import super_transition
     rs = _replicas(full_data_chain=True, thin=1)
     advance(rs, Action(0.3, 10), 100)
@@ -148,8 +148,8 @@ def test_a_super_transition_is_a_pure_function_of_its_state():
     assert not np.array_equal(s1.chains[0].position, before.chains[0].position)
     again = checkpoint_state(before)
     assert all(np.array_equal(u, v) for c, d in zip(saved["chains"], again["chains"]) for u, v in zip(c, d))
-    assert s1.streams_spawned == before.streams_spawned + rs.n_replicas
-    assert np.array_equal(s1.totals.count, before.totals.count + r1.step.count)
+    assert s1.streams_spawned == before.streams_spawned + rs.n_chains
+    assert np.array_equal(s1.totals.count, before.totals.count + r1.unit.count)
 
 
 def test_initial_phase_keeps_hyperparameters_fixed():
@@ -164,14 +164,14 @@ def test_initial_phase_keeps_hyperparameters_fixed():
     assert np.all(h[:, 0, moved] == 1.0)
 
 
-@pytest.mark.parametrize("precision", ["float64", "float32"])
-def test_serial_and_parallel_runs_are_bitwise_identical(precision):
+@pytest.mark.parametrize("arithmetic", ["float64", "float32"])
+def test_serial_and_parallel_runs_are_bitwise_identical(arithmetic):
     """Bit-identical with 1 and 3 threads, and whatever other arrays are alive
     (each run's arrays land at other addresses: compiled loops whose
     vectorisation depended on addresses once made the bits differ), in either
     precision of the network's hidden units."""
     def go(threads):
-        rs = _replicas(threads=threads, full_data_chain=True, precision=precision,
+        rs = _replicas(threads=threads, full_data_chain=True, arithmetic=arithmetic,
                        settings=HMCSettings(window=3, jitter=True, initial_phase_steps=30))
         out = [advance(rs, Action(eps, L), 120) for eps, L in ((0.3, 10), (0.5, 6))]
         return rs, out
@@ -217,7 +217,7 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
     res = advance(rs, Action(0.4, 10), 200)
     rows = _split_kept(rs, before)
     errs = []
-    for r, fold, kept in zip(rs.replicas, rs.folds, rows):
+    for r, fold, kept in zip(rs.chain_data, rs.folds, rows):
         assert len(kept) == res.n_iter
         F = predict(spec, kept[:, :D], r.held.XT[:, :len(fold)].T)          # (S, N, out)
         y = r.held.YT.T
@@ -231,8 +231,8 @@ def test_reward_uses_this_super_transitions_samples_only(likelihood):
     # The accumulated error over both super-transitions is a different number.
     both = [np.array(k) for k in rs.kept]
     if likelihood == "gaussian":
-        F0 = predict(spec, both[0][:, :D], rs.replicas[0].held.XT[:, :len(rs.folds[0])].T)
-        assert not np.isclose(np.mean(np.sum((F0.mean(0) - rs.replicas[0].held.YT.T) ** 2, 1)), errs[0])
+        F0 = predict(spec, both[0][:, :D], rs.chain_data[0].held.XT[:, :len(rs.folds[0])].T)
+        assert not np.isclose(np.mean(np.sum((F0.mean(0) - rs.chain_data[0].held.YT.T) ** 2, 1)), errs[0])
 
 
 @pytest.mark.parametrize("likelihood,predict_steps", [("gaussian", 0), ("gaussian", 25), ("logistic", 25),
@@ -249,7 +249,7 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood, predict_step
     for _ in range(2):
         advance(rs, Action(0.3, 5), 100)
     Q, noise, _ = rs.samples()
-    assert len(Q) == rs.retained.sum() == 2 * 20 // every * rs.n_replicas      # one L: equal weights, plain averages
+    assert len(Q) == rs.retained.sum() == 2 * 20 // every * rs.n_chains      # one L: equal weights, plain averages
     Xt, Yt = rs.X_test, rs.Y_test
     F = predict(spec, Q, Xt)
     pr = rs.prediction("test")
@@ -270,7 +270,7 @@ def test_test_predictions_match_numpy_from_kept_samples(likelihood, predict_step
         lpd = np.log(P.mean(0)[np.arange(len(y)), y])
         assert rs.metrics()["test"]["error_rate"] == np.mean(P.mean(0).argmax(1) != y)
         # Majority vote of the replicas' own averages.
-        per = P.reshape(rs.n_replicas, -1, *P.shape[1:]).mean(1).argmax(2)     # (R, N)
+        per = P.reshape(rs.n_chains, -1, *P.shape[1:]).mean(1).argmax(2)     # (R, N)
         counts = np.stack([(per == c).sum(0) for c in range(P.shape[2])], 1)
         clear = (counts == counts.max(1, keepdims=True)).sum(1) == 1
         np.testing.assert_array_equal(pr.vote[clear], counts.argmax(1)[clear])
@@ -281,7 +281,7 @@ def test_esjd_reward_from_the_record():
     rs = _replicas()
     res = advance(rs, Action(0.3, 9), 90)
     r = res.record
-    manual = np.mean([(r.accept_prob[j] * r.squared_jump[j]).sum() for j in range(rs.n_replicas)]) / 3.0
+    manual = np.mean([(r.accept_prob[j] * r.squared_jump[j]).sum() for j in range(rs.n_chains)]) / 3.0
     assert esjd_reward(res) == pytest.approx(manual, rel=1e-12)
     assert np.all(r.squared_jump > 0)
 
@@ -309,8 +309,8 @@ def test_runner_scores_failures_below_every_success():
 def test_no_cv_replicas_needs_the_full_data_chain():
     spec, X, Y = _toy()
     with pytest.raises(ValueError, match="full_data_chain"):
-        ReplicaSet(spec, X, Y, layout=Layout.cv(0, False))
-    rs = ReplicaSet(spec, X, Y, layout=Layout.cv(0), test_sets={"t": (X[:5], Y[:5])})
+        NetworkChains(spec, X, Y, layout=Layout.cv(0, False))
+    rs = NetworkChains(spec, X, Y, layout=Layout.cv(0), test_sets={"t": (X[:5], Y[:5])})
     res = advance(rs, Action(0.3, 5), 20)
     # 4 iterations of L = 5, one predicting (predict_steps 100), weighing the 4 x 5 steps it stands for
     assert res.held_out is None and rs.retained[0] == 1 and rs.test_count[0] == 4 * 5
@@ -323,7 +323,7 @@ def test_replica_loop_predictive_mean_agrees_with_importance_sampling(tiny_bnn):
     """The compiled replica loop (HMC, accumulation of test predictions) against
     an independent importance-sampling estimate; batch means over super-transitions."""
     model, x_star, is_mean, is_se = tiny_bnn
-    rs = ReplicaSet(model.spec, model.X, model.Y, layout=Layout.cv(0), priors=model.priors,
+    rs = NetworkChains(model.spec, model.X, model.Y, layout=Layout.cv(0), priors=model.priors,
                     initial_hyper=None, settings=HMCSettings(gibbs=False, jitter=True),
                     test_sets={"x": (x_star, np.zeros((3, 1)))}, burn_in_super_transitions=2, seed=11)
     for _ in range(82):
@@ -343,7 +343,7 @@ def test_robot_arm_short_run_beats_mean_and_widens_outside_training_region():
     Xt, Yt = arm.rows(201, 400)
     # Inputs beyond the training region (x1 in [-1.93, -0.45], x2 in [0.53, 3.14]).
     far = np.column_stack([np.linspace(0.5, 1.5, 20), np.linspace(-1.5, -0.5, 20)])
-    rs = ReplicaSet(MLPSpec(2, (16,), 2), X, Y, layout=Layout.cv(4), seed=2,
+    rs = NetworkChains(MLPSpec(2, (16,), 2), X, Y, layout=Layout.cv(4), seed=2,
                     test_sets={"test": (Xt, Yt), "far": (far, np.zeros((20, 2)))},
                     settings=HMCSettings(window=5, initial_phase_steps=1000),
                     burn_in_super_transitions=4)
@@ -402,7 +402,7 @@ def test_predictions_from_chosen_chains_match_numpy_from_kept_samples():
         advance(rs, Action(0.3, 5), 100)
     D = rs.spec.n_params
     kept = [np.array(k)[:, :D] for k in rs.kept]
-    for chains, rows in (("full", [rs.n_cv]), ("replicas", range(rs.n_cv)), ("all", range(rs.n_replicas))):
+    for chains, rows in (("full", [rs.n_cv]), ("replicas", range(rs.n_cv)), ("all", range(rs.n_chains))):
         Q = np.concatenate([kept[r] for r in rows])
         mean = predict(rs.spec, Q, rs.X_test).mean(0)
         np.testing.assert_allclose(rs.prediction("test", chains=chains).mean, mean, rtol=1e-10, atol=1e-12)
@@ -430,7 +430,7 @@ def test_weight_by_gradients_weighs_each_sample_by_its_leapfrog_steps(likelihood
         A, chain, st = rs.kept_rows()
         w = rs.kept_weights()
         assert np.array_equal(w, np.where(st == 0, 2.0, 10.0) if weight_by == "gradients" else np.ones(len(A)))
-        assert int(rs.retained.sum()) == len(A) == rs.n_replicas * 60
+        assert int(rs.retained.sum()) == len(A) == rs.n_chains * 60
         assert np.allclose(rs.test_count, 100.0 * 2 if weight_by == "gradients" else 60)
         W, noise, _ = rs.samples()
         F = predict(rs.spec, W, rs.X_test)                                         # (S, N, out)
@@ -463,7 +463,7 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     mixes, each run from the same state: the default reward (ESJD/sqrt(L)) puts
     the stuck one far below, and so does the GP target the tuner makes of it;
     the thesis's CV reward barely tells them apart (the gap this reward closes)."""
-    from adaptive_hmc.engine.replica_options import ReplicaOptions
+    from adaptive_hmc.engine.network_options import NetworkOptions
     from adaptive_hmc.engine.runner import DEFAULT_REWARD, RunOptions, make_run
     from adaptive_hmc.tuners.options import FixedOptions
     assert DEFAULT_REWARD == "esjd"
@@ -472,7 +472,7 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
     for name, eps in (("stuck", 30.0), ("mixing", 0.3)):               # each from the same state (seeded)
         # Neal's Gibbs updates: the interweaving moves would change a stuck chain's weights all the same
         runs = make_run(spec, X, Y, tuner=FixedOptions(0.3, 20), run=RunOptions(1, 2000, seed=4),
-                        replicas=ReplicaOptions(layout=Layout.cv(4, False), settings=HMCSettings(window=3),
+                        network=NetworkOptions(layout=Layout.cv(4, False), settings=HMCSettings(window=3),
                                                 priors=PriorSpec(hyper_moves="gibbs")))
         rs = runs.chains
         advance(rs, Action(0.2, 20), 2000)                              # leave the start
@@ -493,10 +493,10 @@ def test_default_reward_scores_a_stuck_setting_below_a_mixing_one():
 def test_step_calibration_is_made_once_after_warm_up_and_kept_in_the_state():
     from adaptive_hmc.samplers.calibration import curvature_scale
     rs = _replicas(calibrate_after=1)
-    steps = [advance(rs, Action(0.2, 10), 200).step]                  # recorded, as a run's sample store does
+    steps = [advance(rs, Action(0.2, 10), 200).unit]                  # recorded, as a run's sample store does
     assert np.all(rs.step_calibration == 1.0)
-    expected = [curvature_scale(r.model, c.position, c.hyper) for r, c in zip(rs.replicas, rs.chains)]
-    steps.append(advance(rs, Action(0.2, 10), 200).step)
+    expected = [curvature_scale(r.model, c.position, c.hyper) for r, c in zip(rs.chain_data, rs.chains)]
+    steps.append(advance(rs, Action(0.2, 10), 200).unit)
     assert rs.step_calibration == pytest.approx(expected, rel=1e-12) and np.all(rs.step_calibration != 1.0)
     state = rs.checkpoint()
     advance(rs, Action(0.2, 10), 200)
@@ -554,14 +554,14 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
                            gibbs=False, anneal=np.array([[6, 0.0, 20.0], [6, 0.5, 1.0], [100, 0.0, 1.0]]))
 
     def make():
-        return ReplicaSet(MLPSpec(2, (3,), 2), X, Y, layout=Layout.cv(2), settings=settings, seed=5,
+        return NetworkChains(MLPSpec(2, (3,), 2), X, Y, layout=Layout.cv(2), settings=settings, seed=5,
                           model=model, thin=1, test_sets={"t": arm.rows(401, 420)}, threads=1)
 
     rs = make()
     results = [advance(rs, Action(1.0, 20), 120) for _ in range(2)]
     temps = [r.record.temperature.mean() for r in results]
     assert temps[0] > 5.0 > temps[1]                   # 6 hot iterations then cooling
-    state, steps = rs.checkpoint(), [r.step for r in results]
+    state, steps = rs.checkpoint(), [r.unit for r in results]
     assert all(not np.isclose(c.kd[0], 0.5 * rs.dim) for c in rs.chains)
     a = [advance(rs, Action(1.0, 20), 120).record for _ in range(2)]
     fresh = make()
@@ -572,7 +572,7 @@ def test_annealed_chains_of_neals_models_resume_bit_for_bit(model):
     W, noise, chain = rs.samples()
     A, _, _ = rs.kept_rows()
     j = chain[-1]
-    np.testing.assert_allclose(W[-1], rs.replicas[j].model.weights(A[-1, :rs.dim])[0])
+    np.testing.assert_allclose(W[-1], rs.chain_data[j].model.weights(A[-1, :rs.dim])[0])
     assert W.shape == (len(A), rs.spec.n_params) and noise.shape == (len(A), 2) and np.all(noise > 0)
 
 
@@ -582,10 +582,10 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     super-transitions differ; one such chain with FBM's zero start is the old
     full-data chain alone (folds, k=0) bit for bit."""
     spec, X, Y = _toy()
-    rs = ReplicaSet(spec, X, Y, layout=Layout.chains(3), seed=4, thin=1)
-    assert rs.n_cv == 0 and rs.folds == [] and rs.n_replicas == 3
+    rs = NetworkChains(spec, X, Y, layout=Layout.chains(3), seed=4, thin=1)
+    assert rs.n_cv == 0 and rs.folds == [] and rs.n_chains == 3
     assert list(rs.chain_indices("full")) == list(rs.chain_indices("all")) == [0, 1, 2]
-    for r in rs.replicas:
+    for r in rs.chain_data:
         assert r.model.n_cases == len(X) and r.held.YT.shape[1] == 0
     starts = np.array([c.position.copy() for c in rs.chains])
     assert np.all(np.abs(starts) > 0) and len({s.tobytes() for s in starts}) == 3      # N(0, 0.1^2), apart
@@ -594,14 +594,14 @@ def test_chains_of_one_posterior_see_every_case_from_their_own_starts():
     assert len({e.tobytes() for e in ends}) == 3
     with pytest.raises(ValueError, match="replicas"):
         rs.chain_indices("replicas")
-    one = ReplicaSet(spec, X, Y, layout=Layout.chains(1), seed=4, init_scale=0.0, thin=1)
-    old = ReplicaSet(spec, X, Y, layout=Layout.cv(0), seed=4, thin=1)
+    one = NetworkChains(spec, X, Y, layout=Layout.chains(1), seed=4, init_scale=0.0, thin=1)
+    old = NetworkChains(spec, X, Y, layout=Layout.cv(0), seed=4, thin=1)
     for s in (one, old):
         advance(s, Action(0.3, 10), 200)
     assert np.array_equal(one.chains[0].position, old.chains[0].position)
     assert np.array_equal(one.kept_rows()[0], old.kept_rows()[0])
     with pytest.raises(ValueError, match="full_data_chain=True \\(data='full'\\): is for cross-validation folds"):
-        ReplicaSet(spec, X, Y, layout=Layout("full", 2, True, "full"))
+        NetworkChains(spec, X, Y, layout=Layout("full", 2, True, "full"))
 
 
 def test_every_gradient_evaluation_is_counted():
@@ -614,25 +614,25 @@ def test_every_gradient_evaluation_is_counted():
     from adaptive_hmc.samplers.chain import HYPER_MOVE_STEPS
     held = _replicas(settings=HMCSettings(initial_phase_steps=10 ** 6))
     res = advance(held, Action(0.3, 5), 100)
-    assert res.gradients == res.leapfrog_steps + held.n_replicas                 # one at each chain's start
+    assert res.gradients == res.leapfrog_steps + held.n_chains                 # one at each chain's start
     gibbs = _replicas(settings=HMCSettings(initial_phase_steps=0), calibrate_after=1,
                       priors=PriorSpec(hyper_moves="gibbs"))
     res = advance(gibbs, Action(0.3, 5), 100)
     # two for each Gibbs update of the Gaussian network: the noise's forward pass and the gradient
-    assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * 2 * res.n_iter
+    assert res.gradients == res.leapfrog_steps + gibbs.n_chains * 2 * res.n_iter
     res = advance(gibbs, Action(0.3, 5), 100)
-    assert res.gradients == res.leapfrog_steps + gibbs.n_replicas * (2 * res.n_iter + CURVATURE_EVALUATIONS)
+    assert res.gradients == res.leapfrog_steps + gibbs.n_chains * (2 * res.n_iter + CURVATURE_EVALUATIONS)
     moves = _replicas(settings=HMCSettings(initial_phase_steps=0))               # with the interweaving moves,
     res = advance(moves, Action(0.3, HYPER_MOVE_STEPS), 3 * HYPER_MOVE_STEPS)                # their forward passes count too
-    n_dirs = len(moves.replicas[0].model.target.scale_dirs)
-    assert res.gradients >= res.leapfrog_steps + moves.n_replicas * res.n_iter * (1 + 2 * n_dirs)
+    n_dirs = len(moves.chain_data[0].model.target.scale_dirs)
+    assert res.gradients >= res.leapfrog_steps + moves.n_chains * res.n_iter * (1 + 2 * n_dirs)
     assert res.record.gradients.sum() == res.gradients
     log = run_super_transitions(_replicas(), FixedTuner(step_factor=0.3, num_steps=5), 2, 100)
     assert all(e["gradients"] > e["leapfrog_steps"] for e in log)
 
 
 def test_a_probe_leaves_the_state_as_it_was_and_is_seeded_by_its_place():
-    """ReplicaSet.probe tries an action on copies of the chains: the state (its
+    """NetworkChains.probe tries an action on copies of the chains: the state (its
     chains, streams and totals) is the same object afterwards and the next
     super-transition makes the same bits as without the probe; the probe runs
     PROBE_TRAJECTORIES trajectories a chain (three with jitter), counts its

@@ -1,8 +1,8 @@
-"""How the chains of a replica set are made and run (:class:`ReplicaOptions`,
+"""How the chains of a network's chain set are made and run (:class:`NetworkOptions`,
 each default and check in one place), the names of its chains and models,
 seeds, and the threads each chain gets (:func:`threads_within`).
 
-Flow position: samplers -> **replica_options** -> replica_state -> super_transition -> replicas.
+Flow position: samplers -> **network_options** -> network_state -> super_transition -> network_chains.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import numba
 import numpy as np
 
 from ..models.priors import PriorSpec
-from ..models.mlp import PRECISIONS
+from ..models.mlp import ARITHMETIC
 from ..samplers.metric import METRICS
 from ..samplers.settings import KINDS, HMCSettings
 from ..samplers.starts import STARTS, StartOptions
@@ -88,7 +88,7 @@ def chain_indices(chains: str, n_cv: int, n_chains: int) -> np.ndarray:
     raise ValueError(f"chains={chains!r}: allowed are {CHAINS}")
 
 
-#: The models a replica set can run (``model``): the Bayesian MLP with
+#: The models a network's chain set can run (``model``): the Bayesian MLP with
 #: hierarchical priors (FBM, Rasmussen), and Neal's 1992 and 1993 models.
 MODELS = ("bnn", "neal1992", "neal1993")
 
@@ -143,7 +143,7 @@ class Layout(NamedTuple):
     def problem(self, reward: str | None = None) -> tuple | None:
         """What is wrong with this layout (for ``reward``, when given), as (field, value, what is allowed) with
         the field one of "k", "full_data_chain", "predict_from", "data"; None when nothing is. Every entry point
-        asks this one rule (:class:`ReplicaOptions`, a config's checks, the estimators)."""
+        asks this one rule (:class:`NetworkOptions`, a config's checks, the estimators)."""
         data, k, full, predict = self
         if data not in DATA:
             return "data", data, f"allowed are {', '.join(DATA)}"
@@ -175,17 +175,17 @@ class Layout(NamedTuple):
 
 
 
-def sampler_problem(model: str, start: str, precision: str, metric: str, kind: str, absolute_step: bool,
+def sampler_problem(model: str, start: str, arithmetic: str, metric: str, kind: str, absolute_step: bool,
                     annealed: bool) -> tuple | None:
     """The first rule of a network's sampler that these choices break, as (field, value, what is allowed),
-    or None: each rule stated once, for :class:`ReplicaOptions` and for a config's check (which names its
+    or None: each rule stated once, for :class:`NetworkOptions` and for a config's check (which names its
     keys). Optimized starts and float32 arithmetic are for model "bnn"; a learned metric corrects the
     heuristic scales of kind hmc, so not with an absolute base step or annealing."""
     if start == "optimized" and model != "bnn":
         return "start", start, f"optimized starts are for model bnn (model {model} starts from a prior " \
             "draw): give random"
-    if precision != "float64" and model != "bnn":
-        return "precision", precision, f"is for model bnn (model {model} runs in float64): give float64"
+    if arithmetic != "float64" and model != "bnn":
+        return "arithmetic", arithmetic, f"is for model bnn (model {model} runs in float64): give float64"
     if metric != "heuristic" and (kind != "hmc" or absolute_step or annealed):
         return "metric", metric, "learns factors of the heuristic step scales: for kind hmc without an " \
             "absolute base step or annealing; give heuristic"
@@ -193,8 +193,8 @@ def sampler_problem(model: str, start: str, precision: str, metric: str, kind: s
 
 
 @dataclass(frozen=True)
-class ReplicaOptions:
-    """How the chains of a :class:`ReplicaSet` are made and run, each default
+class NetworkOptions:
+    """How the chains of a :class:`NetworkChains` are made and run, each default
     and each check in one place (what a config and the estimators build and
     :func:`~adaptive_hmc.engine.runner.make_run` consumes).
 
@@ -232,13 +232,13 @@ class ReplicaOptions:
         super-transition weighs its chain's leapfrog steps per iteration there
         (with jitter, their mean), so a super-transition at L = 20 and one at
         L = 5000 weigh the same (their compute) instead of 250 : 1; the kept
-        rows carry the same weights (:meth:`ReplicaSet.kept_weights`).
+        rows carry the same weights (:meth:`NetworkChains.kept_weights`).
     threads : worker threads (default: the cores available): the chains run on them, and those the chains
         leave over share each chain's blocks of cases (:func:`threads_within`); results do
         not depend on it.
     standardize_targets : regression only: the chains sample a network for
         the targets standardised by the training cases' mean and sd per output
-        (:attr:`ReplicaSet.target_mean`, :attr:`ReplicaSet.target_sd`); predictions, metrics and the
+        (:attr:`NetworkChains.target_mean`, :attr:`NetworkChains.target_sd`); predictions, metrics and the
         per-super-transition history are reported in the original units (the
         held-out reward and the kept weights are in the standardised ones).
     model : the model of every chain, one of :data:`MODELS`: "bnn" (the
@@ -260,7 +260,7 @@ class ReplicaOptions:
         then frozen) or "low_rank" (those factors and each chain's low-rank
         masses, :data:`~adaptive_hmc.samplers.metric.LOW_RANK_WINDOWS`); kind
         hmc, no absolute ``step_size`` or annealing.
-    precision : one of :data:`~adaptive_hmc.models.mlp.PRECISIONS`: the network's
+    arithmetic : one of :data:`~adaptive_hmc.models.mlp.ARITHMETIC`: the network's
         hidden units in "float64" (the default) or "float32" (model "bnn"; the
         energy, likelihood and Metropolis test stay in float64).
     calibrate_after : None, or the super-transition (counted from 0) before
@@ -287,7 +287,7 @@ class ReplicaOptions:
     start: str = "random"
     start_options: StartOptions = StartOptions()
     metric: str = "heuristic"
-    precision: str = "float64"
+    arithmetic: str = "float64"
 
     def __post_init__(self):
         for name in ("burn_in_samples", "thin", "burn_in_super_transitions", "predict_steps"):
@@ -303,12 +303,12 @@ class ReplicaOptions:
             raise ValueError(f"model={self.model!r}: allowed are {', '.join(MODELS)}")
         if self.start not in STARTS:
             raise ValueError(f"start={self.start!r}: allowed are {', '.join(STARTS)}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision={self.precision!r}: allowed are {', '.join(PRECISIONS)}")
+        if self.arithmetic not in ARITHMETIC:
+            raise ValueError(f"arithmetic={self.arithmetic!r}: allowed are {', '.join(ARITHMETIC)}")
         if self.metric not in METRICS:
             raise ValueError(f"metric={self.metric!r}: allowed are {', '.join(METRICS)}")
         kind = self.settings.kind
-        bad = sampler_problem(self.model, self.start, self.precision, self.metric, kind if isinstance(
+        bad = sampler_problem(self.model, self.start, self.arithmetic, self.metric, kind if isinstance(
             kind, str) else KINDS[kind], bool(np.size(self.settings.step_size)), bool(np.size(self.settings.anneal)))
         if bad is not None:
             field, value, allowed = bad
