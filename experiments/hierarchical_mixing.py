@@ -119,13 +119,13 @@ def measure(data: str, row: str, quick: bool, seed: int | None = None, fixed: in
             warnings.simplefilter("ignore")
             model.fit(X_train, y_train)
         wall = time.perf_counter() - t0
-        n = model.replicas_.n_super
+        n = model.chains_.n_super
         burn = model._burn_in(n)
     finally:
         vars(estimator).update(saved)
-    d = run_diagnostics(model.spec_, kept_samples(model.replicas_, after=burn), model.replicas_.chain_indices("full"),
+    d = run_diagnostics(model.spec_, kept_samples(model.chains_, after=burn), model.chains_.chain_indices("full"),
                         "full", {"X_test": model.x_scale_.transform(X_test), "history_pred": [], "history_count": []},
-                        {"test": slice(0, len(X_test))}, model.replicas_.history_hyper[burn:],
+                        {"test": slice(0, len(X_test))}, model.chains_.history_hyper[burn:],
                         int(log_gradients(model.log_).sum()), sum(e["seconds"] for e in model.log_))
     test, hyper = d["test"]["test"], d["hyper"]
     rewards = np.array([e["reward"] if e["reward"] is not None else -np.inf for e in model.log_])
@@ -141,8 +141,8 @@ def measure(data: str, row: str, quick: bool, seed: int | None = None, fixed: in
            "verdict": d["verdict"], "median_L": float(np.median([e["num_steps"] for e in model.log_])),
            "low_reward_gradients": float(grads[rewards < 0.1 * best].sum() / grads.sum()) if best > 0 else None,
            "converged": None if model.convergence_ is None else model.convergence_["met"],
-           "start_s": (model.replicas_.start_info or {}).get("seconds"),
-           "start_gradients": (model.replicas_.start_info or {}).get("gradients")}
+           "start_s": (model.chains_.start_info or {}).get("seconds"),
+           "start_gradients": (model.chains_.start_info or {}).get("gradients")}
     if cls is BNNClassifier:
         P = model.predict_proba(X_test)
         codes = np.searchsorted(model.classes_, y_test)

@@ -330,6 +330,24 @@ def test_chains_and_folds_are_two_keys_and_the_old_section_reads_with_one_note(t
         assert (resolved["chains"] == 3) if layout[0] == "full" else (resolved["cv"]["folds"] == 4)
 
 
+def test_the_old_arithmetic_key_reads_with_one_note_and_not_beside_the_new(tmp_path, capsys):
+    """sampler.precision, the old name of sampler.arithmetic, runs as it with one note; both at once are refused."""
+    raw = _small(_raw())
+    raw["sampler"]["precision"] = "float32"
+    path = _write(tmp_path, raw)
+    assert main(["validate", str(path), "--no-estimate"]) == 0
+    out = capsys.readouterr()
+    notes = [line for line in out.err.splitlines() if "note:" in line]
+    assert notes == [f"adaptive-hmc validate {path}: note: sampler.precision is the old name of sampler.arithmetic: "
+                     "read as `arithmetic: float32`; write that instead"], out.err
+    resolved = yaml.safe_load(out.out)
+    assert resolved["sampler"]["arithmetic"] == "float32" and "precision" not in resolved["sampler"]
+    assert read_config(path).network_options().arithmetic == "float32"
+    raw["sampler"]["arithmetic"] = "float64"
+    assert main(["validate", str(_write(tmp_path, raw, "both.yaml")), "--no-estimate"]) == 2
+    assert "sampler.precision = 'float32': the old name of sampler.arithmetic" in capsys.readouterr().err
+
+
 def test_the_rule_on_chains_and_folds_is_one_for_every_entry_point():
     """Layout.problem decides for a config, NetworkOptions and the runner alike (and can refuse)."""
     from adaptive_hmc.engine.network_options import Layout, NetworkOptions

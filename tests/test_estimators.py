@@ -102,7 +102,7 @@ def test_a_fit_reports_the_diagnostics_of_its_posterior_chains(monkeypatch):
     assert len(own["predictions"]) == 2 and len(own["hyper"]) == 2
     assert m.diagnostics_["verdict"] in ("met", "moving", "apart")
     assert d["ess_per_1000_gradients"]["median"] == pytest.approx(1000 * d["ess_bulk"]["median"] / grads)
-    after_burn_in = m.replicas_.kept_rows()[2] >= m._burn_in(m.replicas_.n_super)
+    after_burn_in = m.chains_.kept_rows()[2] >= m._burn_in(m.chains_.n_super)
     assert len(m.weights_) == int(after_burn_in.sum())                  # every chain is the posterior's
     with pytest.warns(ConvergenceWarning, match="R-hat across the 'full' chains"):
         BNNRegressor(**TINY).fit(X, y)
@@ -132,16 +132,16 @@ def test_a_fit_runs_until_its_chains_meet_or_its_time_is_up():
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)          # it converges: no warning
         m = BNNRegressor(**opts).fit(X, y)
-    c, n = m.convergence_, m.replicas_.n_super
+    c, n = m.convergence_, m.chains_.n_super
     assert c["met"] and c["super_transitions"] == n > 6 and len(m.log_) == n
-    st = m.replicas_.kept_rows()[2]
+    st = m.chains_.kept_rows()[2]
     assert len(m.weights_) == int((st >= max(6 // 3, n // 4)).sum())      # the first quarter is burn-in
     d = m.diagnostics_
     assert d["rhat_max"] <= 1.01 and d["test"]["training"]["ess_bulk"]["min"] > 50
     with pytest.warns(ConvergenceWarning, match=r"stopped at the time limit, max_seconds=1e-06, after 6 "
                                                 r"super-transitions, before the chains met: R-hat max"):
         m = BNNRegressor(**dict(opts, max_seconds=1e-6)).fit(X, y)
-    assert m.replicas_.n_super == 6 and not m.convergence_["met"]
+    assert m.chains_.n_super == 6 and not m.convergence_["met"]
     with pytest.raises(ValueError, match="max_seconds=0, target_ess=100: both > 0"):
         BNNRegressor(**dict(opts, max_seconds=0)).fit(X, y)
 
@@ -158,9 +158,9 @@ def test_warm_start_continues_the_chains_as_one_longer_fit():
         warnings.simplefilter("ignore", ConvergenceWarning)
         long = BNNRegressor(**dict(opts, super_transitions=9)).fit(X, y)
         m = BNNRegressor(**dict(opts, super_transitions=6, warm_start=True)).fit(X, y)
-        assert m.replicas_.n_super == 6
+        assert m.chains_.n_super == 6
         m.set_params(super_transitions=9).fit(X, y)
-    assert m.replicas_.n_super == 9 and np.array_equal(m.weights_, long.weights_)
+    assert m.chains_.n_super == 9 and np.array_equal(m.weights_, long.weights_)
     assert np.array_equal(m.sample_weights_, long.sample_weights_)
     assert np.array_equal(m.predict(X), long.predict(X))
     strip = [untimed(e) for e in long.log_]
@@ -211,10 +211,10 @@ def test_to_inference_data_gives_arviz_what_it_reads(cls):
         assert list(idata.posterior.chain.values) == ["full 0", "full 1", "full 2"]
         n = idata.posterior.sizes["draw"]
         burn = m._burn_in(m.n_iter_)
-        _, chain, st = m.replicas_.kept_rows()
-        diagnostic = m.replicas_.kept_stats()[:, 5] > 0                   # the diagnostic draws after the burn-in
+        _, chain, st = m.chains_.kept_rows()
+        diagnostic = m.chains_.kept_stats()[:, 5] > 0                   # the diagnostic draws after the burn-in
         assert n == min(np.sum((chain == j) & (st >= burn) & diagnostic) for j in range(3)) == 16 * (8 - burn)
-        assert idata.posterior["weights"].shape == (3, n, m.replicas_.dim)
+        assert idata.posterior["weights"].shape == (3, n, m.chains_.dim)
         assert idata.log_likelihood["y"].shape == (3, n, 40)
         observed = idata.observed_data["y"].values
         if cls is BNNRegressor:
@@ -242,17 +242,23 @@ def test_chains_and_cv_choose_the_layout_and_an_old_k_works_with_one_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         m = BNNRegressor(**{**TINY, "chains": 3}).fit(X, y)
-        assert m.layout_.data == "full" and m.layout_.k == 3 and m.replicas_.n_chains == 3
+        assert m.layout_.data == "full" and m.layout_.k == 3 and m.chains_.n_chains == 3
         m = BNNRegressor(**{**TINY, "cv": {"folds": 2, "full_chain": True}}).fit(X, y)
-        assert m.layout_.data == "folds" and m.replicas_.n_cv == 2 and m.replicas_.n_chains == 3
+        assert m.layout_.data == "folds" and m.chains_.n_cv == 2 and m.chains_.n_chains == 3
         m = BNNRegressor(**{**TINY, "reward": "cv"}).fit(X, y)
-        assert m.replicas_.n_cv == 2 and m.replicas_.n_chains == 3
+        assert m.chains_.n_cv == 2 and m.chains_.n_chains == 3
         old = dict(TINY)
         del old["chains"]
         with pytest.warns(FutureWarning, match="k=3 is deprecated") as caught:
             m = BNNRegressor(**old, k=3).fit(X, y)
         assert len([w for w in caught if issubclass(w.category, FutureWarning)]) == 1
-        assert m.layout_.k == 3 and m.replicas_.n_chains == 3
+        assert m.layout_.k == 3 and m.chains_.n_chains == 3
+        with pytest.warns(FutureWarning, match="precision='float64' is deprecated: give arithmetic=") as caught:
+            m = BNNRegressor(**TINY, precision="float64").fit(X, y)
+        assert len([w for w in caught if issubclass(w.category, FutureWarning)]) == 1
+        assert m.chains_.chain_data[0].model.arithmetic == "float64"
+        with pytest.warns(FutureWarning, match="replicas_ is deprecated"):
+            assert m.replicas_ is m.chains_
     with pytest.raises(ValueError, match="cv=1"):
         BNNRegressor(**{**TINY, "cv": 1}).fit(X, y)
     with pytest.raises(ValueError, match="cv="):

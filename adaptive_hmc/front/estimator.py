@@ -184,19 +184,19 @@ class _BNN(BaseEstimator):
         if until and not (float(self.max_seconds) > 0 and float(self.target_ess) > 0):
             raise ValueError(f"max_seconds={self.max_seconds!r}, target_ess={self.target_ess!r}: both > 0 (or "
                              f"max_seconds=None: exactly super_transitions)")
-        seed = self._fitted_seed if self.warm_start and hasattr(self, "replicas_") else self._seed()
+        seed = self._fitted_seed if self.warm_start and hasattr(self, "chains_") else self._seed()
         self._fitted_seed = seed
-        setup, log = self._continued(X, Y) if self.warm_start and hasattr(self, "replicas_") else (None, [])
+        setup, log = self._continued(X, Y) if self.warm_start and hasattr(self, "chains_") else (None, [])
         if setup is None:
             setup = self._new_run(X, Y, spec, metric, seed)
         # Every sample is kept (the burn-in is left out at the end), so that a warm start continues the very
         # run a longer fit would have made.
         self._setup, self._fitted_with = setup, (self._data_fingerprint(X, Y), self._fixed_params())
-        self.replicas_, self.tuner_ = setup.chains, setup.tuner
+        self.chains_, self.tuner_ = setup.chains, setup.tuner
         self.spec_ = spec
-        rows = self.replicas_.chain_indices("full")                         # the posterior: never the CV replicas
-        compile_kernels(self.replicas_, quiet=not (self.verbose or can_draw_bar()))
-        start_chains(self.replicas_, quiet=not self.verbose)
+        rows = self.chains_.chain_indices("full")                         # the posterior: never the CV replicas
+        compile_kernels(self.chains_, quiet=not (self.verbose or can_draw_bar()))
+        start_chains(self.chains_, quiet=not self.verbose)
         check = X[np.sort(np.random.default_rng(seed).permutation(len(X))[:CHECK_CASES])]
         cases = {"cases": len(check), "of": len(X)}
         rule = Until(self.super_transitions, self.max_seconds, lambda n, seconds: convergence(
@@ -204,7 +204,7 @@ class _BNN(BaseEstimator):
             (lambda line: print(line, flush=True)) if self.verbose else None) if until else None
         self.log_ = drive(setup, self.super_transitions, until=rule, log=log, quiet=not self.verbose).log
         self.convergence_ = rule.last if until else None
-        n_done = self.n_iter_ = self.replicas_.n_super
+        n_done = self.n_iter_ = self.chains_.n_super
         n_burn = self._keep(rows, n_done)
         # R-hat and ESS of the fitted values (the predictions at a seeded subset of the training inputs) across
         # the posterior's chains, per 1000 of every gradient the fit computed and per second of sampling.
@@ -214,7 +214,7 @@ class _BNN(BaseEstimator):
         self.diagnostics_ = {**self._diagnostics(check, rows, n_done, self.log_), "fitted_cases": cases}
         if self.diagnostics_.get("verdict") == APART:          # settled apart: the chains' stacked predictive
             self.diagnostics_["stacking"] = chain_stacking(
-                spec, kept_samples(self.replicas_, after=self._burn_in(n_done)), rows, (X, Y), {})
+                spec, kept_samples(self.chains_, after=self._burn_in(n_done)), rows, (X, Y), {})
         hyper_moves = (self.priors or PriorSpec()).hyper_moves
         for warning in end_warnings([rhat_warning(self.diagnostics_, hyper_moves, lambda f: self._longer(f, n_done))],
                                     rule, self.log_, "narrow step_factor_bounds or num_steps_bounds"):
@@ -230,7 +230,7 @@ class _BNN(BaseEstimator):
         """Keep the posterior's samples (of chains ``rows``) after the burn-in of a fit of ``n_done``
         super-transitions: ``weights_``, ``noise_``, ``sample_weights_``, ``posterior_``; returns the burn-in."""
         n_burn = self._burn_in(n_done)
-        kept = kept_samples(self.replicas_, after=n_burn)
+        kept = kept_samples(self.chains_, after=n_burn)
         posterior = np.isin(kept["chain"], rows)
         self.weights_, self.noise_ = kept["weights"][posterior], kept["noise_precision"][posterior]
         self.sample_weights_ = kept["weight"][posterior]
@@ -257,6 +257,13 @@ class _BNN(BaseEstimator):
         warnings.warn(f"precision={self.precision!r} is deprecated: give arithmetic= (the hidden units' "
                       "arithmetic, float32 or float64)", FutureWarning, stacklevel=4)
         return self.precision
+
+    @property
+    def replicas_(self):
+        """Deprecated: :attr:`chains_` (a FutureWarning says so)."""
+        chains = self.chains_                   # AttributeError before a fit, as for any fitted attribute
+        warnings.warn("replicas_ is deprecated: read chains_ (the fitted chain set)", FutureWarning, stacklevel=2)
+        return chains
 
     def _fixed_params(self) -> dict:
         """The parameters a warm start must not change (all but :data:`WARM_START_MAY_CHANGE`)."""
@@ -297,10 +304,10 @@ class _BNN(BaseEstimator):
         burn-in of a fit of ``n_done`` super-transitions (``log``: its
         entries, for the gradients and seconds)."""
         n_burn = self._burn_in(n_done)
-        return run_diagnostics(self.spec_, kept_samples(self.replicas_, after=n_burn), rows, "full",
+        return run_diagnostics(self.spec_, kept_samples(self.chains_, after=n_burn), rows, "full",
                                {"X_test": X, "history_pred": [], "history_count": []}, {"training": slice(0, len(X))},
-                               self.replicas_.history_hyper[n_burn:], int(log_gradients(log).sum()),
-                               sum(e["seconds"] for e in log), self.replicas_.hyper_names)
+                               self.chains_.history_hyper[n_burn:], int(log_gradients(log).sum()),
+                               sum(e["seconds"] for e in log), self.chains_.hyper_names)
 
     def _posterior(self, weights, noise, sample_weight) -> Posterior:
         """Kept samples as a :class:`Posterior` with the fit's input map and (regression) target scale."""
@@ -320,7 +327,7 @@ class _BNN(BaseEstimator):
         n_steps, step_size). ``az.summary``, ``az.loo``, ``az.plot_ppc`` and
         ``az.bfmi`` read it as they read PyMC's."""
         check_is_fitted(self)
-        r = self.replicas_
+        r = self.chains_
         kept = kept_samples(r, after=self._burn_in(r.n_super))
         chains = [int(j) for j in r.chain_indices("full") if np.any(kept["chain"] == j)]
         if not chains:
