@@ -143,7 +143,7 @@ def test_a_lines_data_energy_is_the_forward_passs_at_the_moved_weights(arithmeti
     t = model.target
     noise = np.array([3.0])
     q = 0.5 * rng.normal(size=model.dim)
-    tol = 1e-12 if precision == "float64" else 1e-5
+    tol = 1e-12 if arithmetic == "float64" else 1e-5
     for d in [*t.scale_dirs, t.scale_dirs[0]]:
         dw = d[t.prior.param_slot]
         xs = (-0.8, 0.0, 0.3)

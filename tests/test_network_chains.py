@@ -739,10 +739,10 @@ def test_class_probabilities_of_extreme_logits_are_exact_and_silent():
 
 
 def test_the_checks_gather_only_the_draws_they_read_and_give_the_same_figures():
-    """kept_rows(at) gathers rows ``at`` alone, equal to those of every row gathered; replica_diagnostics
+    """kept_rows(at) gathers rows ``at`` alone, equal to those of every row gathered; chain_diagnostics
     (the checks of a run that goes on until its chains meet) gathers only the chains' diagnostic draws,
     and its figures equal those computed from every kept row, for the full-data chain and for all."""
-    from adaptive_hmc.rundir.metrics import kept_samples, replica_diagnostics
+    from adaptive_hmc.rundir.metrics import kept_samples, chain_diagnostics
     rs = _replicas(full_data_chain=True, predict_steps=0, thin=1)
     for _ in range(6):
         advance(rs, Action(0.3, 5), 100)
@@ -755,4 +755,4 @@ def test_the_checks_gather_only_the_draws_they_read_and_give_the_same_figures():
     for chains in ("full", "all"):
         fewer = kept_samples(rs, draws_of=rs.chain_indices(chains))
         assert 0 < len(fewer["chain"]) < len(A)
-        assert replica_diagnostics(rs, log, 1.0, chains) == replica_diagnostics(rs, log, 1.0, chains, kept_samples(rs))
+        assert chain_diagnostics(rs, log, 1.0, chains) == chain_diagnostics(rs, log, 1.0, chains, kept_samples(rs))

@@ -80,21 +80,22 @@ def sample(logp_grad, initial_positions, *, names: dict | None = None, constrain
                   tuner=None if tuner is None else repr(tuner))
     rd = None if checkpoint is None else RunDir(checkpoint)
     if rd is not None and rd.has_checkpoint:
-        run, bandit, log, units = _resumed(rd, key, chains, super_transitions)
+        run, bandit, log = _resumed(rd, key, chains, super_transitions)
     else:
         run, bandit = _warmed_up(chains, warmup, target_accept, budget, (flo, fhi), (tlo, thi), tuner,
                                  seed_tuner, verbose)
-        log, units = _started(rd, chains, bandit, key, run), []
+        log = _started(rd, chains, bandit, key, run)
     if callback is not None:
         callback(log)
+    inner = rd and RunDirSink(rd, chains, bandit, log, 1, chains.unit, DRAWS, lambda: {"key": key, "run": run})
+    units = _Units(rd, inner)
     rule = _until_rule(chains, units, super_transitions, limit, run, verbose)
     done = drive(Plan(chains, bandit, run["budget"]), super_transitions, until=rule, log=log,
                  wall=run["warmup_seconds"] + sum(e["seconds"] for e in log), quiet=not verbose, stop_after=stop_after,
-                 sink=_Sink(rd and RunDirSink(rd, chains, bandit, log, 1, chains.unit, DRAWS,
-                                              lambda: {"key": key, "run": run}), run, rule, callback, log, units))
+                 sink=_Sink(inner, run, rule, callback, log, units))
     if not done.finished:
         return None
-    return _inference_data(chains, units, model, constrain, run, log, compile_s, limit, rule, verbose)
+    return _inference_data(chains, units(), model, constrain, run, log, compile_s, limit, rule, verbose)
 
 
 def _started(rd: RunDir | None, chains: DensityChains, bandit, key: dict, run: dict) -> list:
@@ -113,34 +114,49 @@ def _draws(units: list) -> np.ndarray:
     return np.concatenate([u[0] for u in units], axis=1)
 
 
-def _until_rule(chains: DensityChains, units: list, super_transitions: int, limit, run: dict,
+class _Units:
+    """The units (:meth:`~adaptive_hmc.engine.density_chains.DensityChains.unit`: draws and their statistics)
+    of :func:`sample`'s run so far, held in one place: with a run directory ``rd``, its sample store and the
+    units its sink ``inner`` has not stored yet (read when asked); without one, the ``collected`` list that
+    :class:`_Sink` appends to. Calling it gives the list."""
+
+    def __init__(self, rd: RunDir | None, inner):
+        self.rd, self.inner, self.collected = rd, inner, []
+
+    def __call__(self) -> list:
+        if self.rd is None:
+            return self.collected
+        return self.rd.sample_store(DRAWS).read() + list(self.inner.unsaved)
+
+
+def _until_rule(chains: DensityChains, units: _Units, super_transitions: int, limit, run: dict,
                 verbose: bool) -> Until | None:
     """:func:`sample`'s ``until`` as the driver's rule (None without one): the chains met when R-hat and ESS
-    of every coordinate of the draws so far (``units``, the collecting sink's) say so; a resumed run that it
-    stopped stays stopped."""
+    of every coordinate of the draws so far (``units()``) say so; a resumed run that it stopped stays
+    stopped."""
     if not limit:
         return None
     return Until(super_transitions, limit[0], lambda n, seconds: draws_convergence(
-        chain_statistics(_draws(units)), limit[1]), "until max_seconds",
+        chain_statistics(_draws(units())), limit[1]), "until max_seconds",
         (lambda line: print(line, flush=True)) if verbose else None,
         stopped=run.get("stopped") if chains.n_super >= super_transitions else None)
 
 
 class _Sink:
     """:func:`sample`'s sink (:class:`~adaptive_hmc.engine.driver.Sink`): the run directory's
-    (:class:`~adaptive_hmc.rundir.results.RunDirSink`, when there is one: ``inner``), with the rule's stop kept
-    in the run's state at the end, then the user's ``callback`` given the log; it collects the units
-    (:meth:`~adaptive_hmc.engine.density_chains.DensityChains.unit`: draws and their statistics) in ``units``,
-    which then hold the run's draws (those of a resumed run's store first)."""
+    (:class:`~adaptive_hmc.rundir.results.RunDirSink`, when there is one: ``inner``, which then holds the
+    units on their way to the store), with the rule's stop kept in the run's state at the end, then the user's
+    ``callback`` given the log; without a run directory it collects the units in ``units`` (:class:`_Units`)."""
 
-    def __init__(self, inner, run, rule, callback, log, units: list):
+    def __init__(self, inner, run, rule, callback, log, units: _Units):
         self.inner, self.run, self.rule, self.callback, self.log = inner, run, rule, callback, log
         self.units = units
 
     def append(self, entry, result):
-        self.units.append(DensityChains.unit(result))
         if self.inner is not None:
             self.inner.append(entry, result)
+        else:
+            self.units.collected.append(DensityChains.unit(result))
 
     def checkpoint(self, n: int, end: bool, wall: float):
         if end and self.rule is not None and self.rule.stopped is not None:
@@ -186,9 +202,9 @@ def _checked(warmup, super_transitions, budget, threads, until, initial_position
 
 
 def _resumed(rd: RunDir, key: dict, chains: DensityChains, super_transitions: int) -> tuple:
-    """(run, tuner, log, its units) of the run checkpointed in ``rd``, its state restored into ``chains`` and its
-    units (draws and statistics) read from its store (the log file cut back to the checkpoint's entries);
-    CheckpointError when it cannot go on as this run."""
+    """(run, tuner, log) of the run checkpointed in ``rd``, its state restored into ``chains`` (the log file
+    cut back to the checkpoint's entries; its draws stay in its store); CheckpointError when it cannot go on as
+    this run."""
     def check(state):
         problem = key_problem(state["key"], key)
         return problem and f"{problem}; resume with the same arguments, or give another checkpoint path (a run's --out)"
@@ -206,7 +222,7 @@ def _resumed(rd: RunDir, key: dict, chains: DensityChains, super_transitions: in
     run = dict(state["run"])
     if "step" in run:                       # a checkpoint written before the key was named reference_step
         run["reference_step"] = run.pop("step")
-    return run, bandit, log, rd.sample_store(DRAWS).read(chains.n_super)
+    return run, bandit, log
 
 
 def _warmed_up(chains: DensityChains, warmup: int, target_accept: float, budget, step_factor_bounds,
