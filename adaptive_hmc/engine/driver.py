@@ -175,16 +175,16 @@ def drive(plan: Plan, first: int, *, until: Until | None = None, log: list | Non
     return Driven(log, tally["wall"], bool(until.stopped) if until else chains.n_super >= first)
 
 
-def run_super_transitions(net, tuner, super_transitions: int, budget: int, reward=esjd_reward,
+def run_super_transitions(chains, tuner, super_transitions: int, budget: int, reward=esjd_reward,
                           cv_metric: str | None = None, callback=None, warmup: int = 0,
                           log: list | None = None) -> list:
-    """The outer loop bare (:func:`drive` without progress, checks or checkpoints): ``net`` (a
+    """The outer loop bare (:func:`drive` without progress, checks or checkpoints): ``chains`` (a
     :class:`~adaptive_hmc.engine.runner.ChainSet`) run to ``super_transitions`` of ``budget`` leapfrog steps
     a chain, each ``reward`` (ESJD/sqrt(L) by default) told to ``tuner`` but the first ``warmup``'s (from a cold
     start they measure the distance to equilibrium, not the action); ``callback(entry, result)`` after each
     ends the run when it returns True. Entries are appended to ``log`` (a resumed run's; a new list by
     default), which is returned."""
-    plan = Plan(net, tuner, budget, reward, cv_metric, warmup)
+    plan = Plan(chains, tuner, budget, reward, cv_metric, warmup)
     return drive(plan, super_transitions, log=log, callback=callback).log
 
 

@@ -9,7 +9,7 @@ chains of its own from the run's starts; its warm-up and budget depend on the
 reference step that warm-up will find, so the estimate assumes one
 (:data:`ASSUMED_STEP`) and says so.
 
-Flow position: net, density_chains, tuners -> **timing** -> cli (validate), estimator.
+Flow position: network_chains, density_chains, tuners -> **timing** -> cli (validate), estimator.
 Changes no state: the probe runs on copies of the chains.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 multi-chain diagnostics of the predicting chains (R-hat, ESS per gradient and
 per second); :mod:`~adaptive_hmc.rundir.verdicts` puts them in words.
 
-Flow position: net, config -> **metrics** -> results, estimator. Reads
+Flow position: network_chains, config -> **metrics** -> results, estimator. Reads
 a :class:`~adaptive_hmc.engine.network_chains.NetworkChains` or the arrays a run directory
 stores; writes nothing.
 """
