@@ -54,7 +54,7 @@ def refresh_momentum_with(p, persistence, low_rank, rng):
     raise NotImplementedError("compiled code only")
 
 
-@overload(refresh_momentum_with, inline="always")
+@overload(refresh_momentum_with)         # not inlined (see leapfrog.py)
 def _refresh_momentum_with(p, persistence, low_rank, rng):
     if low_rank.ndim == 1:
         return lambda p, persistence, low_rank, rng: refresh_momentum(p, persistence, rng)

@@ -11,7 +11,9 @@ The kernels reach it through :func:`leapfrog_with` and :func:`kinetic_with`,
 which compile it only into the runs that have a low-rank metric (rows, a 2-d
 array); every other run passes :data:`~adaptive_hmc.samplers.settings.NO_METRIC`
 (1-d) and compiles the plain
-leapfrog alone (the low-rank code in every kernel cost a cold compile 1.6 s).
+leapfrog alone (the low-rank code in every kernel cost a cold compile 1.6 s). The choosers are functions of
+their own, not inlined: numba compiles an overload's choice to type it, and an inlined one is lowered
+again inside each caller.
 """
 import math
 
@@ -127,7 +129,7 @@ def leapfrog_with(q, p, g, step_sizes, num_steps, target, hyper, low_rank):
     raise NotImplementedError("compiled code only")
 
 
-@overload(leapfrog_with, inline="always")
+@overload(leapfrog_with)                 # a function of its own: inlined, its leapfrog compiled twice
 def _leapfrog_with(q, p, g, step_sizes, num_steps, target, hyper, low_rank):
     if low_rank.ndim == 1:
         return lambda q, p, g, step_sizes, num_steps, target, hyper, low_rank: leapfrog(

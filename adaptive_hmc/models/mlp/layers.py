@@ -74,16 +74,12 @@ def _affine(z, A, a0, ca, w, w0, stride, count, b, add, tanh):
         wc, rc = _row(A, a0, ca, w, w0, stride, count, m + 2, B)
         wd, rd = _row(A, a0, ca, w, w0, stride, count, m + 3, B)
         first = p == 0 and not add
-        last = p == passes - 1 and tanh
-        if first and last:
+        if p == passes - 1 and tanh:                 # from b or z, left to right, as the sums below
             for n in range(B):
-                z[n] = tanh_of(b + wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n])
+                z[n] = tanh_of((b if first else z[n]) + wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n])
         elif first:
             for n in range(B):
                 z[n] = b + wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n]
-        elif last:
-            for n in range(B):
-                z[n] = tanh_of(z[n] + wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n])
         else:
             for n in range(B):
                 z[n] += wa * ra[n] + wb * rb[n] + wc * rc[n] + wd * rd[n]
@@ -113,22 +109,17 @@ def _affine3(z0, z1, z2, A, a0, ca, w, w0, stride, count, b):
         wa0, wa1, wa2 = _weights3(w, w0, stride, count, m)
         wb0, wb1, wb2 = _weights3(w, w0, stride, count, m + 1)
         wc0, wc1, wc2 = _weights3(w, w0, stride, count, m + 2)
-        first, last = p == 0, p == passes - 1
-        if first and last:
+        first = p == 0
+        if p == passes - 1:
             for n in range(B):
-                z0[n] = tanh_of(b0 + wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n])
-                z1[n] = tanh_of(b1 + wa1 * ra[n] + wb1 * rb[n] + wc1 * rc[n])
-                z2[n] = tanh_of(b2 + wa2 * ra[n] + wb2 * rb[n] + wc2 * rc[n])
+                z0[n] = tanh_of((b0 if first else z0[n]) + wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n])
+                z1[n] = tanh_of((b1 if first else z1[n]) + wa1 * ra[n] + wb1 * rb[n] + wc1 * rc[n])
+                z2[n] = tanh_of((b2 if first else z2[n]) + wa2 * ra[n] + wb2 * rb[n] + wc2 * rc[n])
         elif first:
             for n in range(B):
                 z0[n] = b0 + wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n]
                 z1[n] = b1 + wa1 * ra[n] + wb1 * rb[n] + wc1 * rc[n]
                 z2[n] = b2 + wa2 * ra[n] + wb2 * rb[n] + wc2 * rc[n]
-        elif last:
-            for n in range(B):
-                z0[n] = tanh_of(z0[n] + wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n])
-                z1[n] = tanh_of(z1[n] + wa1 * ra[n] + wb1 * rb[n] + wc1 * rc[n])
-                z2[n] = tanh_of(z2[n] + wa2 * ra[n] + wb2 * rb[n] + wc2 * rc[n])
         else:
             for n in range(B):
                 z0[n] += wa0 * ra[n] + wb0 * rb[n] + wc0 * rc[n]
