@@ -25,9 +25,9 @@ __all__ = sorted(_WHERE)
 __version__ = "0.1.0"
 
 #: How long a model's first run takes to compile its sampler on 2 cores (NUMBA_CACHE_DIR empty, an idle
-#: machine, `compile_s`: the README's main job 30.7-31.9 s, the `init` regression and classification
-#: templates 47.5-49.6 s). Said at the start of a run, before the imports that take a second or two.
-COMPILE_TIME = "about 30-50 s"
+#: machine, `compile_s`: the README's main job 20.7-22.7 s in a clean clone's CI, the `init` regression
+#: template 35-43 s). Said at the start of a run, before the imports that take a second or two.
+COMPILE_TIME = "about 20-45 s"
 
 #: The draws a chain ``adaptive-hmc export`` writes by default, evenly spaced (``--draws all``: every one): an
 #: ArviZ user's few thousand in all, where a long run holds tens of thousands.

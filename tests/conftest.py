@@ -10,11 +10,12 @@ from adaptive_hmc.models.gaussian import GaussianTarget
 
 
 #: Test modules by marker (the default run is the whole suite; ``-m "not slow and not statistical"`` the fast tier).
-#: The slow modules are in the order a parallel run starts them: the most seconds first (``--durations``:
-#: test_tasks about 250 s of whole benchmarks and experiments, test_reproducible 190, test_kill 155, ...).
+#: The slow modules are in the order a parallel run starts them: the most seconds first (``--durations``
+#: with an empty compile cache: test_tasks about 230 s of whole benchmarks and experiments, test_linking 130
+#: in one test, test_reproducible 125, ...).
 MARKED = {"statistical": ("test_statistical",),
-          "slow": ("test_tasks", "test_reproducible", "test_kill", "test_sweep", "test_versus_nuts", "test_study",
-                   "test_neal1992", "test_neal1993")}
+          "slow": ("test_tasks", "test_linking", "test_reproducible", "test_kill", "test_sweep", "test_versus_nuts",
+                   "test_study", "test_neal1992", "test_neal1993")}
 
 
 def pytest_collection_modifyitems(items):
