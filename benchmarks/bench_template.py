@@ -3,7 +3,7 @@ a synthetic table of 9 inputs (one target, sin and linear terms plus noise),
 `adaptive-hmc init regression --csv` on it, then the run with a fixed length
 (`run.until: null`, `run.super_transitions` N, the warm-up and burn-in scaled
 down), random starts (`sampler.start: random`, so that the optimiser's cost
-is left out) and the template's precision or the one given; seconds a
+is left out) and the template's arithmetic or the one given; seconds a
 super-transition from summary.json's wall_s (sampling alone, compiling
 apart). A template without the keys ``sampler.start`` or ``sampler.arithmetic``
 (an older version's) runs as it is: random starts, float64. ``--tree DIR`` runs another checkout of the package instead of this
@@ -14,7 +14,7 @@ runs this checkout on each thread count instead (``run.threads``; with
 shared), alternating, and checks that every thread count kept the same
 samples, byte for byte.
 
-Run: python benchmarks/bench_template.py [--rows 800 20000] [--precision float64] [--tree OTHER]
+Run: python benchmarks/bench_template.py [--rows 800 20000] [--arithmetic float64] [--tree OTHER]
      [--chains K] [--threads 1 2]
      (the last line is JSON: seconds a super-transition by rows and tree or threads)
 """
@@ -81,7 +81,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, nargs="+", default=[800, 20000])
     ap.add_argument("--super-transitions", type=int, default=6)
-    ap.add_argument("--precision", choices=["float32", "float64"], help="default: the template's")
+    ap.add_argument("--arithmetic", choices=["float32", "float64"], help="default: the template's")
     ap.add_argument("--tree", type=Path, help="another checkout to compare with, alternating")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--chains", type=int, help="default: the template's")
